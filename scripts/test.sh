@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs elasticsite with its test tools and runs lint and the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh ".[dev]"
+.venv/bin/ruff check src tests benchmarks
+.venv/bin/ruff format --check src tests benchmarks
+exec .venv/bin/pytest "$@"

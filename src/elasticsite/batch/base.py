@@ -1,0 +1,128 @@
+"""The contract every batch-system adapter fulfils.
+
+Errors: every adapter raises :class:`BatchError` (or a subclass) and nothing else,
+translating its own failures at the boundary with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from elasticsite.model import Job
+
+__all__ = ["BatchError", "BatchSystem", "BatchView", "JobRequest", "Node", "NodeState"]
+
+
+class BatchError(Exception):
+    """A batch-system command or query failed; the message says which and why."""
+
+
+class UnknownJob(BatchError):
+    """No job with that id."""
+
+
+class UnknownNode(BatchError):
+    """No node with that name."""
+
+
+class NodeState(enum.StrEnum):
+    """A node's state as the manager needs it, whatever the batch system calls it."""
+
+    DOWN = "down"
+    """Declared but not (or no longer) reporting: booting, crashed or lost."""
+    IDLE = "idle"
+    """Up, accepting jobs, running none."""
+    BUSY = "busy"
+    """Up, running at least one job (allocated or mixed)."""
+    DRAINING = "draining"
+    """Takes no new job, still running some."""
+    DRAINED = "drained"
+    """Takes no new job and runs none: safe to remove."""
+    UNKNOWN = "unknown"
+    """A native state this adapter cannot translate (logged with a warning)."""
+
+
+@dataclass(slots=True)
+class Node:
+    """One compute node of the batch system."""
+
+    name: str
+    cores: int
+    state: NodeState
+    running_jobs: int = 0
+    free_cores: int = 0
+    reason: str = ""
+    heartbeat_at: float | None = None
+
+
+@dataclass(slots=True)
+class BatchView:
+    """What the batch system looks like at ``taken_at``.
+
+    ``queued`` is in the order the batch system would start jobs (priority order).
+    """
+
+    taken_at: float
+    queued: list[Job] = field(default_factory=list)
+    running: list[Job] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What a user asks for when submitting a job."""
+
+    command: Sequence[str]
+    cores: int = 1
+    walltime: float = 3600.0
+    user: str = ""
+    priority: int = 0
+
+
+@runtime_checkable
+class BatchSystem(Protocol):
+    """A batch system the manager senses and drives.
+
+    Every method is idempotent where the operation allows it (adding a node that
+    exists, draining a draining node, removing a removed node are no-ops), so a
+    manager that retries after a crash never fails on its own earlier work.
+    """
+
+    def snapshot(self) -> BatchView:
+        """Queued and running jobs and all nodes, in one consistent read."""
+        ...
+
+    def add_node(self, name: str, cores: int) -> None:
+        """Declare a node the cloud is bringing up; it stays DOWN until it reports."""
+        ...
+
+    def drain(self, name: str, reason: str) -> None:
+        """Give the node no new job; its running jobs go on."""
+        ...
+
+    def undrain(self, name: str) -> None:
+        """Accept jobs on the node again."""
+        ...
+
+    def remove_node(self, name: str) -> None:
+        """Forget the node. A job still recorded on it goes back to the queue."""
+        ...
+
+    def submit(self, request: JobRequest) -> str:
+        """Queue a job; returns its id."""
+        ...
+
+    def set_priority(self, job_id: str, priority: int) -> None:
+        """Raise or lower a queued job's priority."""
+        ...
+
+    def move_to_front(self, job_id: str) -> None:
+        """Make a queued job the next to run."""
+        ...
+
+    def preempt(self, job_id: str) -> None:
+        """Stop a running job and put it back in the queue."""
+        ...

@@ -1,0 +1,582 @@
+"""The embedded batch system: one SQLite file, no daemon, safe from many processes at once.
+
+Every participant (the manager, the CLI, each worker process) opens the same file.
+Scheduling is :meth:`LocalBatch.schedule_pass`, run inside the ``BEGIN IMMEDIATE``
+transaction of whatever just changed the queue or the nodes (a submit, a worker
+registering or finishing a job, an undrain, ...) and, as a safety net, by idle
+workers now and then. A pass is idempotent: it only starts jobs on free cores.
+
+This module is imported by every worker process, so it imports nothing heavy:
+the standard library, :mod:`elasticsite.model` and the batch contracts only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
+
+from elasticsite.batch.base import (
+    BatchError,
+    BatchView,
+    JobRequest,
+    Node,
+    NodeState,
+    UnknownJob,
+    UnknownNode,
+)
+from elasticsite.batch.scheduling import POLICIES, schedule
+from elasticsite.model import Job, JobState
+
+__all__ = ["Assignment", "LocalBatch"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    command TEXT NOT NULL,
+    cores INTEGER NOT NULL,
+    walltime REAL NOT NULL,
+    user TEXT NOT NULL DEFAULT '',
+    priority INTEGER NOT NULL DEFAULT 0,
+    front INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL,
+    submitted_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    node TEXT,
+    exit_code INTEGER,
+    pid INTEGER,
+    attempt INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, node);
+CREATE TABLE IF NOT EXISTS nodes (
+    name TEXT PRIMARY KEY,
+    cores INTEGER NOT NULL,
+    up INTEGER NOT NULL DEFAULT 0,
+    drain INTEGER NOT NULL DEFAULT 0,
+    reason TEXT NOT NULL DEFAULT '',
+    heartbeat_at REAL,
+    registered_at REAL,
+    declared_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+_QUEUE_ORDER = "ORDER BY front DESC, priority DESC, id ASC"
+_JOB_COLUMNS = (
+    "id, command, cores, walltime, user, priority, state, submitted_at, started_at, "
+    "finished_at, node, exit_code"
+)
+DEFAULT_SCHEDULER = "easy"
+
+
+class Assignment(NamedTuple):
+    """A job a worker should be running: ``attempt`` tells a restart from the old run."""
+
+    job_id: str
+    attempt: int
+    argv: list[str]
+    cores: int
+    walltime: float
+
+
+class _Queued(NamedTuple):
+    id: str
+    cores: int
+    walltime: float
+
+
+def _job(row: sqlite3.Row | tuple) -> Job:
+    (jid, command, cores, walltime, user, prio, state, sub, start, fin, node, code) = row
+    runtime = fin - start if state == "done" and start is not None and fin is not None else None
+    return Job(
+        id=str(jid),
+        cores=cores,
+        walltime=walltime,
+        submitted_at=sub,
+        state=JobState(state),
+        command=shlex.join(json.loads(command)),
+        runtime=runtime,
+        started_at=start,
+        finished_at=fin,
+        node=node,
+        exit_code=code,
+        priority=prio,
+        user=user,
+    )
+
+
+def _job_key(job_id: str) -> int:
+    try:
+        return int(job_id)
+    except (TypeError, ValueError):
+        raise UnknownJob(f"no job {job_id!r}: local batch job ids are integers") from None
+
+
+class LocalBatch:
+    """A batch system in one SQLite file (WAL): jobs, nodes and the scheduling pass.
+
+    ``scheduler`` names a policy of :mod:`elasticsite.batch.scheduling`; it is stored
+    in the file so every process schedules alike. ``None`` keeps the stored one
+    (``"easy"`` for a new file). A node whose last heartbeat is older than
+    ``heartbeat_timeout`` seconds is DOWN and gets no new job.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        scheduler: str | None = None,
+        clock: Callable[[], float] = time.time,
+        heartbeat_timeout: float = 30.0,
+    ) -> None:
+        if scheduler is not None and scheduler not in POLICIES:
+            raise ValueError(
+                f"unknown scheduling policy {scheduler!r}; "
+                f"valid policies: {', '.join(sorted(POLICIES))}"
+            )
+        self.path = Path(path)
+        self.clock = clock
+        self.heartbeat_timeout = heartbeat_timeout
+        self._local = threading.local()
+        self._setup(scheduler)
+
+    # -- connection and transactions ---------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection (reopened after a fork)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or self._local.pid != os.getpid():
+            try:
+                conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+                conn.execute("PRAGMA busy_timeout = 10000")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            except sqlite3.Error as exc:
+                raise BatchError(f"local batch {self.path}: cannot open: {exc}") from exc
+            self._local.conn = conn
+            self._local.pid = os.getpid()
+        return conn
+
+    @contextmanager
+    def _tx(self, write: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction; ``write`` takes the write lock up front (no upgrade deadlocks)."""
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise BatchError(f"local batch {self.path}: {exc}") from exc
+
+    def _setup(self, scheduler: str | None) -> None:
+        conn = self._conn()
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error as exc:
+            raise BatchError(f"local batch {self.path}: cannot set up: {exc}") from exc
+        if version not in (0, SCHEMA_VERSION):
+            raise BatchError(
+                f"local batch {self.path}: schema version {version}, expected {SCHEMA_VERSION}; "
+                "use a new file"
+            )
+        if version == 0 or scheduler is not None:
+            with self._tx(write=True) as tx:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        tx.execute(statement)
+                tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                if scheduler is not None:
+                    tx.execute("INSERT OR REPLACE INTO meta VALUES ('scheduler', ?)", (scheduler,))
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their thread's data goes)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    @property
+    def scheduler(self) -> str:
+        """The scheduling policy this file uses."""
+        with self._tx(write=False) as tx:
+            return self._scheduler(tx)
+
+    @staticmethod
+    def _scheduler(tx: sqlite3.Connection) -> str:
+        row = tx.execute("SELECT value FROM meta WHERE key = 'scheduler'").fetchone()
+        return row[0] if row else DEFAULT_SCHEDULER
+
+    # -- scheduling --------------------------------------------------------------------
+
+    def schedule_pass(self) -> list[tuple[str, str]]:
+        """Start what can start now; returns ``(job_id, node)`` of the jobs it started."""
+        with self._tx(write=True) as tx:
+            return self._pass(tx, self.clock())
+
+    def _pass(self, tx: sqlite3.Connection, now: float) -> list[tuple[str, str]]:
+        tx.execute("INSERT OR REPLACE INTO meta VALUES ('last_pass', ?)", (repr(now),))
+        nodes = tx.execute(
+            "SELECT name, cores FROM nodes WHERE up = 1 AND drain = 0 AND heartbeat_at >= ? "
+            "ORDER BY name",
+            (now - self.heartbeat_timeout,),
+        ).fetchall()
+        if not nodes:
+            return []
+        free = dict(nodes)
+        running = []
+        for node, cores, end in tx.execute(
+            "SELECT node, cores, started_at + walltime FROM jobs WHERE state = 'running'"
+        ):
+            if node in free:
+                free[node] -= cores
+                running.append((node, cores, end))
+        if all(f <= 0 for f in free.values()):
+            return []
+        queued = [
+            _Queued(str(jid), cores, walltime)
+            for jid, cores, walltime in tx.execute(
+                f"SELECT id, cores, walltime FROM jobs WHERE state = 'queued' {_QUEUE_ORDER}"
+            )
+        ]
+        if not queued:
+            return []
+        started = schedule(
+            self._scheduler(tx), now, queued, [(n, max(f, 0)) for n, f in free.items()], running
+        )
+        tx.executemany(
+            "UPDATE jobs SET state = 'running', node = ?, started_at = ?, pid = NULL, "
+            "attempt = attempt + 1 WHERE id = ? AND state = 'queued'",
+            [(node, now, int(jid)) for jid, node in started],
+        )
+        if started:
+            log.debug("scheduling pass started %d job(s)", len(started))
+        return started
+
+    # -- the BatchSystem contract ------------------------------------------------------
+
+    def snapshot(self) -> BatchView:
+        """Queued (in priority order) and running jobs and all nodes, in one consistent read."""
+        now = self.clock()
+        with self._tx(write=False) as tx:
+            queued = [
+                _job(r)
+                for r in tx.execute(
+                    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'queued' {_QUEUE_ORDER}"
+                )
+            ]
+            running = [
+                _job(r)
+                for r in tx.execute(
+                    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'running' ORDER BY id"
+                )
+            ]
+            node_rows = tx.execute(
+                "SELECT name, cores, up, drain, reason, heartbeat_at FROM nodes ORDER BY name"
+            ).fetchall()
+        used: dict[str, list[int]] = {}
+        for job in running:
+            if job.node is not None:
+                count_cores = used.setdefault(job.node, [0, 0])
+                count_cores[0] += 1
+                count_cores[1] += job.cores
+        nodes = [self._node(row, now, *used.get(row[0], (0, 0))) for row in node_rows]
+        return BatchView(taken_at=now, queued=queued, running=running, nodes=nodes)
+
+    def _node(self, row: tuple, now: float, jobs: int, busy_cores: int) -> Node:
+        name, cores, up, drain, reason, heartbeat_at = row
+        stale = heartbeat_at is None or now - heartbeat_at > self.heartbeat_timeout
+        if not up or stale:
+            state = NodeState.DOWN
+        elif drain:
+            state = NodeState.DRAINING if jobs else NodeState.DRAINED
+        else:
+            state = NodeState.BUSY if jobs else NodeState.IDLE
+        free = max(cores - busy_cores, 0) if state in (NodeState.IDLE, NodeState.BUSY) else 0
+        return Node(name, cores, state, jobs, free, reason, heartbeat_at)
+
+    def add_node(self, name: str, cores: int) -> None:
+        """Declare a node; it is DOWN until its worker registers. A known node is left alone."""
+        if not name or cores < 1:
+            raise BatchError(f"add_node: need a name and cores >= 1, got {name!r}, {cores}")
+        with self._tx(write=True) as tx:
+            tx.execute(
+                "INSERT OR IGNORE INTO nodes (name, cores, declared_at) VALUES (?, ?, ?)",
+                (name, cores, self.clock()),
+            )
+
+    def drain(self, name: str, reason: str) -> None:
+        """Give the node no new job; its running jobs go on."""
+        with self._tx(write=True) as tx:
+            self._require_node(tx, name)
+            tx.execute("UPDATE nodes SET drain = 1, reason = ? WHERE name = ?", (reason, name))
+
+    def undrain(self, name: str) -> None:
+        """Accept jobs on the node again (and start what now fits)."""
+        with self._tx(write=True) as tx:
+            self._require_node(tx, name)
+            tx.execute("UPDATE nodes SET drain = 0, reason = '' WHERE name = ?", (name,))
+            self._pass(tx, self.clock())
+
+    def remove_node(self, name: str) -> None:
+        """Forget the node; jobs still recorded on it go back to the queue. Unknown: no-op."""
+        with self._tx(write=True) as tx:
+            requeued = self._requeue_node(tx, name)
+            gone = tx.execute("DELETE FROM nodes WHERE name = ?", (name,)).rowcount
+            if requeued:
+                log.info("node %s removed: requeued %d job(s)", name, requeued)
+            if gone or requeued:
+                self._pass(tx, self.clock())
+
+    @staticmethod
+    def _requeue_node(tx: sqlite3.Connection, name: str) -> int:
+        return tx.execute(
+            "UPDATE jobs SET state = 'queued', node = NULL, started_at = NULL, pid = NULL "
+            "WHERE state = 'running' AND node = ?",
+            (name,),
+        ).rowcount
+
+    @staticmethod
+    def _require_node(tx: sqlite3.Connection, name: str) -> None:
+        if tx.execute("SELECT 1 FROM nodes WHERE name = ?", (name,)).fetchone() is None:
+            raise UnknownNode(f"no node {name!r} in the local batch system")
+
+    def submit(self, request: JobRequest) -> str:
+        """Queue a job and run a scheduling pass; returns the new job's id."""
+        argv = list(request.command)
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise BatchError(f"submit: command must be a non-empty list of strings, got {argv!r}")
+        if request.cores < 1:
+            raise BatchError(f"submit: cores must be >= 1, got {request.cores}")
+        if not request.walltime > 0:
+            raise BatchError(f"submit: walltime must be > 0 seconds, got {request.walltime}")
+        with self._tx(write=True) as tx:
+            now = self.clock()
+            cursor = tx.execute(
+                "INSERT INTO jobs (command, cores, walltime, user, priority, state, submitted_at)"
+                " VALUES (?, ?, ?, ?, ?, 'queued', ?)",
+                (json.dumps(argv), request.cores, float(request.walltime), request.user,
+                 request.priority, now),
+            )  # fmt: skip
+            job_id = str(cursor.lastrowid)
+            self._pass(tx, now)
+        return job_id
+
+    def _job_state(self, tx: sqlite3.Connection, job_id: str) -> tuple[int, str]:
+        key = _job_key(job_id)
+        row = tx.execute("SELECT state FROM jobs WHERE id = ?", (key,)).fetchone()
+        if row is None:
+            raise UnknownJob(f"no job {job_id!r} in the local batch system")
+        return key, row[0]
+
+    def set_priority(self, job_id: str, priority: int) -> None:
+        """Change a job's priority (higher runs first); finished jobs refuse."""
+        with self._tx(write=True) as tx:
+            key, state = self._job_state(tx, job_id)
+            if state in ("done", "cancelled"):
+                raise BatchError(f"set_priority: job {job_id} is already {state}")
+            tx.execute("UPDATE jobs SET priority = ? WHERE id = ?", (priority, key))
+            self._pass(tx, self.clock())
+
+    def move_to_front(self, job_id: str) -> None:
+        """Put a queued job ahead of every other, whatever their priority. Running: no-op."""
+        with self._tx(write=True) as tx:
+            key, state = self._job_state(tx, job_id)
+            if state in ("done", "cancelled"):
+                raise BatchError(f"move_to_front: job {job_id} is already {state}")
+            if state == "queued":
+                tx.execute(
+                    "UPDATE jobs SET front = (SELECT MAX(front) FROM jobs) + 1 WHERE id = ?",
+                    (key,),
+                )
+                self._pass(tx, self.clock())
+
+    def preempt(self, job_id: str) -> None:
+        """Put a running job back in the queue; its worker sees it gone and kills it."""
+        with self._tx(write=True) as tx:
+            key, state = self._job_state(tx, job_id)
+            if state in ("done", "cancelled"):
+                raise BatchError(f"preempt: job {job_id} is already {state}")
+            if state == "running":
+                tx.execute(
+                    "UPDATE jobs SET state = 'queued', node = NULL, started_at = NULL, "
+                    "pid = NULL WHERE id = ?",
+                    (key,),
+                )
+                self._pass(tx, self.clock())
+
+    # -- worker side -------------------------------------------------------------------
+
+    def register_node(self, name: str, cores: int) -> None:
+        """A worker reports its node up (creating it if undeclared); nothing runs there yet."""
+        if not name or cores < 1:
+            raise BatchError(f"register_node: need a name and cores >= 1, got {name!r}, {cores}")
+        with self._tx(write=True) as tx:
+            now = self.clock()
+            tx.execute(
+                "INSERT INTO nodes (name, cores, up, heartbeat_at, registered_at, declared_at) "
+                "VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET cores = excluded.cores,"
+                " up = 1, heartbeat_at = excluded.heartbeat_at, registered_at = excluded.registered_at",
+                (name, cores, now, now, now),
+            )  # fmt: skip
+            self._requeue_node(tx, name)
+            self._pass(tx, now)
+
+    def heartbeat(self, name: str) -> None:
+        """Record that the node is alive."""
+        with self._tx(write=True) as tx:
+            tx.execute("UPDATE nodes SET heartbeat_at = ? WHERE name = ?", (self.clock(), name))
+
+    def assigned(self, name: str) -> list[Job]:
+        """The jobs running on ``name``."""
+        with self._tx(write=False) as tx:
+            rows = tx.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'running' AND node = ? ORDER BY id",
+                (name,),
+            ).fetchall()
+        return [_job(r) for r in rows]
+
+    def finish_job(
+        self, job_id: str, node: str, exit_code: int, attempt: int | None = None
+    ) -> bool:
+        """Record a job's end if it still runs on ``node`` (and is that ``attempt``).
+
+        Returns False, changing nothing, for a job preempted or requeued meanwhile.
+        """
+        with self._tx(write=True) as tx:
+            done = self._finish(tx, node, [(job_id, attempt, exit_code)])
+            if done:
+                self._pass(tx, self.clock())
+        return bool(done)
+
+    def _finish(
+        self, tx: sqlite3.Connection, node: str, ends: Iterable[tuple[str, int | None, int]]
+    ) -> int:
+        now = self.clock()
+        done = 0
+        for job_id, attempt, code in ends:
+            done += tx.execute(
+                "UPDATE jobs SET state = 'done', finished_at = ?, exit_code = ? "
+                "WHERE id = ? AND state = 'running' AND node = ? AND (? IS NULL OR attempt = ?)",
+                (now, code, _job_key(job_id), node, attempt, attempt),
+            ).rowcount
+        return done
+
+    def leave(self, name: str) -> None:
+        """The node goes away for good (same as :meth:`remove_node`)."""
+        self.remove_node(name)
+
+    def worker_poll(
+        self,
+        name: str,
+        finished: Sequence[tuple[str, int, int]] = (),
+        heartbeat: bool = False,
+        want_jobs: bool = False,
+        pass_interval: float = 1.0,
+    ) -> list[Assignment]:
+        """A worker's whole periodic exchange in one small transaction.
+
+        Records ``finished`` ``(job_id, attempt, exit_code)``, refreshes the heartbeat
+        if asked, runs a scheduling pass if jobs finished, or if the worker
+        ``want_jobs`` and jobs wait and no pass ran for ``pass_interval`` seconds, and
+        returns what should run on ``name``. Without anything to write it is a read.
+        """
+        now = self.clock()
+        write = bool(finished) or heartbeat
+        if want_jobs and not write:
+            with self._tx(write=False) as tx:
+                write = self._pass_due(tx, now, pass_interval)
+        with self._tx(write=write) as tx:
+            if write:
+                if heartbeat and not tx.execute(
+                    "UPDATE nodes SET heartbeat_at = ? WHERE name = ?", (now, name)
+                ).rowcount:
+                    log.warning("node %s is not in the batch system (removed?)", name)
+                done = self._finish(tx, name, finished) if finished else 0
+                if done or (want_jobs and self._pass_due(tx, now, pass_interval)):
+                    self._pass(tx, now)
+            rows = tx.execute(
+                "SELECT id, attempt, command, cores, walltime FROM jobs "
+                "WHERE state = 'running' AND node = ? ORDER BY id",
+                (name,),
+            ).fetchall()
+        return [Assignment(str(i), a, json.loads(c), n, w) for i, a, c, n, w in rows]
+
+    @staticmethod
+    def _pass_due(tx: sqlite3.Connection, now: float, interval: float) -> bool:
+        row = tx.execute(
+            "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued'), "
+            "(SELECT value FROM meta WHERE key = 'last_pass')"
+        ).fetchone()
+        return bool(row[0]) and (row[1] is None or now - float(row[1]) >= interval)
+
+    def record_pids(self, node: str, pids: Iterable[tuple[str, int, int]]) -> None:
+        """Note the process id of each started ``(job_id, attempt, pid)`` (for operators)."""
+        with self._tx(write=True) as tx:
+            tx.executemany(
+                "UPDATE jobs SET pid = ? WHERE id = ? AND attempt = ? AND node = ? "
+                "AND state = 'running'",
+                [(pid, _job_key(jid), attempt, node) for jid, attempt, pid in pids],
+            )
+
+    # -- extras for the CLI and metrics ------------------------------------------------
+
+    def jobs(self, states: Iterable[JobState | str] | None = None) -> list[Job]:
+        """Every job (or those in ``states``), oldest first, with their times."""
+        query = f"SELECT {_JOB_COLUMNS} FROM jobs"
+        params: list[str] = []
+        if states is not None:
+            params = [JobState(s).value for s in states]
+            query += f" WHERE state IN ({', '.join('?' * len(params))})"
+        with self._tx(write=False) as tx:
+            rows = tx.execute(query + " ORDER BY id", params).fetchall()
+        return [_job(r) for r in rows]
+
+    def job(self, job_id: str) -> Job:
+        """One job by id."""
+        with self._tx(write=False) as tx:
+            row = tx.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (_job_key(job_id),)
+            ).fetchone()
+        if row is None:
+            raise UnknownJob(f"no job {job_id!r} in the local batch system")
+        return _job(row)
+
+    def cancel(self, job_id: str) -> None:
+        """Remove a queued or running job (its worker kills it); cancelling twice is a no-op."""
+        with self._tx(write=True) as tx:
+            key, state = self._job_state(tx, job_id)
+            if state == "done":
+                raise BatchError(f"cancel: job {job_id} already finished")
+            if state != "cancelled":
+                now = self.clock()
+                tx.execute(
+                    "UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE id = ?", (now, key)
+                )
+                if state == "running":
+                    self._pass(tx, now)
+
+    def counts(self) -> dict[str, int]:
+        """Number of jobs in each state (every state present, zeros included)."""
+        result = {s.value: 0 for s in JobState}
+        with self._tx(write=False) as tx:
+            for state, n in tx.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state"):
+                result[state] = n
+        return result

@@ -1,0 +1,285 @@
+"""The ``elasticsite`` command: thin wrappers that parse, call one function and render."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.logging import RichHandler
+from rich.table import Table
+
+from elasticsite import __version__
+
+app = typer.Typer(
+    help="Extend a batch cluster into IaaS clouds on demand.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Site configuration (TOML). Default: $ELASTICSITE_CONFIG, else ./elasticsite.toml.",
+        show_default=False,
+    ),
+]
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(
+        level=level,
+        format="%(message)s",
+        datefmt="[%X]",
+        handlers=[RichHandler(console=err, show_path=False)],
+    )
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(2)
+
+
+def _load(config: Path | None) -> Any:
+    from elasticsite.config import ConfigError, load_config
+
+    path = config or Path(os.environ.get("ELASTICSITE_CONFIG", "elasticsite.toml"))
+    if not path.exists():
+        raise _fail(
+            f"no configuration at {path}; pass --config FILE "
+            "(examples/local.toml runs the embedded site)"
+        )
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _open(config: Path | None) -> Any:
+    from elasticsite.config import ConfigError
+    from elasticsite.manager.site import open_site
+
+    cfg = _load(config)
+    try:
+        return open_site(cfg)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+
+
+@app.callback(invoke_without_command=True)
+def main(
+    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+) -> None:
+    if version:
+        console.print(f"elasticsite {__version__}")
+        raise typer.Exit()
+
+
+@app.command()
+def demo(
+    policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
+    workload: Annotated[str, typer.Option(help="Built-in workload (paper 000).")] = "workload1",
+    speed: Annotated[float, typer.Option(min=0.1, help="Time compression factor.")] = 4.0,
+    max_instances: Annotated[int, typer.Option(min=1)] = 10,
+    boot_time: Annotated[float, typer.Option(min=0, help="Worker boot delay, s.")] = 60.0,
+    shutdown_time: Annotated[float, typer.Option(min=0, help="Worker shutdown, s.")] = 6.0,
+    dedicated_workers: Annotated[int, typer.Option(min=1)] = 10,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="Where the plot and CSVs go.")] = Path("demo-out"),
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
+) -> None:
+    """Run a live elastic site here: jobs arrive, workers boot, join, run them, drain and go."""
+    from elasticsite import policies
+    from elasticsite.demo import DemoOptions, DemoProgress, run_demo
+    from elasticsite.workloads import get_workload, workload_names
+
+    _setup_logging(verbose)
+    if policy not in policies.available():
+        raise _fail(f"unknown policy {policy!r}; choose one of {', '.join(policies.available())}")
+    if workload not in workload_names():
+        raise _fail(f"unknown workload {workload!r}; choose one of {', '.join(workload_names())}")
+    n = len(get_workload(workload, seed))
+    opts = DemoOptions(
+        policy=policy,
+        workload=workload,
+        speed=speed,
+        max_instances=max_instances,
+        boot_time=boot_time,
+        shutdown_time=shutdown_time,
+        dedicated_workers=dedicated_workers,
+        seed=seed,
+        out_dir=out,
+    )
+    console.print(
+        f"[bold]elasticsite demo[/]: {workload} ({n} jobs) with the [bold]{policy}[/] policy, "
+        f"{speed:g}x speed, up to {max_instances} workers booting in ~{boot_time:g} s"
+    )
+
+    def render(p: DemoProgress) -> Table:
+        t = Table.grid(padding=(0, 2))
+        w = p.workers
+        booting = w.get("requested", 0) + w.get("booting", 0)
+        t.add_row(
+            f"t={p.elapsed:6.0f} s",
+            f"submitted {p.submitted}/{p.total}",
+            f"queued {p.queued}",
+            f"running {p.running}",
+            f"done {p.done}",
+            f"workers: {booting} booting, {w.get('idle', 0)} idle, {w.get('busy', 0)} busy, "
+            f"{w.get('draining', 0) + w.get('terminating', 0)} leaving",
+        )
+        return t
+
+    with Live(console=console, refresh_per_second=4, transient=False) as live:
+        result = run_demo(opts, on_progress=lambda p: live.update(render(p)))
+    _print_metrics(result.metrics)
+    console.print(f"plot: {result.plot}")
+    console.print(f"jobs: {result.jobs_csv}   workers: {result.workers_csv}")
+    console.print(f"ran in {result.wall_seconds:.0f} s of wall-clock time")
+    if result.metrics.jobs_not_done:
+        raise _fail(f"{result.metrics.jobs_not_done} jobs did not finish")
+
+
+def _print_metrics(metrics: Any) -> None:
+    table = Table(title="Summary", show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("unit")
+    for label, value, unit in metrics.to_rows():
+        if value is None:
+            shown = "-"
+        elif isinstance(value, float):
+            shown = f"{value:,.2f}" if unit == "money" else f"{value:,.1f}"
+        else:
+            shown = f"{value:,}"
+        table.add_row(label, shown, unit)
+    console.print(table)
+
+
+@app.command()
+def run(
+    config: ConfigOpt = None,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 1,
+) -> None:
+    """Run the manager loop until interrupted (SIGINT/SIGTERM stop it cleanly)."""
+    _setup_logging(verbose)
+    site = _open(config)
+    try:
+        manager = site.manager()
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+
+    def stop(signum: int, _frame: Any) -> None:
+        logging.getLogger("elasticsite").warning(
+            "signal %d: stopping (%s workers)",
+            signum,
+            "draining" if site.config.manager.on_shutdown == "drain" else "leaving",
+        )
+        manager.stop()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    cfg = site.config
+    err.print(
+        f"elasticsite {__version__}: site {cfg.manager.site_id!r}, policy {cfg.policy.name}, "
+        f"clouds {', '.join(c.name for c in cfg.clouds)}, state in {site.state_dir}"
+    )
+    manager.run()
+
+
+@app.command()
+def submit(
+    command: Annotated[list[str], typer.Argument(help="The job's command and arguments.")],
+    config: ConfigOpt = None,
+    cores: Annotated[int, typer.Option(min=1)] = 1,
+    walltime: Annotated[float, typer.Option(min=1, help="Requested time limit, s.")] = 3600,
+    count: Annotated[int, typer.Option(min=1, help="Submit this many copies.")] = 1,
+) -> None:
+    """Queue a job on the embedded site: elasticsite submit --cores 1 --walltime 60 -- sleep 30"""
+    from elasticsite.batch.base import JobRequest
+
+    site = _open(config)
+    user = os.environ.get("USER", "") or str(os.getuid())
+    for _ in range(count):
+        job_id = site.batch.submit(JobRequest(command, cores, walltime, user))
+        console.print(job_id)
+
+
+@app.command()
+def queue(
+    config: ConfigOpt = None,
+    all_jobs: Annotated[bool, typer.Option("--all", help="Include finished jobs.")] = False,
+) -> None:
+    """Show the embedded site's jobs."""
+    site = _open(config)
+    jobs = site.batch.jobs(None if all_jobs else ["queued", "running"])
+    now = time.time()
+    t = Table(show_header=True, header_style="bold")
+    for col in ("job", "state", "cores", "walltime", "node", "waited", "command"):
+        t.add_column(col)
+    for j in jobs:
+        waited = (j.started_at or now) - j.submitted_at
+        t.add_row(
+            j.id,
+            j.state.value,
+            str(j.cores),
+            f"{j.walltime:g}",
+            j.node or "",
+            f"{waited:.0f}s",
+            j.command,
+        )
+    console.print(t)
+    counts = site.batch.counts()
+    console.print(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no jobs")
+
+
+@app.command()
+def status(config: ConfigOpt = None) -> None:
+    """Show the manager's workers, their states and the queue, from the state database."""
+    site = _open(config)
+    records = site.store.load(include_done=False)
+    now = time.time()
+    t = Table(show_header=True, header_style="bold", title=f"site {site.config.manager.site_id}")
+    for col in ("worker", "cloud", "state", "for", "jobs", "instance", "note"):
+        t.add_column(col)
+    for r in records:
+        w = r.worker
+        t.add_row(
+            w.id,
+            w.cloud,
+            w.state.value,
+            f"{now - w.state_since:.0f}s",
+            str(w.running_jobs),
+            w.instance_id or "",
+            r.last_error,
+        )
+    console.print(t)
+    counts = site.batch.counts()
+    console.print("queue: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "empty"))
+    counters = site.store.counters()
+    if counters:
+        console.print("counters: " + ", ".join(f"{k} {v}" for k, v in sorted(counters.items())))
+
+
+@app.command(name="policies")
+def list_policies() -> None:
+    """List the provisioning policies available (built in and installed)."""
+    from elasticsite import policies
+
+    for name in policies.available():
+        fn = policies.get(name)
+        doc = (sys.modules[fn.__module__].__doc__ or fn.__doc__ or "").strip().splitlines()
+        console.print(f"[bold]{name}[/]: {doc[0] if doc else ''}", highlight=False)

@@ -1,0 +1,81 @@
+"""The contract every cloud driver fulfils.
+
+What a manager may assume of a driver:
+
+* ``describe()`` is eventually consistent: an instance just launched may be missing
+  for a while, one just terminated may still show.
+* ``launch()`` is idempotent by instance name: launching a name that already exists
+  returns the existing instance instead of starting a second one. The manager names
+  each instance after its worker id, so a retry after a crash never doubles a worker.
+* Every instance carries the tags it was launched with; :data:`SITE_TAG` names the
+  site, so a restarted manager finds exactly the instances it owns.
+* Failures raise :class:`CloudError` (or a subclass) and nothing else.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from elasticsite.model import VMType
+
+__all__ = ["SITE_TAG", "WORKER_TAG", "CloudDriver", "CloudError", "Instance", "InstanceState"]
+
+SITE_TAG = "elasticsite-site"
+"""Tag whose value is the id of the site that owns the instance."""
+WORKER_TAG = "elasticsite-worker"
+"""Tag whose value is the id of the worker the instance backs."""
+
+
+class CloudError(Exception):
+    """A cloud call failed; the message names the cloud and the operation."""
+
+
+class InstanceState(enum.StrEnum):
+    """An instance's state, translated from the driver's own."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    TERMINATED = "terminated"
+    ERROR = "error"
+    UNKNOWN = "unknown"
+
+
+@dataclass(slots=True)
+class Instance:
+    """One cloud instance as the cloud reports it."""
+
+    id: str
+    name: str
+    state: InstanceState
+    tags: dict[str, str] = field(default_factory=dict)
+    created_at: float = 0.0
+    address: str = ""
+
+
+@runtime_checkable
+class CloudDriver(Protocol):
+    """A cloud the manager launches workers on."""
+
+    name: str
+
+    def launch(
+        self,
+        vm_type: VMType,
+        names: Sequence[str],
+        userdata: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> list[Instance]:
+        """Start one instance per name (idempotent by name)."""
+        ...
+
+    def describe(self) -> list[Instance]:
+        """Every instance of this cloud that carries this site's tag, in any state."""
+        ...
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        """Stop and release these instances; unknown or gone ids are ignored."""
+        ...

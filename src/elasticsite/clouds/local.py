@@ -1,0 +1,342 @@
+"""The embedded cloud: each instance is a local worker process that boots, joins and leaves.
+
+Its instance registry is its own SQLite file, ``<state_dir>/cloud-<name>.db``: the
+provider's API state, independent of the manager, shared with the worker processes
+(:mod:`elasticsite.clouds.local_worker`), which record their own progress in it.
+Workers run in their own session, so they outlive the process that launched them,
+as real instances outlive a crashed manager.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
+from elasticsite.model import VMType
+
+__all__ = ["LocalCloud", "cloud_db", "set_instance_state"]
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS instances (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    site TEXT NOT NULL,
+    state TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    vm_type TEXT NOT NULL,
+    cores INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    pid INTEGER
+)
+"""
+_STATES = {s.value: s for s in InstanceState}
+_LIVE_ROW_STATES = ("pending", "running", "stopping")
+SPAWN_GRACE = 30.0
+"""Seconds a pending row may lack a worker pid before it counts as failed (launcher died)."""
+_HAVE_PROC = os.path.isdir("/proc/self")
+
+
+@contextmanager
+def cloud_db(path: Path | str, write: bool = True) -> Iterator[sqlite3.Connection]:
+    """One transaction on a cloud registry, creating it (WAL) if needed; errors -> CloudError."""
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout = 10000")
+        if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(_SCHEMA)
+            conn.execute("PRAGMA user_version = 1")
+            conn.execute("COMMIT")
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        yield conn
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise CloudError(f"local cloud registry {path}: {exc}") from exc
+    finally:
+        if conn is not None:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            conn.close()
+
+
+def set_instance_state(
+    path: Path | str,
+    instance_id: str,
+    state: str | None,
+    pid: int | None = None,
+    only_from: Sequence[str] = (),
+) -> str | None:
+    """Record an instance's state and/or worker pid; returns the state it had before.
+
+    With ``only_from``, the state changes only from one of those states, so a worker
+    finishing its boot never overwrites a ``stopping`` set by :meth:`LocalCloud.terminate`.
+    Returns None for an instance the registry does not know.
+    """
+    with cloud_db(path) as db:
+        row = db.execute("SELECT state FROM instances WHERE id = ?", (instance_id,)).fetchone()
+        if row is None:
+            return None
+        if state is None or (only_from and row[0] not in only_from):
+            state = row[0]
+        db.execute(
+            "UPDATE instances SET state = ?, pid = COALESCE(?, pid), updated_at = ? WHERE id = ?",
+            (state, pid, time.time(), instance_id),
+        )
+        return str(row[0])
+
+
+def _process_alive(pid: int, instance_id: str) -> bool:
+    """Whether ``pid`` is a live (non-zombie) worker process of ``instance_id``."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not _HAVE_PROC:
+        return True
+    try:  # a zombie has an empty command line; a reused pid has another one
+        return instance_id.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+class LocalCloud:
+    """A cloud of local worker processes (the embedded site's IaaS).
+
+    ``boot_delay`` (+ uniform ``±boot_jitter``) is how long an instance takes to
+    join; ``fail_boot`` is the chance that it never joins. ``seed`` makes both
+    reproducible.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        state_dir: Path | str,
+        site_id: str,
+        batch_path: Path | str,
+        boot_delay: float = 60.0,
+        boot_jitter: float = 0.0,
+        shutdown_delay: float = 6.0,
+        poll_interval: float = 1.0,
+        seed: int | None = None,
+        fail_boot: float = 0.0,
+    ) -> None:
+        if not 0.0 <= fail_boot <= 1.0:
+            raise ValueError(f"fail_boot must be a probability in [0, 1], got {fail_boot}")
+        self.name = name
+        self.state_dir = Path(state_dir)
+        self.site_id = site_id
+        self.batch_path = Path(batch_path)
+        self.boot_delay = boot_delay
+        self.boot_jitter = boot_jitter
+        self.shutdown_delay = shutdown_delay
+        self.poll_interval = poll_interval
+        self.fail_boot = fail_boot
+        self.db_path = self.state_dir / f"cloud-{name}.db"
+        self._rng = random.Random(seed)
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        for sub in ("logs", "userdata", "jobs"):
+            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        with cloud_db(self.db_path):
+            pass
+
+    def launch(
+        self,
+        vm_type: VMType,
+        names: Sequence[str],
+        userdata: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> list[Instance]:
+        """Start one worker process per name; a name that exists returns its instance."""
+        all_tags = {SITE_TAG: self.site_id, **tags}
+        now = time.time()
+        fresh: list[tuple[str, str]] = []
+        with cloud_db(self.db_path) as db:
+            for name in dict.fromkeys(names):
+                if db.execute("SELECT 1 FROM instances WHERE name = ?", (name,)).fetchone():
+                    continue
+                instance_id = f"i-{os.urandom(8).hex()}"
+                db.execute(
+                    "INSERT INTO instances (id, name, site, state, tags, vm_type, cores, "
+                    "created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+                    (instance_id, name, all_tags[SITE_TAG], json.dumps(all_tags), vm_type.name,
+                     vm_type.cores, now, now),
+                )  # fmt: skip
+                fresh.append((instance_id, name))
+        pids: list[tuple[int, str]] = []
+        try:
+            for instance_id, name in fresh:
+                pids.append((self._spawn(instance_id, name, vm_type.cores, userdata), instance_id))
+        finally:
+            if pids:
+                with cloud_db(self.db_path) as db:
+                    db.executemany(
+                        "UPDATE instances SET pid = COALESCE(pid, ?) WHERE id = ?", pids
+                    )
+        wanted = set(names)
+        return [i for i in self.instances() if i.name in wanted]
+
+    def _spawn(self, instance_id: str, name: str, cores: int, userdata: Mapping[str, str]) -> int:
+        """Start the worker process of one instance; returns its pid."""
+        delay = self.boot_delay
+        if self.boot_jitter:
+            delay += self._rng.uniform(-self.boot_jitter, self.boot_jitter)
+        never_join = self._rng.random() < self.fail_boot
+        userdata_path = self.state_dir / "userdata" / f"{name}.json"
+        userdata_path.write_text(json.dumps(dict(userdata), indent=2))
+        argv = [
+            sys.executable, "-m", "elasticsite.clouds.local_worker",
+            "--cloud-db", str(self.db_path), "--instance-id", instance_id, "--name", name,
+            "--cores", str(cores), "--batch-db", str(self.batch_path),
+            "--jobs-dir", str(self.state_dir / "jobs"),
+            "--boot-delay", f"{max(delay, 0.0):.3f}",
+            "--shutdown-delay", f"{self.shutdown_delay:.3f}", "--poll", f"{self.poll_interval:.3f}",
+        ]  # fmt: skip
+        if never_join:
+            argv.append("--never-join")
+        package_root = str(Path(__file__).resolve().parents[2])  # works installed or not
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        env["ELASTICSITE_USERDATA"] = str(userdata_path)
+        env["ELASTICSITE_INSTANCE_ID"] = instance_id
+        try:
+            with open(self.state_dir / "logs" / f"{name}.log", "ab") as out:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            set_instance_state(self.db_path, instance_id, "error", None)
+            raise CloudError(f"local cloud {self.name}: cannot start worker {name}: {exc}") from exc
+        self._children[proc.pid] = proc
+        log.info("cloud %s: launched %s (%s, pid %d, boot %.1fs%s)", self.name, name,
+                 instance_id, proc.pid, delay, ", never joins" if never_join else "")  # fmt: skip
+        return proc.pid
+
+    def _reap(self, pid: int) -> None:
+        """Collect our own dead child so it does not linger as a zombie."""
+        child = self._children.get(pid)
+        if child is not None:
+            if child.poll() is not None:
+                del self._children[pid]
+            return
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+    def instances(self) -> list[Instance]:
+        """Every instance in this cloud's registry, whatever its site."""
+        return self._describe(None)
+
+    def describe(self) -> list[Instance]:
+        """Every instance tagged with this site, in any state (terminated ones included)."""
+        return self._describe(self.site_id)
+
+    def _describe(self, site: str | None) -> list[Instance]:
+        query = "SELECT id, name, state, tags, created_at, pid FROM instances"
+        params: tuple[str, ...] = ()
+        if site is not None:
+            query += " WHERE site = ?"
+            params = (site,)
+        with cloud_db(self.db_path, write=False) as db:
+            rows = db.execute(query + " ORDER BY created_at, name", params).fetchall()
+        now = time.time()
+        result: list[Instance] = []
+        fixes: list[tuple[str, str]] = []
+        for instance_id, name, state, tags, created_at, pid in rows:
+            if state in _LIVE_ROW_STATES and not self._live(instance_id, pid, created_at, now):
+                state = "terminated" if state == "stopping" else "error"
+                fixes.append((state, instance_id))
+            translated = _STATES.get(state, InstanceState.UNKNOWN)
+            if translated is InstanceState.UNKNOWN:
+                log.warning("cloud %s: instance %s has unknown state %r", self.name, name, state)
+            result.append(Instance(instance_id, name, translated, json.loads(tags), created_at))
+        if fixes:
+            with cloud_db(self.db_path) as db:
+                db.executemany(
+                    "UPDATE instances SET state = ?, updated_at = ? WHERE id = ? AND state IN "
+                    "('pending', 'running', 'stopping')",
+                    [(state, now, instance_id) for state, instance_id in fixes],
+                )
+        return result
+
+    def _live(self, instance_id: str, pid: int | None, created_at: float, now: float) -> bool:
+        if pid is None:
+            return now - created_at < SPAWN_GRACE
+        self._reap(pid)
+        return _process_alive(pid, instance_id)
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        """Ask these instances to shut down (SIGTERM to the worker); unknown ids are ignored."""
+        if not instance_ids:
+            return
+        marks = ", ".join("?" * len(instance_ids))
+        with cloud_db(self.db_path) as db:
+            rows = db.execute(
+                f"SELECT id, name, state, pid FROM instances WHERE id IN ({marks}) "
+                "AND state != 'terminated'",
+                list(instance_ids),
+            ).fetchall()
+            now = time.time()
+            for instance_id, name, state, pid in rows:
+                alive = pid is not None and _process_alive(pid, instance_id)
+                new_state = "stopping" if alive or pid is None else "terminated"
+                db.execute(
+                    "UPDATE instances SET state = ?, updated_at = ? WHERE id = ?",
+                    (new_state, now, instance_id),
+                )
+                if alive:
+                    try:
+                        os.kill(pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+                    log.info("cloud %s: terminating %s (%s)", self.name, name, instance_id)
+
+    def kill_all(self) -> int:
+        """SIGKILL every live worker of this cloud and mark all terminated (tests, cleanup)."""
+        with cloud_db(self.db_path) as db:
+            rows = db.execute(
+                "SELECT id, pid FROM instances WHERE state != 'terminated'"
+            ).fetchall()
+            killed = 0
+            for instance_id, pid in rows:
+                if pid is not None and _process_alive(pid, instance_id):
+                    try:  # the worker leads its own process group
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        continue
+                    killed += 1
+            db.execute(
+                "UPDATE instances SET state = 'terminated', updated_at = ? "
+                "WHERE state != 'terminated'",
+                (time.time(),),
+            )
+        for pid in list(self._children):
+            try:
+                self._children[pid].wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                continue
+            del self._children[pid]
+        return killed

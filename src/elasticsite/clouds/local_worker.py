@@ -1,0 +1,330 @@
+"""One instance of the local cloud: boot, join the local batch system, run jobs, leave.
+
+Started by :class:`elasticsite.clouds.local.LocalCloud` as
+``python -m elasticsite.clouds.local_worker ...``. Hundreds run at once on a small
+machine, so a worker imports little, sleeps in ``sigtimedwait`` (woken at once by
+SIGTERM or by a job ending), jitters its poll and talks to the batch file in one
+small transaction per poll.
+
+SIGTERM (or SIGINT) shuts the instance down: running jobs are killed and the node
+leaves the batch system at once (which requeues its jobs), then the worker waits
+``--shutdown-delay`` seconds, as a VM takes time to power off, marks the instance
+terminated and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from elasticsite.batch.base import BatchError
+from elasticsite.batch.local import Assignment, LocalBatch
+from elasticsite.clouds.base import CloudError
+from elasticsite.clouds.local import set_instance_state
+
+log = logging.getLogger("elasticsite.worker")
+
+WALLTIME_GRACE = 1.0
+"""Seconds a job may overrun its walltime before it is killed."""
+WALLTIME_EXIT = -9
+"""Exit code recorded for a job killed for overrunning its walltime."""
+HEARTBEAT_EVERY = 5.0
+"""Longest time between two heartbeats (shorter with a short poll)."""
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_WAKE_SIGNALS = (*_STOP_SIGNALS, signal.SIGCHLD)
+_SIGTIMEDWAIT = hasattr(signal, "sigtimedwait")
+
+
+@dataclass(slots=True)
+class _Run:
+    """A job process this worker started."""
+
+    job_id: str
+    attempt: int
+    cores: int
+    proc: subprocess.Popen[bytes]
+    deadline: float
+    """``time.monotonic()`` after which the job has overrun its walltime."""
+
+
+def _job_preexec(parent: int, mask: set[signal.Signals]) -> Callable[[], None]:
+    """What runs in a job's child process before exec: restore the signal mask and, on
+    Linux, ask to be killed with the worker (as jobs die with a crashed VM)."""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (ImportError, OSError, AttributeError):
+            prctl = None
+    sigkill = int(signal.SIGKILL)
+
+    def preexec() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if prctl is not None:
+            prctl(1, sigkill)  # PR_SET_PDEATHSIG
+            if os.getppid() != parent:
+                os._exit(1)
+
+    return preexec
+
+
+class Worker:
+    """The state of one worker process; :meth:`run` is its whole life."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.cloud_db = Path(args.cloud_db)
+        self.instance_id: str = args.instance_id
+        self.name: str = args.name
+        self.cores: int = args.cores
+        self.batch_db = Path(args.batch_db)
+        self.jobs_dir = Path(args.jobs_dir)
+        self.boot_delay: float = args.boot_delay
+        self.shutdown_delay: float = args.shutdown_delay
+        self.poll: float = max(args.poll, 0.01)
+        self.never_join: bool = args.never_join
+        self.heartbeat_every = min(HEARTBEAT_EVERY, 10 * self.poll)
+        self.pass_interval = max(2 * self.poll, 0.5)
+        self.rng = random.Random()
+        self.stopping = False
+        self.runs: dict[tuple[str, int], _Run] = {}
+        self.unreported: list[tuple[str, int, int]] = []
+        self.last_heartbeat = time.monotonic()
+        self.batch: LocalBatch | None = None
+        self._mask: set[signal.Signals] = set()
+        self._preexec: Callable[[], None] | None = None
+
+    # -- signals and sleeping ----------------------------------------------------------
+
+    def _setup_signals(self) -> None:
+        if _SIGTIMEDWAIT:
+            self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WAKE_SIGNALS)
+        else:  # no sigtimedwait (macOS): flag and short sleeps
+            for sig in _STOP_SIGNALS:
+                signal.signal(sig, self._on_stop_signal)
+
+    def _on_stop_signal(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to ``timeout`` seconds; True once asked to stop. A job ending wakes it."""
+        deadline = time.monotonic() + timeout
+        while not self.stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if not _SIGTIMEDWAIT:
+                time.sleep(min(remaining, 0.1))
+                continue
+            info = signal.sigtimedwait(_WAKE_SIGNALS, remaining)
+            if info is None or info.si_signo == signal.SIGCHLD:
+                return False
+            log.info("%s: got signal %d, shutting down", self.name, info.si_signo)
+            self.stopping = True
+        return True
+
+    # -- life --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Boot, join, serve until told to stop, leave; returns the exit status."""
+        self._setup_signals()
+        self._preexec = _job_preexec(os.getpid(), self._mask)
+        prior = set_instance_state(self.cloud_db, self.instance_id, None, pid=os.getpid())
+        if prior is None:
+            log.error("%s: instance %s is not in %s", self.name, self.instance_id, self.cloud_db)
+            return 1
+        log.info("%s: booting for %.2fs (%d cores)", self.name, self.boot_delay, self.cores)
+        if prior in ("stopping", "terminated") or self.wait(self.boot_delay):
+            return self.shutdown(joined=False)
+        set_instance_state(self.cloud_db, self.instance_id, "running", only_from=("pending",))
+        if self.never_join:
+            log.warning("%s: this instance never joins (simulated boot failure)", self.name)
+            while not self.wait(60.0):
+                if not self.cloud_db.exists():
+                    return 1
+            return self.shutdown(joined=False)
+        if not self._join():
+            return self.shutdown(joined=False)
+        while True:
+            if not self.cloud_db.exists():
+                log.error("%s: cloud registry %s is gone; exiting", self.name, self.cloud_db)
+                self._kill_all()
+                return 1
+            self.tick()
+            if self.wait(self.poll * self.rng.uniform(0.75, 1.25)):
+                return self.shutdown(joined=True)
+
+    def _join(self) -> bool:
+        """Register with the batch system, retrying while it is busy; False if told to stop."""
+        while True:
+            try:
+                self.batch = LocalBatch(self.batch_db)
+                self.batch.register_node(self.name, self.cores)
+            except BatchError as exc:
+                log.warning("%s: cannot register yet (%s); retrying", self.name, exc)
+                if self.wait(1.0):
+                    return False
+                continue
+            self.last_heartbeat = time.monotonic()
+            log.info("%s: joined the batch system", self.name)
+            return True
+
+    def tick(self) -> None:
+        """One poll: reap and police jobs, report, heartbeat, start and kill what changed."""
+        assert self.batch is not None
+        now = time.monotonic()
+        self._reap(now)
+        heartbeat = now - self.last_heartbeat >= self.heartbeat_every
+        free = self.cores - sum(r.cores for r in self.runs.values())
+        try:
+            assigned = self.batch.worker_poll(
+                self.name, self.unreported, heartbeat, free > 0, self.pass_interval
+            )
+        except BatchError as exc:
+            log.warning("%s: batch poll failed (%s); will retry", self.name, exc)
+            return
+        self.unreported = []
+        if heartbeat:
+            self.last_heartbeat = now
+        wanted = {(a.job_id, a.attempt) for a in assigned}
+        for key in [k for k in self.runs if k not in wanted]:
+            log.info("%s: job %s no longer runs here (preempted, cancelled or requeued); "
+                     "killing it", self.name, key[0])  # fmt: skip
+            self._kill(self.runs.pop(key))
+        started: list[tuple[str, int, int]] = []
+        for a in assigned:
+            if (a.job_id, a.attempt) not in self.runs:
+                run = self._spawn(a)
+                if run is not None:
+                    self.runs[(a.job_id, a.attempt)] = run
+                    started.append((a.job_id, a.attempt, run.proc.pid))
+        if started:
+            try:
+                self.batch.record_pids(self.name, started)
+            except BatchError as exc:
+                log.warning("%s: cannot record job pids (%s)", self.name, exc)
+
+    def _reap(self, now: float) -> None:
+        """Collect ended jobs for reporting; kill those past their walltime."""
+        for key, run in list(self.runs.items()):
+            code = run.proc.poll()
+            if code is None and now > run.deadline:
+                log.warning("%s: job %s exceeded its walltime; killing it", self.name, run.job_id)
+                self._kill(run)
+                code = WALLTIME_EXIT
+            if code is not None:
+                del self.runs[key]
+                self.unreported.append((run.job_id, run.attempt, code))
+                log.info("%s: job %s ended with exit code %d", self.name, run.job_id, code)
+
+    def _spawn(self, a: Assignment) -> _Run | None:
+        """Start a job's command in ``<jobs-dir>/<id>/``; a command that cannot start ends at once."""
+        job_dir = self.jobs_dir / a.job_id
+        env = dict(os.environ)
+        env.update(
+            ELASTICSITE_JOB_ID=a.job_id, ELASTICSITE_NODE=self.name, ELASTICSITE_CORES=str(a.cores)
+        )
+        try:
+            job_dir.mkdir(parents=True, exist_ok=True)
+            with open(job_dir / "stdout", "wb") as out, open(job_dir / "stderr", "wb") as err:
+                proc = subprocess.Popen(
+                    a.argv,
+                    cwd=job_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    env=env,
+                    process_group=0,
+                    preexec_fn=self._preexec,
+                )
+        except (OSError, subprocess.SubprocessError) as exc:
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            log.warning("%s: job %s cannot start: %s", self.name, a.job_id, exc)
+            try:
+                (job_dir / "stderr").write_text(f"elasticsite: cannot start {a.argv!r}: {exc}\n")
+            except OSError:
+                pass
+            self.unreported.append((a.job_id, a.attempt, code))
+            return None
+        log.info("%s: started job %s (pid %d): %s", self.name, a.job_id, proc.pid, a.argv)
+        deadline = time.monotonic() + a.walltime + WALLTIME_GRACE
+        return _Run(a.job_id, a.attempt, a.cores, proc, deadline)
+
+    @staticmethod
+    def _kill(run: _Run) -> None:
+        """Kill a job's whole process group and collect it."""
+        try:
+            os.killpg(run.proc.pid, signal.SIGKILL)
+        except OSError:
+            run.proc.kill()
+        run.proc.wait()
+
+    def _kill_all(self) -> None:
+        for run in self.runs.values():
+            self._kill(run)
+        self.runs.clear()
+
+    def shutdown(self, joined: bool) -> int:
+        """Kill jobs, leave the batch system, take ``shutdown_delay``, report terminated."""
+        log.info("%s: shutting down", self.name)
+        if joined and self.batch is not None:
+            self._reap(time.monotonic())
+            self._kill_all()
+            try:
+                if self.unreported:  # jobs that did finish are not run again
+                    self.batch.worker_poll(self.name, self.unreported)
+                self.batch.leave(self.name)
+            except BatchError as exc:
+                log.error("%s: cannot leave the batch system: %s", self.name, exc)
+        time.sleep(self.shutdown_delay)
+        try:
+            set_instance_state(self.cloud_db, self.instance_id, "terminated")
+        except CloudError as exc:
+            log.error("%s: cannot record termination: %s", self.name, exc)
+        log.info("%s: terminated", self.name)
+        return 0
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The worker's command line, as :class:`~elasticsite.clouds.local.LocalCloud` builds it."""
+    parser = argparse.ArgumentParser(prog="python -m elasticsite.clouds.local_worker")
+    parser.add_argument("--cloud-db", required=True, help="the cloud's instance registry")
+    parser.add_argument("--instance-id", required=True)
+    parser.add_argument("--name", required=True, help="instance and batch node name")
+    parser.add_argument("--cores", type=int, default=1)
+    parser.add_argument("--batch-db", required=True, help="the local batch system's file")
+    parser.add_argument("--jobs-dir", required=True, help="job working directories go here")
+    parser.add_argument("--boot-delay", type=float, default=0.0)
+    parser.add_argument("--shutdown-delay", type=float, default=0.0)
+    parser.add_argument("--poll", type=float, default=1.0, help="seconds between polls")
+    parser.add_argument("--never-join", action="store_true", help="simulate a failed boot")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one worker to the end; returns its exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s",
+    )
+    try:
+        return Worker(args).run()
+    except CloudError as exc:
+        log.error("%s: %s", args.name, exc)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""Site configuration: a TOML file validated into settings, or one clear error.
+
+A bad file never starts a half-configured manager: :func:`load_config` raises
+:class:`ConfigError` whose message names the file and every bad field, e.g.::
+
+    examples/local.toml: clouds[0].max_instances: must be >= 0 (got -3)
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from elasticsite.model import CloudSpec, VMType
+from elasticsite.policies.base import PolicySettings
+
+__all__ = [
+    "BatchConfig",
+    "CloudConfig",
+    "ConfigError",
+    "ManagerConfig",
+    "PolicyConfig",
+    "SiteConfig",
+    "VMTypeConfig",
+    "load_config",
+    "parse_config",
+]
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+class ConfigError(ValueError):
+    """The configuration is unusable; the message names the file and the fields."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class VMTypeConfig(_Strict):
+    name: str = "small"
+    cores: int = Field(1, ge=1)
+    memory_mb: int = Field(2048, ge=1)
+
+
+class CloudConfig(_Strict):
+    """One cloud: what policies know of it, and how to reach it (``options``)."""
+
+    name: str
+    driver: Literal["local"] = "local"
+    max_instances: int = Field(10, ge=0)
+    price_per_hour: float = Field(0.0, ge=0)
+    billing_increment: float = Field(1.0, gt=0, description="seconds; 3600 = hourly")
+    boot_time: float = Field(60.0, ge=0, description="estimate, seconds")
+    shutdown_time: float = Field(6.0, ge=0, description="estimate, seconds")
+    vm_types: list[VMTypeConfig] = Field(default_factory=lambda: [VMTypeConfig()], min_length=1)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(
+                "must be lower-case letters, digits and '-', starting with a letter "
+                "(it becomes part of node names)"
+            )
+        return v
+
+    def spec(self) -> CloudSpec:
+        return CloudSpec(
+            name=self.name,
+            driver=self.driver,
+            max_instances=self.max_instances,
+            price_per_hour=self.price_per_hour,
+            billing_increment=self.billing_increment,
+            boot_time=self.boot_time,
+            shutdown_time=self.shutdown_time,
+            vm_types=tuple(VMType(v.name, v.cores, v.memory_mb) for v in self.vm_types),
+        )
+
+
+class PolicyConfig(_Strict):
+    """Which policy runs, and every threshold it reads (see :class:`PolicySettings`)."""
+
+    name: str = "bursts"
+    steady_up_factor: float = Field(5.0, gt=0)
+    steady_down_factor: float = Field(3.0, ge=0)
+    steady_min_workers: int = Field(1, ge=0)
+    bursts_factor: float = Field(2.0, gt=0)
+    dedicated_workers: int = Field(10, ge=0)
+    spend_cap_per_hour: float | None = Field(None, ge=0)
+    cloud_rule: Literal["cheapest", "fastest", "ordered", "balanced"] = "cheapest"
+    billing_margin: float = Field(120.0, ge=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _factors(self) -> PolicyConfig:
+        if self.steady_down_factor > self.steady_up_factor:
+            raise ValueError(
+                f"steady_down_factor ({self.steady_down_factor}) must not exceed "
+                f"steady_up_factor ({self.steady_up_factor})"
+            )
+        return self
+
+
+class BatchConfig(_Strict):
+    """The batch system; ``local`` is the embedded one."""
+
+    type: Literal["local"] = "local"
+    path: str = "batch.db"
+    scheduler: Literal["fcfs", "easy"] = "easy"
+
+
+class ManagerConfig(_Strict):
+    """The decision loop itself."""
+
+    site_id: str = "elasticsite"
+    state_dir: str = "elasticsite-state"
+    interval: float = Field(10.0, gt=0)
+    launch_threads: int = Field(10, ge=1, le=256)
+    stall_timeout: float = Field(600.0, gt=0)
+    heartbeat_timeout: float = Field(60.0, gt=0)
+    max_attempts: int = Field(5, ge=1)
+    retry_backoff: float = Field(5.0, gt=0, description="first retry delay, doubled per try")
+    retry_backoff_max: float = Field(300.0, gt=0)
+    on_shutdown: Literal["leave", "drain"] = "leave"
+    shutdown_timeout: float = Field(3600.0, gt=0)
+
+    @field_validator("site_id")
+    @classmethod
+    def _site(cls, v: str) -> str:
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", v):
+            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
+        return v
+
+
+class SiteConfig(_Strict):
+    """A whole site: manager, policy, batch system and clouds."""
+
+    manager: ManagerConfig = Field(default_factory=ManagerConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    batch: BatchConfig = Field(default_factory=BatchConfig)
+    clouds: list[CloudConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> SiteConfig:
+        seen: set[str] = set()
+        for c in self.clouds:
+            if c.name in seen:
+                raise ValueError(f"two clouds are named {c.name!r}; names must be unique")
+            seen.add(c.name)
+        return self
+
+    def state_dir(self, base: Path | None = None) -> Path:
+        p = Path(self.manager.state_dir).expanduser()
+        return p if p.is_absolute() or base is None else base / p
+
+    def policy_settings(self) -> PolicySettings:
+        p = self.policy
+        return PolicySettings(
+            steady_up_factor=p.steady_up_factor,
+            steady_down_factor=p.steady_down_factor,
+            steady_min_workers=p.steady_min_workers,
+            bursts_factor=p.bursts_factor,
+            dedicated_workers=p.dedicated_workers,
+            spend_cap_per_hour=p.spend_cap_per_hour,
+            cloud_rule=p.cloud_rule,
+            billing_margin=p.billing_margin,
+            stall_timeout=self.manager.stall_timeout,
+            params=dict(p.params),
+        )
+
+    def cloud_specs(self) -> list[CloudSpec]:
+        return [c.spec() for c in self.clouds]
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _explain(exc: ValidationError, source: str) -> str:
+    lines = []
+    for err in exc.errors():
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting (check its spelling and section)"
+        elif (
+            "input" in err
+            and err["type"] not in ("missing",)
+            and not isinstance(err["input"], dict | list)
+        ):
+            msg = f"{msg} (got {err['input']!r})"
+        lines.append(f"{source}: {_where(err['loc'])}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
+    """Validate already-parsed TOML data."""
+    try:
+        config = SiteConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, source)) from None
+    from elasticsite import policies
+
+    try:
+        policies.get(config.policy.name)
+    except policies.UnknownPolicy as exc:
+        raise ConfigError(f"{source}: policy.name: {exc}") from None
+    return config
+
+
+def load_config(path: str | Path) -> SiteConfig:
+    """Read and validate a TOML site configuration."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_config(data, str(path))

@@ -1,0 +1,232 @@
+"""The manager's state: every worker, every transition and every counter, in SQLite (WAL).
+
+Nothing the manager needs after a restart lives only in memory. A worker row is
+written *before* its instance is asked of the cloud, so a manager killed at any
+point finds, on restart, either the row (and adopts or relaunches its instance by
+name) or nothing to clean up.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from elasticsite.model import Transition, Worker, WorkerState
+
+__all__ = ["StateStore", "WorkerRecord"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workers (
+    id TEXT PRIMARY KEY,
+    cloud TEXT NOT NULL,
+    vm_type TEXT NOT NULL,
+    cores INTEGER NOT NULL,
+    node TEXT NOT NULL,
+    instance_id TEXT,
+    state TEXT NOT NULL,
+    requested_at REAL NOT NULL,
+    joined_at REAL,
+    state_since REAL NOT NULL,
+    running_jobs INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL NOT NULL DEFAULT 0,
+    instance_gone INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS workers_state ON workers(state);
+CREATE TABLE IF NOT EXISTS transitions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    worker_id TEXT NOT NULL,
+    from_state TEXT,
+    to_state TEXT NOT NULL,
+    at REAL NOT NULL,
+    cause TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS transitions_worker ON transitions(worker_id);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+
+@dataclass(slots=True)
+class WorkerRecord:
+    """A worker plus the manager's bookkeeping for retries and cleanup."""
+
+    worker: Worker
+    attempts: int = 0
+    next_attempt_at: float = 0.0
+    instance_gone: bool = False
+    last_error: str = ""
+
+
+class StateStore:
+    """One SQLite file holding the manager's state; safe to open from several processes."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self.transaction() as db:
+            db.executescript(_SCHEMA)
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """All writes inside commit together or not at all."""
+        db = self._db()
+        if db.in_transaction:
+            yield db
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    # -- meta and counters -------------------------------------------------
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self._db().execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def next_seq(self, name: str = "worker") -> int:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO counters(name, value) VALUES (?, 1) "
+                "ON CONFLICT(name) DO UPDATE SET value = value + 1",
+                (f"seq:{name}",),
+            )
+            return int(
+                db.execute("SELECT value FROM counters WHERE name=?", (f"seq:{name}",)).fetchone()[
+                    0
+                ]
+            )
+
+    def bump(self, name: str, by: int = 1) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO counters(name, value) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                (name, by),
+            )
+
+    def counters(self) -> dict[str, int]:
+        rows = self._db().execute("SELECT name, value FROM counters WHERE name NOT LIKE 'seq:%'")
+        return {name: int(value) for name, value in rows}
+
+    # -- workers -----------------------------------------------------------
+
+    def save(self, rec: WorkerRecord) -> None:
+        w = rec.worker
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO workers(id, cloud, vm_type, cores, node, instance_id, "
+                "state, requested_at, joined_at, state_since, running_jobs, attempts, "
+                "next_attempt_at, instance_gone, last_error) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    w.id,
+                    w.cloud,
+                    w.vm_type,
+                    w.cores,
+                    w.node,
+                    w.instance_id,
+                    w.state.value,
+                    w.requested_at,
+                    w.joined_at,
+                    w.state_since,
+                    w.running_jobs,
+                    rec.attempts,
+                    rec.next_attempt_at,
+                    int(rec.instance_gone),
+                    rec.last_error,
+                ),
+            )
+
+    def record(self, transitions: list[Transition]) -> None:
+        if not transitions:
+            return
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT INTO transitions(worker_id, from_state, to_state, at, cause) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [
+                    (
+                        t.worker_id,
+                        t.from_state.value if t.from_state else None,
+                        t.to_state.value,
+                        t.at,
+                        str(t.cause),
+                    )
+                    for t in transitions
+                ],
+            )
+
+    def load(self, *, include_done: bool = False, history: bool = False) -> list[WorkerRecord]:
+        """Workers still needing attention (or all of them), oldest first."""
+        sql = (
+            "SELECT id, cloud, vm_type, cores, node, instance_id, state, requested_at, "
+            "joined_at, state_since, running_jobs, attempts, next_attempt_at, instance_gone, "
+            "last_error FROM workers"
+        )
+        if not include_done:
+            sql += " WHERE state != 'terminated' AND NOT (state = 'failed' AND instance_gone = 1)"
+        sql += " ORDER BY requested_at, id"
+        out = []
+        for row in self._db().execute(sql):
+            w = Worker(
+                id=row[0],
+                cloud=row[1],
+                vm_type=row[2],
+                cores=row[3],
+                requested_at=row[7],
+                state=WorkerState(row[6]),
+                instance_id=row[5],
+                node=row[4],
+                joined_at=row[8],
+                state_since=row[9],
+                running_jobs=row[10],
+            )
+            out.append(WorkerRecord(w, row[11], row[12], bool(row[13]), row[14]))
+        if history and out:
+            by_id = {r.worker.id: r.worker for r in out}
+            for t in self.transitions():
+                if t.worker_id in by_id:
+                    by_id[t.worker_id].history.append(t)
+        return out
+
+    def transitions(self, worker_id: str | None = None) -> list[Transition]:
+        sql = "SELECT worker_id, from_state, to_state, at, cause FROM transitions"
+        args: tuple[str, ...] = ()
+        if worker_id is not None:
+            sql += " WHERE worker_id=?"
+            args = (worker_id,)
+        sql += " ORDER BY seq"
+        return [
+            Transition(r[0], WorkerState(r[1]) if r[1] else None, WorkerState(r[2]), r[3], r[4])
+            for r in self._db().execute(sql, args)
+        ]

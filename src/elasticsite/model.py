@@ -1,0 +1,403 @@
+"""The data every part of elasticsite shares: jobs, workers, clouds, snapshots, decisions.
+
+Nothing here reads the clock, opens a socket or touches a file: time always comes in
+as an argument, so the live manager and the simulator drive the same objects.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Cause",
+    "CloudSpec",
+    "Decision",
+    "Drain",
+    "InvalidTransition",
+    "Job",
+    "JobState",
+    "Launch",
+    "SiteSnapshot",
+    "Terminate",
+    "Transition",
+    "Undrain",
+    "VMType",
+    "Worker",
+    "WorkerState",
+    "billed_cost",
+]
+
+
+class JobState(enum.StrEnum):
+    """Where a batch job is in its life."""
+
+    QUEUED = "queued"
+    """Waiting in the batch queue for cores."""
+    RUNNING = "running"
+    """Dispatched to a node and started."""
+    DONE = "done"
+    """Finished (any exit code)."""
+    CANCELLED = "cancelled"
+    """Removed from the queue before it finished."""
+
+
+@dataclass(slots=True)
+class Job:
+    """A batch job as the site's batch system reports it.
+
+    ``walltime`` is the user's requested limit (what schedulers plan with);
+    ``runtime`` is the actual run time when known (simulator, finished jobs).
+    """
+
+    id: str
+    cores: int
+    walltime: float
+    submitted_at: float
+    state: JobState = JobState.QUEUED
+    command: str = ""
+    runtime: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    node: str | None = None
+    exit_code: int | None = None
+    priority: int = 0
+    user: str = ""
+
+
+class WorkerState(enum.StrEnum):
+    """The lifecycle of one cloud worker; the single source of truth for an instance."""
+
+    REQUESTED = "requested"
+    """Asked of the cloud; no instance confirmed yet."""
+    BOOTING = "booting"
+    """The cloud reports an instance; it has not joined the batch system yet."""
+    IDLE = "idle"
+    """Joined the batch system, running no job."""
+    BUSY = "busy"
+    """Joined the batch system, running at least one job."""
+    DRAINING = "draining"
+    """Takes no new job; terminated once its running jobs are done."""
+    TERMINATING = "terminating"
+    """Termination asked of the cloud; waiting for the instance to disappear."""
+    TERMINATED = "terminated"
+    """Gone. Final."""
+    FAILED = "failed"
+    """Boot error, stall, lost heartbeat or vanished instance. Final."""
+
+    @property
+    def joined(self) -> bool:
+        return self in (WorkerState.IDLE, WorkerState.BUSY)
+
+    @property
+    def pending(self) -> bool:
+        return self in (WorkerState.REQUESTED, WorkerState.BOOTING)
+
+    @property
+    def final(self) -> bool:
+        return self in (WorkerState.TERMINATED, WorkerState.FAILED)
+
+    @property
+    def live(self) -> bool:
+        """Holds (or may hold) a cloud instance that costs money."""
+        return not self.final
+
+
+_S = WorkerState
+ALLOWED_TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
+    _S.REQUESTED: frozenset({_S.BOOTING, _S.IDLE, _S.BUSY, _S.TERMINATING, _S.FAILED}),
+    _S.BOOTING: frozenset({_S.IDLE, _S.BUSY, _S.DRAINING, _S.TERMINATING, _S.FAILED}),
+    _S.IDLE: frozenset({_S.BUSY, _S.DRAINING, _S.TERMINATING, _S.FAILED}),
+    _S.BUSY: frozenset({_S.IDLE, _S.DRAINING, _S.TERMINATING, _S.FAILED}),
+    _S.DRAINING: frozenset({_S.IDLE, _S.BUSY, _S.TERMINATING, _S.FAILED}),
+    _S.TERMINATING: frozenset({_S.TERMINATED, _S.FAILED}),
+    _S.TERMINATED: frozenset(),
+    _S.FAILED: frozenset(),
+}
+"""Every legal move of the worker state machine; TERMINATED and FAILED are final."""
+
+
+class Cause(enum.StrEnum):
+    """Why a worker moved or a decision was taken; persisted with every transition."""
+
+    DEMAND = "demand"
+    """Queued work needs more capacity."""
+    BASELINE = "baseline"
+    """A policy's minimum (steady stream's one worker, dedicated's fixed pool)."""
+    REPLACEMENT = "replacement"
+    """Replaces a failed or stalled worker."""
+    IDLE = "idle"
+    """No queued work needs this worker."""
+    SURPLUS = "surplus"
+    """More workers than the policy wants, even though some work is queued."""
+    BILLING_BOUNDARY = "billing-boundary"
+    """Idle and close to the next billing boundary of an hourly cloud."""
+    SPEND_CAP = "spend-cap"
+    """Over the site-wide spending cap."""
+    STALLED = "stalled"
+    """Did not join the batch system within the stall timeout."""
+    LOST = "lost"
+    """The instance vanished or stopped sending heartbeats."""
+    LAUNCH_ERROR = "launch-error"
+    """The cloud refused or failed the launch too many times."""
+    DEMAND_RETURNED = "demand-returned"
+    """A draining worker put back into service."""
+    DRAINED = "drained"
+    """A draining worker has no job left."""
+    BOOTED = "booted"
+    """The cloud reports the instance running."""
+    JOINED = "joined"
+    """The node registered with the batch system."""
+    JOB_STARTED = "job-started"
+    JOB_FINISHED = "job-finished"
+    CLOUD_REPORTED = "cloud-reported"
+    """The instance is gone according to the cloud."""
+    ADOPTED = "adopted"
+    """A tagged instance found at start-up that no record knew of."""
+    SHUTDOWN = "shutdown"
+    """The manager is stopping and was configured to take its workers down."""
+    OPERATOR = "operator"
+    """An administrator asked for it."""
+
+
+class InvalidTransition(ValueError):
+    """A worker was asked to make a move its state machine does not allow."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One persisted move of a worker: ``from_state -> to_state`` at ``at`` because of ``cause``."""
+
+    worker_id: str
+    from_state: WorkerState | None
+    to_state: WorkerState
+    at: float
+    cause: Cause | str
+
+
+@dataclass(slots=True)
+class Worker:
+    """One cloud worker (an instance that joins the batch system as a node).
+
+    ``history`` holds every transition this object went through; the manager's
+    store persists each one as it happens.
+    """
+
+    id: str
+    cloud: str
+    vm_type: str
+    cores: int
+    requested_at: float
+    state: WorkerState = WorkerState.REQUESTED
+    instance_id: str | None = None
+    node: str | None = None
+    joined_at: float | None = None
+    state_since: float = 0.0
+    running_jobs: int = 0
+    free_cores: int = 0
+    history: list[Transition] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.node is None:
+            self.node = self.id
+        if not self.state_since:
+            self.state_since = self.requested_at
+
+    def transition(self, to: WorkerState, at: float, cause: Cause | str) -> Transition:
+        """Move to ``to``; raise :class:`InvalidTransition` if the state machine forbids it."""
+        if to is self.state:
+            raise InvalidTransition(f"worker {self.id} is already {to.value}")
+        if to not in ALLOWED_TRANSITIONS[self.state]:
+            raise InvalidTransition(
+                f"worker {self.id}: {self.state.value} -> {to.value} is not allowed "
+                f"(allowed: {', '.join(sorted(s.value for s in ALLOWED_TRANSITIONS[self.state]))})"
+            )
+        record = Transition(self.id, self.state, to, at, cause)
+        self.state = to
+        self.state_since = at
+        if to.joined and self.joined_at is None:
+            self.joined_at = at
+        self.history.append(record)
+        return record
+
+
+@dataclass(frozen=True, slots=True)
+class VMType:
+    """A size of instance a cloud offers."""
+
+    name: str
+    cores: int = 1
+    memory_mb: int = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class CloudSpec:
+    """What a policy needs to know about one cloud.
+
+    ``billing_increment`` is in seconds: 3600 bills each started hour in full,
+    1 bills by the second. ``boot_time + shutdown_time`` is the estimated waste time
+    paper 000's policies weigh queued work against.
+    """
+
+    name: str
+    driver: str = "local"
+    max_instances: int = 10
+    price_per_hour: float = 0.0
+    billing_increment: float = 1.0
+    boot_time: float = 60.0
+    shutdown_time: float = 6.0
+    vm_types: tuple[VMType, ...] = (VMType("small"),)
+
+    @property
+    def waste_time(self) -> float:
+        return self.boot_time + self.shutdown_time
+
+    @property
+    def default_vm(self) -> VMType:
+        return self.vm_types[0]
+
+    @property
+    def hourly_billing(self) -> bool:
+        """Bills in increments long enough that an idle, paid-for worker is worth keeping."""
+        return self.billing_increment >= 600
+
+
+def billed_cost(duration: float, price_per_hour: float, increment: float) -> float:
+    """Money owed for one instance alive ``duration`` seconds: every started increment is paid."""
+    if duration <= 0 or price_per_hour <= 0:
+        return 0.0
+    increment = max(increment, 1e-9)
+    return math.ceil(duration / increment - 1e-9) * increment * price_per_hour / 3600.0
+
+
+@dataclass(slots=True)
+class SiteSnapshot:
+    """Everything a policy may look at, taken at one instant ``now``.
+
+    ``queued`` holds the waiting jobs in the batch system's priority order. The
+    aggregates are computed once here so every policy reads them in O(1).
+    """
+
+    now: float
+    queued: Sequence[Job]
+    running: Sequence[Job]
+    workers: Sequence[Worker]
+    clouds: Sequence[CloudSpec]
+    queued_walltime: float = field(init=False)
+    queued_cores: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        walltime = 0.0
+        cores = 0
+        for job in self.queued:
+            walltime += job.walltime
+            cores += job.cores
+        self.queued_walltime = walltime
+        self.queued_cores = cores
+
+    def with_workers(self, workers: Sequence[Worker]) -> SiteSnapshot:
+        """The same instant with another set of workers (aggregates are reused, not recounted)."""
+        view = object.__new__(SiteSnapshot)
+        view.now = self.now
+        view.queued = self.queued
+        view.running = self.running
+        view.workers = workers
+        view.clouds = self.clouds
+        view.queued_walltime = self.queued_walltime
+        view.queued_cores = self.queued_cores
+        return view
+
+    def live_workers(self) -> list[Worker]:
+        return [w for w in self.workers if w.state.live]
+
+    def by_state(self, *states: WorkerState) -> list[Worker]:
+        wanted = set(states)
+        return [w for w in self.workers if w.state in wanted]
+
+    def cloud(self, name: str) -> CloudSpec:
+        for spec in self.clouds:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"no cloud named {name!r} in this snapshot")
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """Start ``count`` workers of ``vm_type`` on ``cloud``."""
+
+    cloud: str
+    vm_type: str
+    count: int
+    cause: Cause
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """Stop giving jobs to a worker; it is terminated once its jobs are done."""
+
+    worker_id: str
+    cause: Cause
+
+
+@dataclass(frozen=True, slots=True)
+class Undrain:
+    """Put a draining worker back into service."""
+
+    worker_id: str
+    cause: Cause
+
+
+@dataclass(frozen=True, slots=True)
+class Terminate:
+    """Give a worker's instance back to its cloud now."""
+
+    worker_id: str
+    cause: Cause
+
+
+@dataclass(slots=True)
+class Decision:
+    """What one policy evaluation asks the driver (manager or simulator) to do."""
+
+    launch: list[Launch] = field(default_factory=list)
+    drain: list[Drain] = field(default_factory=list)
+    undrain: list[Undrain] = field(default_factory=list)
+    terminate: list[Terminate] = field(default_factory=list)
+
+    def launched(self, cloud: str | None = None) -> int:
+        return sum(x.count for x in self.launch if cloud is None or x.cloud == cloud)
+
+    def __bool__(self) -> bool:
+        return bool(self.launch or self.drain or self.undrain or self.terminate)
+
+    def extend(self, other: Decision) -> None:
+        self.launch.extend(other.launch)
+        self.drain.extend(other.drain)
+        self.undrain.extend(other.undrain)
+        self.terminate.extend(other.terminate)
+
+    def summary(self) -> str:
+        parts = []
+        if self.launch:
+            parts.append(
+                "launch " + ", ".join(f"{x.count}x{x.vm_type}@{x.cloud}" for x in self.launch)
+            )
+        for label, items in (
+            ("drain", self.drain),
+            ("undrain", self.undrain),
+            ("terminate", self.terminate),
+        ):
+            if items:
+                parts.append(f"{label} {len(items)}")
+        return "; ".join(parts) or "nothing"
+
+
+def count_by_cloud(workers: Iterable[Worker]) -> dict[str, int]:
+    """Live workers per cloud (what counts against ``max_instances``)."""
+    counts: dict[str, int] = {}
+    for w in workers:
+        if w.state.live:
+            counts[w.cloud] = counts.get(w.cloud, 0) + 1
+    return counts

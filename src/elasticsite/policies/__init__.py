@@ -1,0 +1,29 @@
+"""Provisioning policies: pure functions ``decide(snapshot, settings) -> Decision``.
+
+Built in: ``on_demand``, ``steady_stream``, ``bursts``, ``core_demand``, ``dedicated``.
+More arrive through the ``elasticsite.policies`` entry-point group.
+"""
+
+from elasticsite.policies.base import (
+    CLOUD_RULES,
+    ENTRY_POINT_GROUP,
+    Policy,
+    PolicySettings,
+    UnknownPolicy,
+    available,
+    get,
+    register,
+)
+from elasticsite.policies.engine import evaluate
+
+__all__ = [
+    "CLOUD_RULES",
+    "ENTRY_POINT_GROUP",
+    "Policy",
+    "PolicySettings",
+    "UnknownPolicy",
+    "available",
+    "evaluate",
+    "get",
+    "register",
+]

@@ -1,0 +1,32 @@
+"""Bursts (paper 000): size the pool to the queued work weighed against the waste time.
+
+Wanted workers = queued walltime // (``bursts_factor`` x waste time), at least one
+while the queue is not empty; idle and booting workers count towards it. Idle
+workers are released once the queue is empty.
+"""
+
+from __future__ import annotations
+
+from elasticsite.model import Cause, Decision, SiteSnapshot
+from elasticsite.policies.base import PolicySettings, register
+from elasticsite.policies.planning import census, preferred_cloud, scale_down, scale_up
+
+
+def wanted(snapshot: SiteSnapshot, settings: PolicySettings) -> int:
+    """How many workers the queued work justifies (0 only for an empty queue)."""
+    if not snapshot.queued:
+        return 0
+    cloud = preferred_cloud(snapshot, settings)
+    waste = cloud.waste_time if cloud is not None else 0.0
+    if waste <= 0:
+        return len(snapshot.queued)
+    return max(1, int(snapshot.queued_walltime // (settings.bursts_factor * waste)))
+
+
+@register("bursts")
+def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
+    cen = census(snapshot)
+    if not snapshot.queued:
+        return scale_down(snapshot, settings, cen.idle, Cause.IDLE, counted=cen)
+    want = wanted(snapshot, settings)
+    return scale_up(snapshot, settings, want - cen.idle - cen.pending, Cause.DEMAND, counted=cen)

@@ -1,0 +1,21 @@
+"""Dedicated: a fixed pool of ``dedicated_workers``, the baseline the papers compare against."""
+
+from __future__ import annotations
+
+from elasticsite.model import Cause, Decision, SiteSnapshot
+from elasticsite.policies.base import PolicySettings, register
+from elasticsite.policies.planning import census, scale_down, scale_up
+
+
+@register("dedicated")
+def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
+    cen = census(snapshot)
+    target = settings.dedicated_workers
+    if cen.serving < target:
+        return scale_up(snapshot, settings, target - cen.serving, Cause.BASELINE, counted=cen)
+    if cen.serving > target:
+        return scale_down(
+            snapshot, settings, cen.serving - target, Cause.SURPLUS, keep=target, force=True,
+            counted=cen,
+        )
+    return Decision()

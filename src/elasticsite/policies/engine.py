@@ -1,0 +1,91 @@
+"""One full decision: the worker lifecycle rules every policy shares, then the policy.
+
+:func:`evaluate` is what both drivers call, the live manager on the wall clock and
+the simulator on its virtual one. Before the policy runs it:
+
+* terminates workers that have not joined within ``stall_timeout`` (their
+  replacements are then launched by the policy, which no longer counts them);
+
+then terminates draining workers whose last job has finished, unless the policy put
+them back into service (a draining worker is reused before any new launch),
+
+and after it, drains idle workers (dearest first, paid time ignored) while the
+site spends more per hour than ``spend_cap_per_hour``.
+"""
+
+from __future__ import annotations
+
+from elasticsite.model import Cause, Decision, Drain, Launch, SiteSnapshot, Terminate, WorkerState
+from elasticsite.policies.base import Policy, PolicySettings
+
+__all__ = ["evaluate"]
+
+
+def evaluate(policy: Policy, snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
+    lifecycle = Decision()
+    now = snapshot.now
+    stall = settings.stall_timeout
+    keep = []
+    drained = []
+    stalled = 0
+    for w in snapshot.workers:
+        st = w.state
+        if st.pending and now - w.requested_at > stall:
+            lifecycle.terminate.append(Terminate(w.id, Cause.STALLED))
+            stalled += 1
+            continue
+        if st is WorkerState.DRAINING and w.running_jobs == 0:
+            drained.append(w.id)
+        keep.append(w)
+    view = snapshot.with_workers(keep) if stalled else snapshot
+    decision = policy(view, settings)
+
+    # The policy sees drained workers as draining ones, so demand puts them back
+    # (undrain before launch); the rest are terminated.
+    if drained:
+        back = {u.worker_id for u in decision.undrain}
+        gone = {wid for wid in drained if wid not in back}
+        lifecycle.terminate.extend(Terminate(wid, Cause.DRAINED) for wid in drained if wid in gone)
+        if gone:
+            view = view.with_workers([w for w in view.workers if w.id not in gone])
+
+    if stalled and decision.launch:
+        # Label the launches that stand in for stalled workers.
+        relabelled: list[Launch] = []
+        for launch in decision.launch:
+            n = min(stalled, launch.count)
+            if n:
+                relabelled.append(Launch(launch.cloud, launch.vm_type, n, Cause.REPLACEMENT))
+            if launch.count - n:
+                relabelled.append(Launch(launch.cloud, launch.vm_type, launch.count - n, launch.cause))
+            stalled -= n
+        decision.launch = relabelled
+
+    cap = settings.spend_cap_per_hour
+    if cap is not None:
+        _enforce_cap(view, cap, decision)
+    lifecycle.extend(decision)
+    return lifecycle
+
+
+def _enforce_cap(snapshot: SiteSnapshot, cap: float, decision: Decision) -> None:
+    prices = {c.name: c.price_per_hour for c in snapshot.clouds}
+    leaving = {d.worker_id for d in decision.drain}
+    spend = 0.0
+    idle = []
+    for w in snapshot.workers:
+        if not w.state.live or w.state is WorkerState.TERMINATING or w.id in leaving:
+            continue
+        price = prices.get(w.cloud, 0.0)
+        spend += price
+        if w.state is WorkerState.IDLE:
+            idle.append((-price, w.id))
+    spend += sum(prices.get(x.cloud, 0.0) * x.count for x in decision.launch)
+    if spend <= cap + 1e-9:
+        return
+    idle.sort()
+    for neg_price, wid in idle:
+        if spend <= cap + 1e-9:
+            break
+        decision.drain.append(Drain(wid, Cause.SPEND_CAP))
+        spend += neg_price

@@ -1,0 +1,234 @@
+"""Turning a policy's wish ("n more workers", "release m idle ones") into a Decision.
+
+Every built-in policy goes through :func:`scale_up` and :func:`scale_down`, so all of
+them honour the same rules:
+
+* per-cloud ``max_instances`` and the optional site-wide spending cap;
+* a draining worker is put back into service before any new one is launched;
+* the cloud of each new worker is chosen by ``settings.cloud_rule``;
+* on clouds that bill by the hour, an idle worker that is already paid for is kept
+  until ``settings.billing_margin`` seconds before its next billing boundary, unless
+  the caller forces its release;
+* only idle workers are released, and releasing means draining: the worker is
+  terminated once the batch system confirms it runs nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from elasticsite.model import (
+    Cause,
+    CloudSpec,
+    Decision,
+    Drain,
+    Launch,
+    SiteSnapshot,
+    Undrain,
+    Worker,
+    WorkerState,
+)
+from elasticsite.policies.base import PolicySettings
+
+__all__ = ["Census", "census", "paid_time_left", "preferred_cloud", "scale_down", "scale_up"]
+
+
+@dataclass(slots=True)
+class Census:
+    """Worker counts a policy starts from, gathered in one pass over the snapshot."""
+
+    pending: int = 0
+    booting: int = 0
+    idle: int = 0
+    busy: int = 0
+    draining: int = 0
+    terminating: int = 0
+    free_cores: int = 0
+    pending_cores: int = 0
+    live_by_cloud: dict[str, int] | None = None
+    spend_per_hour: float = 0.0
+
+    @property
+    def serving(self) -> int:
+        """Workers that are, or will be, available for jobs (not draining or leaving)."""
+        return self.pending + self.idle + self.busy
+
+
+def census(snapshot: SiteSnapshot) -> Census:
+    prices = {c.name: c.price_per_hour for c in snapshot.clouds}
+    c = Census(live_by_cloud={})
+    live = c.live_by_cloud
+    assert live is not None
+    S = WorkerState
+    for w in snapshot.workers:
+        st = w.state
+        if st.final:
+            continue
+        live[w.cloud] = live.get(w.cloud, 0) + 1
+        c.spend_per_hour += prices.get(w.cloud, 0.0)
+        if st is S.IDLE:
+            c.idle += 1
+            c.free_cores += w.free_cores or w.cores
+        elif st is S.BUSY:
+            c.busy += 1
+            c.free_cores += w.free_cores
+        elif st is S.REQUESTED or st is S.BOOTING:
+            c.pending += 1
+            c.pending_cores += w.cores
+            if st is S.BOOTING:
+                c.booting += 1
+        elif st is S.DRAINING:
+            c.draining += 1
+        elif st is S.TERMINATING:
+            c.terminating += 1
+    return c
+
+
+def _rank(clouds: list[CloudSpec], rule: str, live: dict[str, int]) -> list[CloudSpec]:
+    order = {c.name: i for i, c in enumerate(clouds)}
+    if rule == "cheapest":
+        return sorted(clouds, key=lambda c: (c.price_per_hour, c.waste_time, order[c.name]))
+    if rule == "fastest":
+        return sorted(clouds, key=lambda c: (c.waste_time, c.price_per_hour, order[c.name]))
+    if rule == "ordered":
+        return list(clouds)
+    if rule == "balanced":
+        return sorted(
+            clouds,
+            key=lambda c: (-(c.max_instances - live.get(c.name, 0)), c.price_per_hour, order[c.name]),
+        )
+    raise ValueError(f"unknown cloud rule {rule!r}; choose one of cheapest, fastest, ordered, balanced")
+
+
+def preferred_cloud(snapshot: SiteSnapshot, settings: PolicySettings) -> CloudSpec | None:
+    """The cloud the next worker would go to (its waste time is what policies weigh)."""
+    if not snapshot.clouds:
+        return None
+    live = census(snapshot).live_by_cloud or {}
+    ranked = _rank(list(snapshot.clouds), settings.cloud_rule, live)
+    for c in ranked:
+        if live.get(c.name, 0) < c.max_instances:
+            return c
+    return ranked[0]
+
+
+def scale_up(
+    snapshot: SiteSnapshot,
+    settings: PolicySettings,
+    count: int,
+    cause: Cause,
+    *,
+    counted: Census | None = None,
+) -> Decision:
+    """Add up to ``count`` workers: undrain first, then launch within every cap."""
+    decision = Decision()
+    if count <= 0:
+        return decision
+    cen = counted or census(snapshot)
+    # A draining worker is already booted, joined and paid for: reuse it.
+    if cen.draining:
+        for w in snapshot.workers:
+            if count <= 0:
+                break
+            if w.state is WorkerState.DRAINING:
+                decision.undrain.append(Undrain(w.id, Cause.DEMAND_RETURNED))
+                count -= 1
+    if count <= 0 or not snapshot.clouds:
+        return decision
+    live = dict(cen.live_by_cloud or {})
+    spend = cen.spend_per_hour
+    cap = settings.spend_cap_per_hour
+    ranked = _rank(list(snapshot.clouds), settings.cloud_rule, live)
+    planned: dict[str, int] = {}
+    if settings.cloud_rule == "balanced":
+        # One at a time so the load spreads; the number of clouds is small. Ties on
+        # free capacity go to the cheaper cloud at every step, as when launched singly.
+        order = {c.name: i for i, c in enumerate(snapshot.clouds)}
+        while count > 0:
+            best = None
+            for c in ranked:
+                free = c.max_instances - live.get(c.name, 0)
+                if free <= 0 or (cap is not None and spend + c.price_per_hour > cap + 1e-9):
+                    continue
+                key = (-free, c.price_per_hour, order[c.name])
+                if best is None or key < best[0]:
+                    best = (key, c)
+            if best is None:
+                break
+            c = best[1]
+            live[c.name] = live.get(c.name, 0) + 1
+            planned[c.name] = planned.get(c.name, 0) + 1
+            spend += c.price_per_hour
+            count -= 1
+    else:
+        for c in ranked:
+            if count <= 0:
+                break
+            free = c.max_instances - live.get(c.name, 0)
+            if cap is not None and c.price_per_hour > 0:
+                affordable = int((cap - spend) / c.price_per_hour + 1e-9)
+                free = min(free, max(0, affordable))
+            n = min(count, free)
+            if n > 0:
+                planned[c.name] = n
+                live[c.name] = live.get(c.name, 0) + n
+                spend += n * c.price_per_hour
+                count -= n
+    for c in snapshot.clouds:
+        if planned.get(c.name):
+            decision.launch.append(Launch(c.name, c.default_vm.name, planned[c.name], cause))
+    return decision
+
+
+def paid_time_left(worker: Worker, cloud: CloudSpec, now: float) -> float:
+    """Seconds until the worker's next billing boundary (billing starts at the request)."""
+    inc = cloud.billing_increment
+    if inc <= 0:
+        return 0.0
+    age = max(0.0, now - worker.requested_at)
+    return inc - (age % inc)
+
+
+def scale_down(
+    snapshot: SiteSnapshot,
+    settings: PolicySettings,
+    count: int,
+    cause: Cause,
+    *,
+    keep: int = 0,
+    force: bool = False,
+    counted: Census | None = None,
+) -> Decision:
+    """Drain up to ``count`` idle workers, leaving at least ``keep`` serving.
+
+    Idle workers closest to their next billing boundary and on the dearest clouds go
+    first. Without ``force``, an idle worker on an hourly cloud with more than
+    ``billing_margin`` seconds of paid time left is kept (it costs nothing more).
+    """
+    decision = Decision()
+    cen = counted or census(snapshot)
+    count = min(count, cen.serving - keep)
+    if count <= 0 or not cen.idle:
+        return decision
+    specs = {c.name: c for c in snapshot.clouds}
+    now = snapshot.now
+    candidates: list[tuple[float, float, str, Worker]] = []
+    for w in snapshot.workers:
+        if w.state is not WorkerState.IDLE:
+            continue
+        spec = specs.get(w.cloud)
+        if spec is None:
+            candidates.append((0.0, 0.0, w.id, w))
+            continue
+        left = paid_time_left(w, spec, now) if spec.hourly_billing else 0.0
+        if not force and spec.hourly_billing and left > settings.billing_margin:
+            continue
+        candidates.append((left, -spec.price_per_hour, w.id, w))
+    candidates.sort(key=lambda t: (t[0], t[1], t[2]))
+    for left, _price, _wid, w in candidates[:count]:
+        spec = specs.get(w.cloud)
+        why = cause
+        if spec is not None and spec.hourly_billing and not force and left <= settings.billing_margin:
+            why = Cause.BILLING_BOUNDARY if cause is Cause.IDLE else cause
+        decision.drain.append(Drain(w.id, why))
+    return decision
