@@ -129,24 +129,31 @@ def run_demo(
 
     latest: list[StepReport] = []
     loop = threading.Thread(target=manager.run, kwargs={"on_step": latest.append}, daemon=True)
+    submitted = 0
+
+    def submit_due(elapsed: float) -> None:
+        nonlocal submitted
+        while submitted < len(arrivals) and arrivals[submitted].at / s <= elapsed:
+            a = arrivals[submitted]
+            batch.submit(
+                JobRequest(
+                    command=["sleep", f"{a.runtime / s:.3f}"],
+                    cores=a.cores,
+                    walltime=a.walltime / s,
+                    user="demo",
+                )
+            )
+            submitted += 1
+
+    # Jobs due at the start are queued before the manager's first look, as in the paper.
+    submit_due(0.0)
     start = time.monotonic()
     loop.start()
-    submitted = 0
     hard_stop = start + opts.time_limit / s
     try:
         while True:
             now = time.monotonic()
-            while submitted < len(arrivals) and arrivals[submitted].at / s <= now - start:
-                a = arrivals[submitted]
-                batch.submit(
-                    JobRequest(
-                        command=["sleep", f"{a.runtime / s:.3f}"],
-                        cores=a.cores,
-                        walltime=a.walltime / s,
-                        user="demo",
-                    )
-                )
-                submitted += 1
+            submit_due(now - start)
             counts = batch.counts()
             done = counts.get("done", 0)
             report = latest[-1] if latest else None

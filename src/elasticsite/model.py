@@ -87,25 +87,29 @@ class WorkerState(enum.StrEnum):
     FAILED = "failed"
     """Boot error, stall, lost heartbeat or vanished instance. Final."""
 
+    # Looked up in hot loops over thousands of workers: plain set membership.
     @property
     def joined(self) -> bool:
-        return self in (WorkerState.IDLE, WorkerState.BUSY)
+        return self in _JOINED
 
     @property
     def pending(self) -> bool:
-        return self in (WorkerState.REQUESTED, WorkerState.BOOTING)
+        return self in _PENDING
 
     @property
     def final(self) -> bool:
-        return self in (WorkerState.TERMINATED, WorkerState.FAILED)
+        return self in _FINAL
 
     @property
     def live(self) -> bool:
         """Holds (or may hold) a cloud instance that costs money."""
-        return not self.final
+        return self not in _FINAL
 
 
 _S = WorkerState
+_JOINED = frozenset({_S.IDLE, _S.BUSY})
+_PENDING = frozenset({_S.REQUESTED, _S.BOOTING})
+_FINAL = frozenset({_S.TERMINATED, _S.FAILED})
 ALLOWED_TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
     _S.REQUESTED: frozenset({_S.BOOTING, _S.IDLE, _S.BUSY, _S.TERMINATING, _S.FAILED}),
     _S.BOOTING: frozenset({_S.IDLE, _S.BUSY, _S.DRAINING, _S.TERMINATING, _S.FAILED}),

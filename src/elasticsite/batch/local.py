@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NamedTuple
 
@@ -181,7 +181,8 @@ class LocalBatch:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             raise BatchError(f"local batch {self.path}: {exc}") from exc
 
     def _setup(self, scheduler: str | None) -> None:
@@ -432,10 +433,11 @@ class LocalBatch:
             now = self.clock()
             tx.execute(
                 "INSERT INTO nodes (name, cores, up, heartbeat_at, registered_at, declared_at) "
-                "VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET cores = excluded.cores,"
-                " up = 1, heartbeat_at = excluded.heartbeat_at, registered_at = excluded.registered_at",
+                "VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET up = 1, "
+                "cores = excluded.cores, heartbeat_at = excluded.heartbeat_at, "
+                "registered_at = excluded.registered_at",
                 (name, cores, now, now, now),
-            )  # fmt: skip
+            )
             self._requeue_node(tx, name)
             self._pass(tx, now)
 
@@ -500,23 +502,27 @@ class LocalBatch:
         """
         now = self.clock()
         write = bool(finished) or heartbeat
-        if want_jobs and not write:
+        if not write:  # the common case: one read
             with self._tx(write=False) as tx:
-                write = self._pass_due(tx, now, pass_interval)
-        with self._tx(write=write) as tx:
-            if write:
-                if heartbeat and not tx.execute(
-                    "UPDATE nodes SET heartbeat_at = ? WHERE name = ?", (now, name)
-                ).rowcount:
-                    log.warning("node %s is not in the batch system (removed?)", name)
-                done = self._finish(tx, name, finished) if finished else 0
-                if done or (want_jobs and self._pass_due(tx, now, pass_interval)):
-                    self._pass(tx, now)
-            rows = tx.execute(
-                "SELECT id, attempt, command, cores, walltime FROM jobs "
-                "WHERE state = 'running' AND node = ? ORDER BY id",
-                (name,),
-            ).fetchall()
+                write = want_jobs and self._pass_due(tx, now, pass_interval)
+                if not write:
+                    return self._assignments(tx, name)
+        with self._tx(write=True) as tx:
+            beat = "UPDATE nodes SET heartbeat_at = ? WHERE name = ?"
+            if heartbeat and not tx.execute(beat, (now, name)).rowcount:
+                log.warning("node %s is not in the batch system (removed?)", name)
+            done = self._finish(tx, name, finished) if finished else 0
+            if done or (want_jobs and self._pass_due(tx, now, pass_interval)):
+                self._pass(tx, now)
+            return self._assignments(tx, name)
+
+    @staticmethod
+    def _assignments(tx: sqlite3.Connection, name: str) -> list[Assignment]:
+        rows = tx.execute(
+            "SELECT id, attempt, command, cores, walltime FROM jobs "
+            "WHERE state = 'running' AND node = ? ORDER BY id",
+            (name,),
+        ).fetchall()
         return [Assignment(str(i), a, json.loads(c), n, w) for i, a, c, n, w in rows]
 
     @staticmethod

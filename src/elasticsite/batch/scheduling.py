@@ -190,9 +190,7 @@ def easy(now: float, queued: Sequence[SchedJob], nodes: Nodes, running: Running)
         best = -1
         best_free = 1 << 62
         for i, f in enumerate(free):
-            if cores <= f < best_free and (
-                i != res_node or fits_before_shadow or cores <= extra
-            ):
+            if cores <= f < best_free and (i != res_node or fits_before_shadow or cores <= extra):
                 best = i
                 best_free = f
         if best < 0:

@@ -19,13 +19,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
 from elasticsite.model import VMType
 
-__all__ = ["LocalCloud", "cloud_db", "set_instance_state"]
+__all__ = ["TERMINATED_RETENTION", "LocalCloud", "cloud_db", "set_instance_state"]
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +45,26 @@ CREATE TABLE IF NOT EXISTS instances (
 """
 _STATES = {s.value: s for s in InstanceState}
 _LIVE_ROW_STATES = ("pending", "running", "stopping")
+TERMINATED_RETENTION = 3600.0
+"""Seconds a terminated instance still shows in :meth:`LocalCloud.describe`."""
 SPAWN_GRACE = 30.0
 """Seconds a pending row may lack a worker pid before it counts as failed (launcher died)."""
 _HAVE_PROC = os.path.isdir("/proc/self")
 
 
 @contextmanager
-def cloud_db(path: Path | str, write: bool = True) -> Iterator[sqlite3.Connection]:
-    """One transaction on a cloud registry, creating it (WAL) if needed; errors -> CloudError."""
+def cloud_db(
+    path: Path | str, write: bool = True, create: bool = True
+) -> Iterator[sqlite3.Connection]:
+    """One transaction on a cloud registry (created, in WAL mode, if ``create``).
+
+    Workers open with ``create=False``: a registry that vanished means the cloud is
+    gone, not that a new one should start. Errors become :class:`CloudError`.
+    """
     conn: sqlite3.Connection | None = None
+    target = str(path) if create else f"{Path(path).absolute().as_uri()}?mode=rw"
     try:
-        conn = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+        conn = sqlite3.connect(target, timeout=10.0, isolation_level=None, uri=not create)
         conn.execute("PRAGMA busy_timeout = 10000")
         if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -79,6 +88,7 @@ def set_instance_state(
     path: Path | str,
     instance_id: str,
     state: str | None,
+    *,
     pid: int | None = None,
     only_from: Sequence[str] = (),
 ) -> str | None:
@@ -88,7 +98,7 @@ def set_instance_state(
     finishing its boot never overwrites a ``stopping`` set by :meth:`LocalCloud.terminate`.
     Returns None for an instance the registry does not know.
     """
-    with cloud_db(path) as db:
+    with cloud_db(path, create=False) as db:
         row = db.execute("SELECT state FROM instances WHERE id = ?", (instance_id,)).fetchone()
         if row is None:
             return None
@@ -141,9 +151,9 @@ class LocalCloud:
         if not 0.0 <= fail_boot <= 1.0:
             raise ValueError(f"fail_boot must be a probability in [0, 1], got {fail_boot}")
         self.name = name
-        self.state_dir = Path(state_dir)
+        self.state_dir = Path(state_dir).absolute()
         self.site_id = site_id
-        self.batch_path = Path(batch_path)
+        self.batch_path = Path(batch_path).absolute()
         self.boot_delay = boot_delay
         self.boot_jitter = boot_jitter
         self.shutdown_delay = shutdown_delay
@@ -185,13 +195,14 @@ class LocalCloud:
             for instance_id, name in fresh:
                 pids.append((self._spawn(instance_id, name, vm_type.cores, userdata), instance_id))
         finally:
-            if pids:
-                with cloud_db(self.db_path) as db:
-                    db.executemany(
-                        "UPDATE instances SET pid = COALESCE(pid, ?) WHERE id = ?", pids
-                    )
-        wanted = set(names)
-        return [i for i in self.instances() if i.name in wanted]
+            unstarted = [(time.time(), i) for i, _ in fresh[len(pids) :]]
+            with cloud_db(self.db_path) as db:
+                db.executemany("UPDATE instances SET pid = COALESCE(pid, ?) WHERE id = ?", pids)
+                db.executemany(
+                    "UPDATE instances SET state = 'error', updated_at = ? WHERE id = ?", unstarted
+                )
+        found = {i.name: i for i in self._describe(None, names)}
+        return [found[n] for n in dict.fromkeys(names) if n in found]
 
     def _spawn(self, instance_id: str, name: str, cores: int, userdata: Mapping[str, str]) -> int:
         """Start the worker process of one instance; returns its pid."""
@@ -227,7 +238,6 @@ class LocalCloud:
                     start_new_session=True,
                 )
         except OSError as exc:
-            set_instance_state(self.db_path, instance_id, "error", None)
             raise CloudError(f"local cloud {self.name}: cannot start worker {name}: {exc}") from exc
         self._children[proc.pid] = proc
         log.info("cloud %s: launched %s (%s, pid %d, boot %.1fs%s)", self.name, name,
@@ -241,28 +251,29 @@ class LocalCloud:
             if child.poll() is not None:
                 del self._children[pid]
             return
-        try:
+        with suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
 
     def instances(self) -> list[Instance]:
         """Every instance in this cloud's registry, whatever its site."""
         return self._describe(None)
 
     def describe(self) -> list[Instance]:
-        """Every instance tagged with this site, in any state (terminated ones included)."""
+        """Every instance tagged with this site, in any state; terminated ones for an hour."""
         return self._describe(self.site_id)
 
-    def _describe(self, site: str | None) -> list[Instance]:
+    def _describe(self, site: str | None, names: Sequence[str] = ()) -> list[Instance]:
+        now = time.time()
         query = "SELECT id, name, state, tags, created_at, pid FROM instances"
-        params: tuple[str, ...] = ()
+        params: list[str | float] = []
         if site is not None:
-            query += " WHERE site = ?"
-            params = (site,)
+            query += " WHERE site = ? AND (state != 'terminated' OR updated_at >= ?)"
+            params = [site, now - TERMINATED_RETENTION]
+        elif names:
+            query += f" WHERE name IN ({', '.join('?' * len(names))})"
+            params = list(names)
         with cloud_db(self.db_path, write=False) as db:
             rows = db.execute(query + " ORDER BY created_at, name", params).fetchall()
-        now = time.time()
         result: list[Instance] = []
         fixes: list[tuple[str, str]] = []
         for instance_id, name, state, tags, created_at, pid in rows:
@@ -295,12 +306,12 @@ class LocalCloud:
         marks = ", ".join("?" * len(instance_ids))
         with cloud_db(self.db_path) as db:
             rows = db.execute(
-                f"SELECT id, name, state, pid FROM instances WHERE id IN ({marks}) "
+                f"SELECT id, name, pid FROM instances WHERE id IN ({marks}) "
                 "AND state != 'terminated'",
                 list(instance_ids),
             ).fetchall()
             now = time.time()
-            for instance_id, name, state, pid in rows:
+            for instance_id, name, pid in rows:
                 alive = pid is not None and _process_alive(pid, instance_id)
                 new_state = "stopping" if alive or pid is None else "terminated"
                 db.execute(
@@ -308,10 +319,8 @@ class LocalCloud:
                     (new_state, now, instance_id),
                 )
                 if alive:
-                    try:
+                    with suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGTERM)
-                    except ProcessLookupError:
-                        pass
                     log.info("cloud %s: terminating %s (%s)", self.name, name, instance_id)
 
     def kill_all(self) -> int:

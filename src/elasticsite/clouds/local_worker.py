@@ -15,6 +15,7 @@ terminated and exits 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import random
@@ -146,10 +147,15 @@ class Worker:
         log.info("%s: booting for %.2fs (%d cores)", self.name, self.boot_delay, self.cores)
         if prior in ("stopping", "terminated") or self.wait(self.boot_delay):
             return self.shutdown(joined=False)
-        set_instance_state(self.cloud_db, self.instance_id, "running", only_from=("pending",))
+        marked = set_instance_state(
+            self.cloud_db, self.instance_id, "running", only_from=("pending",)
+        )
+        if marked is None:
+            log.error("%s: instance %s vanished from the registry", self.name, self.instance_id)
+            return 1
         if self.never_join:
             log.warning("%s: this instance never joins (simulated boot failure)", self.name)
-            while not self.wait(60.0):
+            while not self.wait(5.0):
                 if not self.cloud_db.exists():
                     return 1
             return self.shutdown(joined=False)
@@ -172,7 +178,7 @@ class Worker:
                 self.batch.register_node(self.name, self.cores)
             except BatchError as exc:
                 log.warning("%s: cannot register yet (%s); retrying", self.name, exc)
-                if self.wait(1.0):
+                if self.wait(1.0) or not self.cloud_db.exists():
                     return False
                 continue
             self.last_heartbeat = time.monotonic()
@@ -228,7 +234,7 @@ class Worker:
                 log.info("%s: job %s ended with exit code %d", self.name, run.job_id, code)
 
     def _spawn(self, a: Assignment) -> _Run | None:
-        """Start a job's command in ``<jobs-dir>/<id>/``; a command that cannot start ends at once."""
+        """Start a job in ``<jobs-dir>/<id>/``; a command that cannot start ends at once."""
         job_dir = self.jobs_dir / a.job_id
         env = dict(os.environ)
         env.update(
@@ -250,10 +256,8 @@ class Worker:
         except (OSError, subprocess.SubprocessError) as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             log.warning("%s: job %s cannot start: %s", self.name, a.job_id, exc)
-            try:
+            with contextlib.suppress(OSError):
                 (job_dir / "stderr").write_text(f"elasticsite: cannot start {a.argv!r}: {exc}\n")
-            except OSError:
-                pass
             self.unreported.append((a.job_id, a.attempt, code))
             return None
         log.info("%s: started job %s (pid %d): %s", self.name, a.job_id, proc.pid, a.argv)

@@ -46,6 +46,12 @@ log = logging.getLogger(__name__)
 S = WorkerState
 _UP = (NodeState.IDLE, NodeState.BUSY, NodeState.DRAINING, NodeState.DRAINED)
 _FAIL_CAUSES = (Cause.STALLED, Cause.LOST, Cause.LAUNCH_ERROR)
+# Worker state -> the node state that means "nothing changed".
+_STEADY = {
+    S.IDLE: NodeState.IDLE,
+    S.BUSY: NodeState.BUSY,
+    S.DRAINING: NodeState.DRAINING,
+}
 
 
 @dataclass(slots=True)
@@ -153,7 +159,7 @@ class Manager:
         self._reconcile(now, nodes, instances)
 
         t1 = time.perf_counter()
-        workers = [r.worker for r in self.records.values() if r.worker.state.live]
+        workers = [r.worker for r in self.records.values() if r.worker.state is not S.FAILED]
         snapshot = SiteSnapshot(now, view.queued, view.running, workers, self.specs)
         if self.shutting_down:
             decision = self._shutdown_decision(snapshot)
@@ -207,14 +213,26 @@ class Manager:
         self, now: float, nodes: dict[str, Node], instances: dict[str, dict[str, Instance]]
     ) -> None:
         grace = max(30.0, 3 * self.config.interval)
+        inflight = self._inflight
+        running, up = IS.RUNNING, _STEADY
         for rec in list(self.records.values()):
             w = rec.worker
             cloud = instances.get(w.cloud)
-            cloud_ok = cloud is not None
             inst = cloud.get(w.id) if cloud is not None else None
-            busy = w.id in self._inflight
             node = nodes.get(w.node or w.id)
             st = w.state
+            # Fast path, the common case on a large site: a joined worker whose node and
+            # instance say nothing new.
+            if (
+                node is not None
+                and up.get(st) is node.state
+                and (inst is None and cloud is None or inst is not None and inst.state is running)
+            ):
+                w.running_jobs = node.running_jobs
+                w.free_cores = node.free_cores
+                continue
+            cloud_ok = cloud is not None
+            busy = w.id in inflight
 
             if st is S.REQUESTED and not busy:
                 if inst is not None and inst.state not in (IS.TERMINATED, IS.ERROR):

@@ -70,8 +70,7 @@ class StateStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self.transaction() as db:
-            db.executescript(_SCHEMA)
+        self._db().executescript(_SCHEMA)  # commits on its own
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from elasticsite.model import Cause, Decision, SiteSnapshot
 from elasticsite.policies.base import PolicySettings, register
-from elasticsite.policies.planning import census, preferred_cloud, scale_down, scale_up
+from elasticsite.policies.planning import Census, census, preferred_cloud, scale_down, scale_up
 
 
-def wanted(snapshot: SiteSnapshot, settings: PolicySettings) -> int:
+def wanted(snapshot: SiteSnapshot, settings: PolicySettings, cen: Census | None = None) -> int:
     """How many workers the queued work justifies (0 only for an empty queue)."""
     if not snapshot.queued:
         return 0
-    cloud = preferred_cloud(snapshot, settings)
+    cloud = preferred_cloud(snapshot, settings, counted=cen)
     waste = cloud.waste_time if cloud is not None else 0.0
     if waste <= 0:
         return len(snapshot.queued)
@@ -28,5 +28,5 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     cen = census(snapshot)
     if not snapshot.queued:
         return scale_down(snapshot, settings, cen.idle, Cause.IDLE, counted=cen)
-    want = wanted(snapshot, settings)
+    want = wanted(snapshot, settings, cen)
     return scale_up(snapshot, settings, want - cen.idle - cen.pending, Cause.DEMAND, counted=cen)

@@ -17,7 +17,7 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     cen = census(snapshot)
     deficit = snapshot.queued_cores - (cen.free_cores + cen.pending_cores)
     if deficit > 0:
-        cloud = preferred_cloud(snapshot, settings)
+        cloud = preferred_cloud(snapshot, settings, counted=cen)
         per = cloud.default_vm.cores if cloud is not None else 1
         return scale_up(snapshot, settings, -(-deficit // per), Cause.DEMAND, counted=cen)
     surplus = cen.free_cores - snapshot.queued_cores

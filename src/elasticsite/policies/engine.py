@@ -1,16 +1,14 @@
 """One full decision: the worker lifecycle rules every policy shares, then the policy.
 
 :func:`evaluate` is what both drivers call, the live manager on the wall clock and
-the simulator on its virtual one. Before the policy runs it:
+the simulator on its virtual one. Around the policy it:
 
 * terminates workers that have not joined within ``stall_timeout`` (their
   replacements are then launched by the policy, which no longer counts them);
-
-then terminates draining workers whose last job has finished, unless the policy put
-them back into service (a draining worker is reused before any new launch),
-
-and after it, drains idle workers (dearest first, paid time ignored) while the
-site spends more per hour than ``spend_cap_per_hour``.
+* terminates draining workers whose last job has finished, unless the policy put
+  them back into service (a draining worker is reused before any new launch);
+* drains idle workers (dearest first, paid time ignored) while the site spends
+  more per hour than ``spend_cap_per_hour``.
 """
 
 from __future__ import annotations

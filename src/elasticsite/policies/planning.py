@@ -55,33 +55,49 @@ class Census:
 
 
 def census(snapshot: SiteSnapshot) -> Census:
+    """Count the snapshot's workers by state in one pass (inlined: it runs on every decision)."""
     prices = {c.name: c.price_per_hour for c in snapshot.clouds}
-    c = Census(live_by_cloud={})
-    live = c.live_by_cloud
-    assert live is not None
+    live: dict[str, int] = {}
+    pending = booting = idle = busy = draining = terminating = 0
+    free = pending_cores = 0
+    spend = 0.0
     S = WorkerState
+    IDLE, BUSY, REQUESTED, BOOTING, DRAINING = S.IDLE, S.BUSY, S.REQUESTED, S.BOOTING, S.DRAINING
+    final = (S.TERMINATED, S.FAILED)
     for w in snapshot.workers:
         st = w.state
-        if st.final:
+        if st in final:
             continue
-        live[w.cloud] = live.get(w.cloud, 0) + 1
-        c.spend_per_hour += prices.get(w.cloud, 0.0)
-        if st is S.IDLE:
-            c.idle += 1
-            c.free_cores += w.free_cores or w.cores
-        elif st is S.BUSY:
-            c.busy += 1
-            c.free_cores += w.free_cores
-        elif st is S.REQUESTED or st is S.BOOTING:
-            c.pending += 1
-            c.pending_cores += w.cores
-            if st is S.BOOTING:
-                c.booting += 1
-        elif st is S.DRAINING:
-            c.draining += 1
-        elif st is S.TERMINATING:
-            c.terminating += 1
-    return c
+        cloud = w.cloud
+        live[cloud] = live.get(cloud, 0) + 1
+        spend += prices.get(cloud, 0.0)
+        if st is BUSY:
+            busy += 1
+            free += w.free_cores
+        elif st is IDLE:
+            idle += 1
+            free += w.free_cores or w.cores
+        elif st is REQUESTED or st is BOOTING:
+            pending += 1
+            pending_cores += w.cores
+            if st is BOOTING:
+                booting += 1
+        elif st is DRAINING:
+            draining += 1
+        else:
+            terminating += 1
+    return Census(
+        pending=pending,
+        booting=booting,
+        idle=idle,
+        busy=busy,
+        draining=draining,
+        terminating=terminating,
+        free_cores=free,
+        pending_cores=pending_cores,
+        live_by_cloud=live,
+        spend_per_hour=spend,
+    )
 
 
 def _rank(clouds: list[CloudSpec], rule: str, live: dict[str, int]) -> list[CloudSpec]:
@@ -100,11 +116,13 @@ def _rank(clouds: list[CloudSpec], rule: str, live: dict[str, int]) -> list[Clou
     raise ValueError(f"unknown cloud rule {rule!r}; choose one of cheapest, fastest, ordered, balanced")
 
 
-def preferred_cloud(snapshot: SiteSnapshot, settings: PolicySettings) -> CloudSpec | None:
+def preferred_cloud(
+    snapshot: SiteSnapshot, settings: PolicySettings, *, counted: Census | None = None
+) -> CloudSpec | None:
     """The cloud the next worker would go to (its waste time is what policies weigh)."""
     if not snapshot.clouds:
         return None
-    live = census(snapshot).live_by_cloud or {}
+    live = (counted or census(snapshot)).live_by_cloud or {}
     ranked = _rank(list(snapshot.clouds), settings.cloud_rule, live)
     for c in ranked:
         if live.get(c.name, 0) < c.max_instances:

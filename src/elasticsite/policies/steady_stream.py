@@ -22,7 +22,7 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     floor = settings.steady_min_workers
     if cen.serving < floor:
         return scale_up(snapshot, settings, floor - cen.serving, Cause.BASELINE, counted=cen)
-    cloud = preferred_cloud(snapshot, settings)
+    cloud = preferred_cloud(snapshot, settings, counted=cen)
     waste = cloud.waste_time if cloud is not None else 0.0
     demand = snapshot.queued_walltime
     if demand > settings.steady_up_factor * waste and cen.pending == 0:

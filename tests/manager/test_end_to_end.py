@@ -1,0 +1,130 @@
+"""The manager on the embedded site, end to end: real worker processes run real jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from elasticsite.clouds.base import InstanceState
+from elasticsite.model import Cause, JobState, WorkerState
+
+from .conftest import Running, wait_for
+
+POLICIES = ["on_demand", "steady_stream", "bursts", "core_demand", "dedicated"]
+
+
+def all_done(r: Running, n: int) -> bool:
+    return r.site.batch.counts().get("done", 0) == n
+
+
+def live_workers(r: Running) -> int:
+    return sum(1 for rec in r.site.store.load() if rec.worker.state.live)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_policy_runs_a_workload_end_to_end(
+    policy: str, start_site: Callable[..., Running]
+) -> None:
+    extra = {}
+    if policy == "steady_stream":
+        # Waste time 0.6 s: 5x = 3 s of queued walltime makes it grow.
+        extra = {"settings": {"steady_up_factor": 5.0, "steady_down_factor": 3.0}}
+    r = start_site(policy, **extra)
+    ids = r.submit(0.4, n=6, walltime=3.0)
+    wait_for(lambda: all_done(r, 6), 60, "all 6 jobs to finish")
+    if policy in ("on_demand", "bursts", "core_demand"):
+        # Elastic policies give every worker back once the queue is empty.
+        wait_for(lambda: live_workers(r) == 0, 30, "idle workers to be released")
+    r.stop()
+
+    jobs = {j.id: j for j in r.site.batch.jobs()}
+    assert all(jobs[i].state is JobState.DONE and jobs[i].exit_code == 0 for i in ids)
+    records = r.site.store.load(include_done=True, history=True)
+    assert records, "no worker was launched"
+    for rec in records:
+        w = rec.worker
+        assert w.state is WorkerState.TERMINATED, (w.id, w.state)
+        path = [t.to_state for t in w.history]
+        assert path[0] is WorkerState.REQUESTED and path[-1] is WorkerState.TERMINATED
+        assert WorkerState.BOOTING in path and WorkerState.DRAINING in path
+        times = [t.at for t in w.history]
+        assert times == sorted(times)
+    ran_on = {jobs[i].node for i in ids}
+    assert ran_on <= {rec.worker.node for rec in records}
+    cloud = r.site.clouds["local"]
+    assert all(i.state is InstanceState.TERMINATED for i in cloud.describe())
+    if policy == "dedicated":
+        assert len(records) == 2
+    if policy == "on_demand":
+        assert len(records) == 4  # one per queued job, capped by max_instances
+
+
+def test_scale_down_never_kills_a_running_job(start_site: Callable[..., Running]) -> None:
+    r = start_site("on_demand")
+    long_job = r.submit(3.0, walltime=20.0)[0]
+    short = r.submit(0.2, n=3, walltime=5.0)
+    wait_for(lambda: all(r.site.batch.job(j).state is JobState.DONE for j in short), 30, "short jobs")
+    # The queue is empty now: idle workers go, the busy one must stay until its job ends.
+    wait_for(lambda: r.site.batch.job(long_job).state is JobState.DONE, 30, "the long job")
+    wait_for(lambda: live_workers(r) == 0, 30, "every worker to be released")
+    r.stop()
+    job = r.site.batch.job(long_job)
+    assert job.exit_code == 0 and job.finished_at is not None
+    history = r.site.store.transitions()
+    ends = [t for t in history if t.worker_id == job.node and t.to_state is WorkerState.TERMINATING]
+    assert len(ends) == 1 and ends[0].at >= job.finished_at
+    drains = [t for t in history if t.to_state is WorkerState.DRAINING]
+    assert drains and all(t.cause in (Cause.IDLE, "idle") for t in drains)
+
+
+def test_drain_on_shutdown_lets_running_jobs_finish(start_site: Callable[..., Running]) -> None:
+    r = start_site("on_demand")
+    job_id = r.submit(1.5, walltime=20.0)[0]
+    wait_for(lambda: r.site.batch.job(job_id).state is JobState.RUNNING, 30, "the job to start")
+    r.stop()  # on_shutdown = drain: the busy worker is drained, not killed
+    job = r.site.batch.job(job_id)
+    assert job.state is JobState.DONE and job.exit_code == 0
+    assert live_workers(r) == 0
+
+
+def test_stalled_worker_is_terminated_and_replaced(start_site: Callable[..., Running]) -> None:
+    clouds = [
+        {   # cheapest, but its instances never join
+            "name": "flaky",
+            "max_instances": 1,
+            "price_per_hour": 0.0,
+            "boot_time": 0.3,
+            "shutdown_time": 0.1,
+            "options": {"poll_interval": 0.1, "fail_boot": 1.0, "seed": 3},
+        },
+        {
+            "name": "good",
+            "max_instances": 2,
+            "price_per_hour": 1.0,
+            "boot_time": 0.3,
+            "shutdown_time": 0.1,
+            "options": {"poll_interval": 0.1, "seed": 4},
+        },
+    ]
+    r = start_site("on_demand", clouds=clouds, manager={"stall_timeout": 1.5})
+    # Enough work to outlast the stall timeout, so the stalled worker is replaced.
+    ids = r.submit(1.0, n=8, walltime=5.0)
+    wait_for(lambda: all_done(r, 8), 60, "jobs to finish on the good cloud")
+    wait_for(
+        lambda: any(t.cause == Cause.REPLACEMENT for t in r.site.store.transitions()),
+        30,
+        "a replacement launch",
+    )
+    r.stop()
+    history = r.site.store.transitions()
+    stalled = [t for t in history if t.to_state is WorkerState.FAILED and t.cause == Cause.STALLED]
+    assert stalled and all(t.worker_id.startswith("flaky-") for t in stalled)
+    # Every stalled worker's instance was given back to its cloud.
+    flaky = {i.name: i for i in r.site.clouds["flaky"].describe()}
+    for t in stalled:
+        assert flaky[t.worker_id].state is InstanceState.TERMINATED
+    assert {r.site.batch.job(j).node for j in ids} <= {
+        rec.worker.node for rec in r.site.store.load(include_done=True) if rec.worker.cloud == "good"
+    }
+    assert r.site.store.counters().get("launched", 0) >= 3

@@ -1,0 +1,141 @@
+"""A manager killed with SIGKILL mid scale-up restarts, adopts its instances and loses no job."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from elasticsite.batch.local import LocalBatch
+from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, InstanceState
+from elasticsite.clouds.local import LocalCloud
+from elasticsite.manager.store import StateStore
+from elasticsite.model import Cause, JobState, VMType, WorkerState
+
+from .conftest import Running, wait_for
+
+CONFIG = """
+[manager]
+site_id = "restart"
+state_dir = "{state}"
+interval = 0.2
+heartbeat_timeout = 5.0
+retry_backoff = 0.2
+on_shutdown = "drain"
+
+[policy]
+name = "on_demand"
+
+[[clouds]]
+name = "local"
+max_instances = 4
+boot_time = 1.5
+shutdown_time = 0.1
+options = {{ boot_jitter = 0.3, poll_interval = 0.1, seed = 7 }}
+"""
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "elasticsite", *args]
+
+
+def _start(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(_cli("run", "-c", str(cfg)), stdout=out, stderr=out)
+
+
+def test_sigkill_during_scale_up_then_restart(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(CONFIG.format(state=state))
+    log = tmp_path / "manager.log"
+    # Jobs submitted through the CLI persist before any manager runs.
+    out = subprocess.run(
+        _cli("submit", "-c", str(cfg), "--walltime", "30", "--count", "6", "--", "sleep", "1"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job_ids = out.stdout.split()
+    assert len(job_ids) == 6
+    cloud = LocalCloud("local", state, "restart", state / "batch.db")
+    try:
+        proc = _start(cfg, log)
+        store = StateStore(state / "manager.db")
+        # Kill it while workers are still booting (boot takes ~1.5 s).
+        wait_for(
+            lambda: sum(r.worker.state.pending for r in store.load()) >= 2,
+            30,
+            "workers to be requested",
+            every=0.02,
+        )
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        booting = [r.worker.id for r in store.load() if r.worker.state.pending]
+        assert booting, "the manager was not killed during scale-up"
+
+        proc = _start(cfg, log)
+        batch = LocalBatch(state / "batch.db")
+        wait_for(lambda: batch.counts().get("done", 0) == 6, 60, "every job to finish")
+        proc.send_signal(signal.SIGTERM)  # on_shutdown = drain
+        assert proc.wait(60) == 0, log.read_text()[-3000:]
+
+        jobs = {j.id: j for j in batch.jobs()}
+        assert all(jobs[j].state is JobState.DONE and jobs[j].exit_code == 0 for j in job_ids)
+        records = {r.worker.id: r.worker for r in store.load(include_done=True)}
+        instances = cloud.describe()
+        # No orphan: every instance belongs to a worker record, and every one is gone.
+        assert {i.tags[WORKER_TAG] for i in instances} <= set(records)
+        assert all(i.state is InstanceState.TERMINATED for i in instances), instances
+        assert all(w.state.final for w in records.values())
+        # The workers booting at the kill were carried through, not forgotten.
+        for wid in booting:
+            path = [t.to_state for t in store.transitions(wid)]
+            assert WorkerState.TERMINATED in path or WorkerState.FAILED in path
+    finally:
+        cloud.kill_all()
+
+
+def test_unknown_tagged_instance_is_adopted_and_stray_is_cleaned(
+    start_site: Callable[..., Running],
+) -> None:
+    r = start_site("dedicated", run=False, settings={"dedicated_workers": 1})
+    cloud = r.site.clouds["local"]
+    tags = {SITE_TAG: "test", WORKER_TAG: "local-09999"}
+    cloud.launch(VMType("small"), ["local-09999"], {}, tags)
+    # An instance of another site is none of our business.
+    cloud.launch(VMType("small"), ["other-1"], {}, {SITE_TAG: "elsewhere", WORKER_TAG: "other-1"})
+    r.thread.start()
+    wait_for(
+        lambda: any(
+            rec.worker.id == "local-09999" and rec.worker.state is WorkerState.IDLE
+            for rec in r.site.store.load()
+        ),
+        30,
+        "the unknown instance to be adopted and join",
+    )
+    # The dedicated pool of one is satisfied by the adopted worker: nothing else launched.
+    assert [rec.worker.id for rec in r.site.store.load()] == ["local-09999"]
+    causes = [t.cause for t in r.site.store.transitions("local-09999")]
+    assert causes[:2] == [Cause.ADOPTED, Cause.ADOPTED]
+    r.stop()
+    assert [rec.worker.state for rec in r.site.store.load(include_done=True)] == [
+        WorkerState.TERMINATED
+    ]
+    # A live instance carrying the tag of a worker that is already finished is a stray:
+    # the next manager terminates it instead of adopting it.
+    stray = cloud.launch(VMType("small"), ["stray"], {}, tags)[0]
+    again = start_site("dedicated", settings={"dedicated_workers": 0})
+    wait_for(
+        lambda: {i.id: i.state for i in cloud.describe()}[stray.id] is InstanceState.TERMINATED,
+        30,
+        "the stray instance to be terminated",
+    )
+    assert again.site.store.counters().get("strays_terminated") == 1
+    again.stop()
+    foreign = LocalCloud("local", cloud.state_dir, "elsewhere", cloud.batch_path).describe()
+    assert [i.name for i in foreign] == ["other-1"]
+    assert foreign[0].state is not InstanceState.TERMINATED

@@ -1,0 +1,321 @@
+"""Properties every registered policy keeps on random sites, through engine.evaluate.
+
+Random queues, workers in every state across one to three clouds with random
+capacity, prices and billing, random settings (cap, cloud rule, margin, stall).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from elasticsite.model import (
+    Cause,
+    CloudSpec,
+    Job,
+    SiteSnapshot,
+    VMType,
+    Worker,
+    WorkerState,
+)
+from elasticsite.policies import CLOUD_RULES, PolicySettings, available, evaluate, get
+
+S = WorkerState
+POLICIES = available()
+EPS = 1e-6
+
+common = settings(
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@st.composite
+def sites(draw) -> SiteSnapshot:
+    clouds = []
+    for i in range(draw(st.integers(1, 3))):
+        clouds.append(
+            CloudSpec(
+                f"c{i}",
+                max_instances=draw(st.integers(0, 6)),
+                price_per_hour=draw(st.sampled_from([0.0, 0.05, 0.1, 0.25, 0.3, 0.5, 1.0, 2.0])),
+                billing_increment=draw(st.sampled_from([1.0, 60.0, 600.0, 3600.0])),
+                boot_time=draw(st.sampled_from([0.0, 30.0, 60.0, 300.0])),
+                shutdown_time=draw(st.sampled_from([0.0, 10.0, 60.0])),
+                vm_types=(VMType("small", cores=draw(st.integers(1, 8))),),
+            )
+        )
+    names = [c.name for c in clouds] + ["retired"]  # a cloud no longer configured
+    now = draw(st.integers(0, 20_000))
+    workers = []
+    for i in range(draw(st.integers(0, 12))):
+        state = draw(st.sampled_from(list(WorkerState)))
+        cores = draw(st.integers(1, 8))
+        running, free = 0, 0
+        if state is S.IDLE:
+            free = draw(st.sampled_from([0, cores]))
+        elif state is S.BUSY:
+            running = draw(st.integers(1, 4))
+            free = draw(st.integers(0, cores - 1))
+        elif state is S.DRAINING:
+            running = draw(st.integers(0, 2))
+            free = draw(st.integers(0, cores))
+        workers.append(
+            Worker(
+                f"w{i}",
+                draw(st.sampled_from(names)),
+                "small",
+                cores,
+                requested_at=float(draw(st.integers(0, now))),
+                state=state,
+                running_jobs=running,
+                free_cores=free,
+            )
+        )
+    queued = [
+        Job(
+            f"j{k}",
+            cores=draw(st.integers(1, 16)),
+            walltime=float(draw(st.integers(1, 20_000))),
+            submitted_at=0.0,
+        )
+        for k in range(draw(st.integers(0, 15)))
+    ]
+    return SiteSnapshot(now=float(now), queued=queued, running=[], workers=workers, clouds=clouds)
+
+
+policy_settings = st.builds(
+    PolicySettings,
+    steady_min_workers=st.integers(1, 3),
+    bursts_factor=st.sampled_from([1.0, 2.0, 3.0]),
+    dedicated_workers=st.integers(0, 8),
+    spend_cap_per_hour=st.none() | st.sampled_from([0.0, 0.1, 0.5, 1.0, 1.5, 2.0, 5.0]),
+    cloud_rule=st.sampled_from(sorted(CLOUD_RULES)),
+    billing_margin=st.sampled_from([0.0, 60.0, 120.0, 600.0]),
+    stall_timeout=st.sampled_from([60.0, 600.0, 1200.0]),
+)
+
+
+class Outcome:
+    """One evaluation and the quantities the properties are stated in."""
+
+    def __init__(self, policy: str, site: SiteSnapshot, cfg: PolicySettings):
+        self.site, self.cfg = site, cfg
+        self.d = evaluate(get(policy), site, cfg)
+        self.by_id = {w.id: w for w in site.workers}
+        self.prices = {c.name: c.price_per_hour for c in site.clouds}
+        self.terminated = {t.worker_id for t in self.d.terminate}
+        self.stalled = {t.worker_id for t in self.d.terminate if t.cause is Cause.STALLED}
+        self.drained = {x.worker_id for x in self.d.drain}
+        self.undrained = {x.worker_id for x in self.d.undrain}
+        # What the policy saw: every live worker but the stalled ones.
+        self.view = [w for w in site.workers if w.state.live and w.id not in self.stalled]
+        self.remaining = [w for w in self.view if w.id not in self.terminated]
+
+    def price(self, w: Worker) -> float:
+        return self.prices.get(w.cloud, 0.0)
+
+    @property
+    def spend_seen(self) -> float:
+        """What the policy saw the site spend (stalled workers already gone)."""
+        return sum(self.price(w) for w in self.view)
+
+    @property
+    def launch_spend(self) -> float:
+        return sum(self.prices[x.cloud] * x.count for x in self.d.launch)
+
+    def live(self, workers: list[Worker], cloud: str) -> int:
+        return sum(1 for w in workers if w.cloud == cloud)
+
+    def serving(self) -> list[Worker]:
+        return [w for w in self.view if w.state.pending or w.state.joined]
+
+    def under_cap(self) -> bool:
+        cap = self.cfg.spend_cap_per_hour
+        return cap is None or self.spend_seen <= cap
+
+    def has_capacity(self) -> bool:
+        """Some cloud has a free slot the cap clearly allows."""
+        cap = self.cfg.spend_cap_per_hour
+        spend = self.spend_seen
+        return any(
+            self.live(self.view, c.name) < c.max_instances
+            and (cap is None or spend + c.price_per_hour <= cap - EPS)
+            for c in self.site.clouds
+        )
+
+
+def outcome(policy, site, cfg) -> Outcome:
+    return Outcome(policy, site, cfg)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_launches_fit_every_clouds_max_instances(policy, site, cfg):
+    o = outcome(policy, site, cfg)
+    for x in o.d.launch:
+        assert x.count > 0
+        assert x.vm_type == site.cloud(x.cloud).default_vm.name
+    for c in site.clouds:
+        launched = o.d.launched(c.name)
+        assert launched <= max(0, c.max_instances - o.live(o.remaining, c.name)), c.name
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_projected_spend_stays_under_the_cap(policy, site, cfg):
+    o = outcome(policy, site, cfg)
+    cap = cfg.spend_cap_per_hour
+    if cap is None:
+        return
+    projected = sum(o.price(w) for w in o.remaining) + o.launch_spend
+    if o.spend_seen <= cap:
+        assert projected <= cap + EPS
+        assert all(x.cause is not Cause.SPEND_CAP for x in o.d.drain)
+    if o.spend_seen > cap:
+        # Over the cap once stalled workers are gone: nothing priced is launched.
+        assert o.launch_spend == 0
+    # Idle workers are drained until the site is back under the cap or none is left.
+    staying = [w for w in o.remaining if w.id not in o.drained and w.state is not S.TERMINATING]
+    after = sum(o.price(w) for w in staying) + o.launch_spend
+    assert after <= cap + EPS or not any(w.state is S.IDLE for w in staying)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_only_idle_are_drained_only_draining_undrained_and_no_busy_touched(policy, site, cfg):
+    o = outcome(policy, site, cfg)
+    ids = (
+        [x.worker_id for x in o.d.drain]
+        + [x.worker_id for x in o.d.undrain]
+        + [x.worker_id for x in o.d.terminate]
+    )
+    assert len(ids) == len(set(ids)), o.d
+    assert all(o.by_id[i].state is S.IDLE for i in o.drained)
+    assert all(o.by_id[i].state is S.DRAINING for i in o.undrained)
+    for t in o.d.terminate:
+        w = o.by_id[t.worker_id]
+        assert w.state is not S.BUSY
+        if t.cause is Cause.STALLED:
+            assert w.state.pending and site.now - w.requested_at > cfg.stall_timeout
+        else:
+            assert t.cause is Cause.DRAINED
+            assert w.state is S.DRAINING and w.running_jobs == 0
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_every_stalled_and_every_drained_worker_is_dealt_with(policy, site, cfg):
+    o = outcome(policy, site, cfg)
+    for w in site.workers:
+        if w.state.pending and site.now - w.requested_at > cfg.stall_timeout:
+            assert w.id in o.stalled
+        if w.state is S.DRAINING and w.running_jobs == 0:
+            assert (w.id in o.terminated) != (w.id in o.undrained)
+    replacements = sum(x.count for x in o.d.launch if x.cause is Cause.REPLACEMENT)
+    assert replacements == min(len(o.stalled), o.d.launched())
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_undrain_comes_before_any_launch(policy, site, cfg):
+    o = outcome(policy, site, cfg)
+    if o.d.launch:
+        still_draining = [
+            w for w in o.view if w.state is S.DRAINING and w.id not in o.undrained
+        ]
+        # Whoever launches has put every draining worker back first (those that
+        # just finished their last job included).
+        assert not still_draining
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_decisions_are_deterministic_and_leave_the_snapshot_alone(policy, site, cfg):
+    before = copy.deepcopy(site)
+    first = evaluate(get(policy), site, cfg)
+    assert site == before
+    assert evaluate(get(policy), site, cfg) == first
+    assert evaluate(get(policy), copy.deepcopy(site), cfg) == first
+    assert site == before
+
+
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_bursts_answers_a_waiting_queue_with_no_serving_worker(site, cfg):
+    o = outcome("bursts", site, cfg)
+    if site.queued and not o.serving() and o.has_capacity():
+        assert o.d.launched() + len(o.d.undrain) >= 1
+
+
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_steady_stream_keeps_its_baseline(site, cfg):
+    o = outcome("steady_stream", site, cfg)
+    serving = len(o.serving())
+    if serving and o.under_cap():
+        assert serving - len(o.drained) >= min(serving, cfg.steady_min_workers)
+    if not serving and o.has_capacity():
+        assert o.d.launched() + len(o.d.undrain) >= 1
+
+
+@st.composite
+def core_surplus_sites(draw) -> SiteSnapshot:
+    """Joined workers of mixed sizes and a queue that needs some of their cores."""
+    spec = CloudSpec("c0", max_instances=20, vm_types=(VMType("small", cores=4),))
+    workers = [
+        Worker(
+            f"w{i}",
+            "c0",
+            "small",
+            cores,
+            requested_at=0.0,
+            state=S.IDLE if idle else S.BUSY,
+            running_jobs=0 if idle else 1,
+            free_cores=cores if idle else 0,
+        )
+        for i, (cores, idle) in enumerate(
+            draw(st.lists(st.tuples(st.integers(1, 8), st.booleans()), max_size=8))
+        )
+    ]
+    queued = [
+        Job(f"j{k}", cores=c, walltime=60.0, submitted_at=0.0)
+        for k, c in enumerate(draw(st.lists(st.integers(1, 8), max_size=4)))
+    ]
+    return SiteSnapshot(now=100.0, queued=queued, running=[], workers=workers, clouds=[spec])
+
+
+def free_cores(workers: list[Worker]) -> int:
+    return sum(
+        (w.free_cores or w.cores) if w.state is S.IDLE else w.free_cores
+        for w in workers
+        if w.state.joined
+    )
+
+
+@common
+@given(site=sites() | core_surplus_sites(), cfg=policy_settings)
+def test_core_demand_never_releases_cores_queued_jobs_need(site, cfg):
+    o = outcome("core_demand", site, cfg)
+    released = [o.by_id[x.worker_id] for x in o.d.drain if x.cause is not Cause.SPEND_CAP]
+    if released:
+        assert free_cores(o.view) - free_cores(released) >= site.queued_cores
+
+
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_on_demand_and_bursts_release_nothing_while_jobs_wait(site, cfg):
+    for policy in ("on_demand", "bursts"):
+        o = outcome(policy, site, cfg)
+        if site.queued:
+            assert all(x.cause is Cause.SPEND_CAP for x in o.d.drain)

@@ -1,0 +1,150 @@
+"""The policy registry: built-ins by name, register(), and plug-ins from real entry points."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from elasticsite.model import Cause, Decision, Launch
+from elasticsite.policies import (
+    ENTRY_POINT_GROUP,
+    PolicySettings,
+    UnknownPolicy,
+    available,
+    evaluate,
+    get,
+    register,
+)
+from elasticsite.policies import bursts, core_demand, dedicated, on_demand, steady_stream
+
+from .conftest import jobs, snap
+
+BUILTINS = {
+    "bursts": bursts.decide,
+    "core_demand": core_demand.decide,
+    "dedicated": dedicated.decide,
+    "on_demand": on_demand.decide,
+    "steady_stream": steady_stream.decide,
+}
+
+
+def test_available_lists_every_builtin_sorted():
+    names = available()
+    assert set(BUILTINS) <= set(names)
+    assert names == sorted(names)
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_get_returns_the_builtin_function(name):
+    assert get(name) is BUILTINS[name]
+
+
+def test_unknown_policy_names_every_available_one():
+    with pytest.raises(UnknownPolicy) as err:
+        get("fastest_possible")
+    assert str(err.value) == (
+        f"unknown policy 'fastest_possible'; available: {', '.join(available())}"
+    )
+    assert "bursts, core_demand, dedicated, on_demand, steady_stream" in str(err.value)
+    assert isinstance(err.value, LookupError)
+
+
+def test_register_makes_a_policy_available_by_name(clean_registry):
+    @register("two_always")
+    def two_always(snapshot, settings):
+        return Decision(launch=[Launch("a", "small", 2, Cause.BASELINE)])
+
+    assert "two_always" in available()
+    assert get("two_always") is two_always
+    assert evaluate(get("two_always"), snap(), PolicySettings()).launched() == 2
+    # Registering the same function again is harmless; another one under that name is not.
+    assert register("two_always")(two_always) is two_always
+    with pytest.raises(ValueError, match="a policy named 'two_always' is already registered"):
+        register("two_always")(lambda snapshot, settings: Decision())
+
+
+def test_register_refuses_to_shadow_a_builtin(clean_registry):
+    with pytest.raises(ValueError, match="'on_demand' is already registered"):
+        register("on_demand")(lambda snapshot, settings: Decision())
+    assert get("on_demand") is on_demand.decide
+
+
+@pytest.fixture
+def plugin_dist(tmp_path, monkeypatch, clean_registry):
+    """A real installed distribution publishing policies in the entry-point group."""
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "fair_share_policy.py").write_text(
+        textwrap.dedent(
+            '''
+            from elasticsite.model import Cause, Decision, Launch
+
+            LIMIT = 3
+
+            def decide(snapshot, settings):
+                """One worker per queued job, never more than params['limit'] at once."""
+                n = min(len(snapshot.queued), settings.params.get("limit", LIMIT))
+                if n <= 0:
+                    return Decision()
+                spec = snapshot.clouds[0]
+                return Decision(launch=[Launch(spec.name, spec.default_vm.name, n, Cause.DEMAND)])
+            '''
+        )
+    )
+    info = site / "fair_share_policy-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fair-share-policy\nVersion: 1.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        f"[{ENTRY_POINT_GROUP}]\n"
+        "fair_share = fair_share_policy:decide\n"
+        "broken = fair_share_missing_module:decide\n"
+        "not_callable = fair_share_policy:LIMIT\n"
+        "on_demand = fair_share_policy:decide\n"
+        "\n[console_scripts]\nunrelated = fair_share_policy:decide\n"
+    )
+    monkeypatch.syspath_prepend(str(site))  # also invalidates importlib's caches
+    yield site
+    sys.modules.pop("fair_share_policy", None)
+
+
+def test_entry_point_policy_is_listed_and_loaded(plugin_dist):
+    assert {"fair_share", "broken", "not_callable"} <= set(available())
+    assert "unrelated" not in available()
+    fn = get("fair_share")
+    assert fn is sys.modules["fair_share_policy"].decide
+    assert get("fair_share") is fn  # loaded once, then served from the registry
+    settings = PolicySettings(params={"limit": 2})
+    assert evaluate(fn, snap(jobs(5)), settings) == Decision(
+        launch=[Launch("a", "small", 2, Cause.DEMAND)]
+    )
+
+
+def test_entry_point_that_cannot_be_imported_is_reported(plugin_dist):
+    with pytest.raises(UnknownPolicy) as err:
+        get("broken")
+    assert str(err.value) == (
+        "policy 'broken' from fair_share_missing_module:decide failed to load: "
+        "No module named 'fair_share_missing_module'"
+    )
+    assert isinstance(err.value.__cause__, ImportError)
+
+
+def test_entry_point_that_is_not_callable_is_refused(plugin_dist):
+    with pytest.raises(UnknownPolicy, match=r"policy 'not_callable' \(fair_share_policy:LIMIT\) "):
+        get("not_callable")
+
+
+def test_builtin_wins_over_a_plugin_of_the_same_name(plugin_dist):
+    assert available().count("on_demand") == 1
+    assert get("on_demand") is on_demand.decide
+
+
+def test_plugin_disappears_with_its_distribution(plugin_dist, monkeypatch):
+    monkeypatch.undo()
+    assert "fair_share" not in available()
+    with pytest.raises(UnknownPolicy, match="unknown policy 'fair_share'"):
+        get("fair_share")

@@ -1,0 +1,82 @@
+"""Configuration: the shipped example loads, and every bad field gets one clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from elasticsite.config import ConfigError, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_example_config_loads() -> None:
+    cfg = load_config(ROOT / "examples" / "local.toml")
+    assert cfg.policy.name == "bursts"
+    assert [c.name for c in cfg.clouds] == ["private", "public"]
+    public = cfg.cloud_specs()[1]
+    assert public.hourly_billing and public.waste_time == 12.0
+    settings = cfg.policy_settings()
+    assert settings.stall_timeout == cfg.manager.stall_timeout == 600.0
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "site.toml"
+    p.write_text(text)
+    return p
+
+
+def test_bad_field_is_named(tmp_path: Path) -> None:
+    p = _write(tmp_path, '[[clouds]]\nname = "a"\nmax_instances = -3\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert msg.count("\n") == 0, msg
+    assert msg.startswith(f"{p}: clouds[0].max_instances: ")
+    assert "-3" in msg
+
+
+def test_unknown_setting_is_named(tmp_path: Path) -> None:
+    p = _write(tmp_path, '[manager]\nintervall = 5\n[[clouds]]\nname = "a"\n')
+    with pytest.raises(ConfigError, match=r"manager\.intervall: unknown setting"):
+        load_config(p)
+
+
+def test_unknown_policy_lists_available(tmp_path: Path) -> None:
+    p = _write(tmp_path, '[policy]\nname = "magic"\n[[clouds]]\nname = "a"\n')
+    with pytest.raises(ConfigError, match=r"policy\.name: unknown policy 'magic'.*bursts"):
+        load_config(p)
+
+
+def test_every_bad_field_reported_once(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {"manager": {"interval": 0}, "clouds": [{"name": "Bad Name", "price_per_hour": -1}]},
+            "x.toml",
+        )
+    lines = str(err.value).splitlines()
+    assert [line.split(": ")[1] for line in lines] == [
+        "manager.interval",
+        "clouds[0].name",
+        "clouds[0].price_per_hour",
+    ]
+
+
+def test_missing_clouds_and_bad_toml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="clouds: Field required"):
+        parse_config({}, "empty.toml")
+    p = _write(tmp_path, "[manager\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_duplicate_cloud_names_and_inverted_thresholds() -> None:
+    with pytest.raises(ConfigError, match="two clouds are named 'a'"):
+        parse_config({"clouds": [{"name": "a"}, {"name": "a"}]})
+    with pytest.raises(ConfigError, match="steady_down_factor"):
+        parse_config(
+            {"policy": {"steady_up_factor": 2, "steady_down_factor": 3}, "clouds": [{"name": "a"}]}
+        )
