@@ -49,7 +49,7 @@ def _setup_logging(verbose: int) -> None:
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
@@ -129,22 +129,25 @@ def demo(
     )
 
     def render(p: DemoProgress) -> Table:
-        t = Table.grid(padding=(0, 2))
+        t = Table.grid(padding=(0, 1))
         w = p.workers
         booting = w.get("requested", 0) + w.get("booting", 0)
+        leaving = w.get("draining", 0) + w.get("terminating", 0)
         t.add_row(
-            f"t={p.elapsed:6.0f} s",
-            f"submitted {p.submitted}/{p.total}",
-            f"queued {p.queued}",
-            f"running {p.running}",
-            f"done {p.done}",
+            f"[bold]t={p.elapsed:5.0f} s[/]",
+            f"jobs: {p.submitted}/{p.total} submitted, {p.queued} queued, "
+            f"{p.running} running, {p.done} done",
+        )
+        t.add_row(
+            "",
             f"workers: {booting} booting, {w.get('idle', 0)} idle, {w.get('busy', 0)} busy, "
-            f"{w.get('draining', 0) + w.get('terminating', 0)} leaving",
+            f"{leaving} leaving",
         )
         return t
 
     with Live(console=console, refresh_per_second=4, transient=False) as live:
         result = run_demo(opts, on_progress=lambda p: live.update(render(p)))
+    console.print()
     _print_metrics(result.metrics)
     console.print(f"plot: {result.plot}")
     console.print(f"jobs: {result.jobs_csv}   workers: {result.workers_csv}")

@@ -52,7 +52,9 @@ class Running:
         self.manager = manager
         self.thread = threading.Thread(target=manager.run, daemon=True)
 
-    def submit(self, seconds: float, n: int = 1, walltime: float = 30.0, cores: int = 1) -> list[str]:
+    def submit(
+        self, seconds: float, n: int = 1, walltime: float = 30.0, cores: int = 1
+    ) -> list[str]:
         return [
             self.site.batch.submit(JobRequest(["sleep", str(seconds)], cores, walltime, "test"))
             for _ in range(n)

@@ -23,9 +23,7 @@ def live_workers(r: Running) -> int:
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-def test_policy_runs_a_workload_end_to_end(
-    policy: str, start_site: Callable[..., Running]
-) -> None:
+def test_policy_runs_a_workload_end_to_end(policy: str, start_site: Callable[..., Running]) -> None:
     extra = {}
     if policy == "steady_stream":
         # Waste time 0.6 s: 5x = 3 s of queued walltime makes it grow.
@@ -64,7 +62,9 @@ def test_scale_down_never_kills_a_running_job(start_site: Callable[..., Running]
     r = start_site("on_demand")
     long_job = r.submit(3.0, walltime=20.0)[0]
     short = r.submit(0.2, n=3, walltime=5.0)
-    wait_for(lambda: all(r.site.batch.job(j).state is JobState.DONE for j in short), 30, "short jobs")
+    wait_for(
+        lambda: all(r.site.batch.job(j).state is JobState.DONE for j in short), 30, "short jobs"
+    )
     # The queue is empty now: idle workers go, the busy one must stay until its job ends.
     wait_for(lambda: r.site.batch.job(long_job).state is JobState.DONE, 30, "the long job")
     wait_for(lambda: live_workers(r) == 0, 30, "every worker to be released")
@@ -90,7 +90,7 @@ def test_drain_on_shutdown_lets_running_jobs_finish(start_site: Callable[..., Ru
 
 def test_stalled_worker_is_terminated_and_replaced(start_site: Callable[..., Running]) -> None:
     clouds = [
-        {   # cheapest, but its instances never join
+        {  # cheapest, but its instances never join
             "name": "flaky",
             "max_instances": 1,
             "price_per_hour": 0.0,
@@ -125,6 +125,8 @@ def test_stalled_worker_is_terminated_and_replaced(start_site: Callable[..., Run
     for t in stalled:
         assert flaky[t.worker_id].state is InstanceState.TERMINATED
     assert {r.site.batch.job(j).node for j in ids} <= {
-        rec.worker.node for rec in r.site.store.load(include_done=True) if rec.worker.cloud == "good"
+        rec.worker.node
+        for rec in r.site.store.load(include_done=True)
+        if rec.worker.cloud == "good"
     }
     assert r.site.store.counters().get("launched", 0) >= 3

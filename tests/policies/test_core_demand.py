@@ -12,9 +12,7 @@ QUAD = cloud(cores=4)
 
 def test_launches_for_the_cores_queued_jobs_ask_for():
     site = snap(jobs(3, cores=4), clouds=[QUAD])
-    assert decide("core_demand", site) == Decision(
-        launch=[Launch("a", "small", 3, Cause.DEMAND)]
-    )
+    assert decide("core_demand", site) == Decision(launch=[Launch("a", "small", 3, Cause.DEMAND)])
 
 
 def test_one_core_workers_means_one_worker_per_core():
@@ -79,5 +77,7 @@ def test_releases_smallest_idle_workers_first_while_cores_are_surplus():
 
 def test_surplus_release_still_waits_for_the_billing_boundary():
     hourly = cloud(price=1.0, billing=3600.0)
-    site = snap([], [worker("fresh", requested_at=0.0), worker("ending", requested_at=-2550.0)], [hourly])
+    site = snap(
+        [], [worker("fresh", requested_at=0.0), worker("ending", requested_at=-2550.0)], [hourly]
+    )
     assert decide("core_demand", site) == Decision(drain=[Drain("ending", Cause.BILLING_BOUNDARY)])

@@ -65,7 +65,7 @@ def test_fastest_prefers_the_lowest_waste_time_then_the_lowest_price():
 def test_ordered_fills_clouds_in_configuration_order():
     private = cloud("private", price=0.0, max_instances=2, boot=600.0)
     public = cloud("public", price=1.0)
-    site = snap([], [worker("w", S.BUSY, cloud="private")], [public, private][::-1])
+    site = snap([], [worker("w", S.BUSY, cloud="private")], [private, public])
     assert up(site, 4, cloud_rule="ordered") == Decision(
         launch=[
             Launch("private", "small", 1, Cause.DEMAND),
@@ -75,7 +75,9 @@ def test_ordered_fills_clouds_in_configuration_order():
 
 
 def test_balanced_spreads_over_free_capacity_and_breaks_ties_by_price():
-    site = snap(clouds=[cloud("a", price=0.5, max_instances=3), cloud("b", price=0.1, max_instances=3)])
+    site = snap(
+        clouds=[cloud("a", price=0.5, max_instances=3), cloud("b", price=0.1, max_instances=3)]
+    )
     assert launches(up(site, 1, cloud_rule="balanced")) == [("b", 1)]
     assert launches(up(site, 3, cloud_rule="balanced")) == [("a", 1), ("b", 2)]
     assert launches(up(site, 4, cloud_rule="balanced")) == [("a", 2), ("b", 2)]
@@ -95,7 +97,10 @@ def test_balanced_batch_matches_launching_one_at_a_time():
     # After one worker on "dear" both clouds have 4 free: the tie goes to the
     # cheaper cloud, just as it would if the second worker were launched alone.
     clouds = [cloud("dear", price=1.0, max_instances=5), cloud("cheap", price=0.1, max_instances=4)]
-    assert launches(up(snap(clouds=clouds), 2, cloud_rule="balanced")) == [("dear", 1), ("cheap", 1)]
+    assert launches(up(snap(clouds=clouds), 2, cloud_rule="balanced")) == [
+        ("dear", 1),
+        ("cheap", 1),
+    ]
     after_one = snap([], [worker("d1", S.BOOTING, cloud="dear")], clouds)
     assert launches(up(after_one, 1, cloud_rule="balanced")) == [("cheap", 1)]
 
@@ -164,7 +169,9 @@ def test_spend_cap_spills_over_to_a_dearer_cloud_only_as_far_as_it_allows():
 
 
 def test_spend_cap_with_balanced_rule():
-    site = snap(clouds=[cloud("a", price=0.5, max_instances=5), cloud("b", price=0.5, max_instances=5)])
+    site = snap(
+        clouds=[cloud("a", price=0.5, max_instances=5), cloud("b", price=0.5, max_instances=5)]
+    )
     assert launches(up(site, 4, cloud_rule="balanced", spend_cap_per_hour=1.0)) == [
         ("a", 1),
         ("b", 1),
@@ -227,7 +234,14 @@ def test_paid_time_left_counts_from_the_request():
 
 @pytest.mark.parametrize(
     ("now", "drained"),
-    [(1000.0, False), (3479.0, False), (3480.0, True), (3599.0, True), (3601.0, False), (7150.0, True)],
+    [
+        (1000.0, False),
+        (3479.0, False),
+        (3480.0, True),
+        (3599.0, True),
+        (3601.0, False),
+        (7150.0, True),
+    ],
 )
 def test_idle_paid_worker_is_kept_until_billing_margin_before_its_boundary(now, drained):
     site = snap([], [worker("w", cloud="h", requested_at=0.0)], [HOURLY], now=now)

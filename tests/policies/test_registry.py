@@ -13,11 +13,15 @@ from elasticsite.policies import (
     PolicySettings,
     UnknownPolicy,
     available,
+    bursts,
+    core_demand,
+    dedicated,
     evaluate,
     get,
+    on_demand,
     register,
+    steady_stream,
 )
-from elasticsite.policies import bursts, core_demand, dedicated, on_demand, steady_stream
 
 from .conftest import jobs, snap
 
@@ -95,9 +99,7 @@ def plugin_dist(tmp_path, monkeypatch, clean_registry):
     )
     info = site / "fair_share_policy-1.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: fair-share-policy\nVersion: 1.0\n"
-    )
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fair-share-policy\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
         f"[{ENTRY_POINT_GROUP}]\n"
         "fair_share = fair_share_policy:decide\n"

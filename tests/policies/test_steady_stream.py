@@ -42,9 +42,7 @@ def test_min_workers_setting_sets_the_baseline():
 
 def test_boots_one_more_when_queued_walltime_exceeds_five_waste_times():
     site = snap([job(301)], [worker("b", S.BUSY)])
-    assert decide("steady_stream", site) == Decision(
-        launch=[Launch("a", "small", 1, Cause.DEMAND)]
-    )
+    assert decide("steady_stream", site) == Decision(launch=[Launch("a", "small", 1, Cause.DEMAND)])
 
 
 def test_boots_only_one_however_large_the_queue():
@@ -89,9 +87,7 @@ def test_busy_workers_are_never_released():
 
 def test_draining_worker_is_put_back_when_demand_rises():
     site = snap([job(400)], [worker("b", S.BUSY), worker("d", S.DRAINING)])
-    assert decide("steady_stream", site) == Decision(
-        undrain=[Undrain("d", Cause.DEMAND_RETURNED)]
-    )
+    assert decide("steady_stream", site) == Decision(undrain=[Undrain("d", Cause.DEMAND_RETURNED)])
 
 
 def test_thresholds_use_the_waste_time_of_the_cloud_the_next_worker_goes_to():

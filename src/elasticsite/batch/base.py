@@ -56,6 +56,8 @@ class Node:
     free_cores: int = 0
     reason: str = ""
     heartbeat_at: float | None = None
+    registered_at: float | None = None
+    """When the node last came up (its worker joined), if the batch system says."""
 
 
 @dataclass(slots=True)

@@ -290,7 +290,8 @@ class LocalBatch:
                 )
             ]
             node_rows = tx.execute(
-                "SELECT name, cores, up, drain, reason, heartbeat_at FROM nodes ORDER BY name"
+                "SELECT name, cores, up, drain, reason, heartbeat_at, registered_at FROM nodes "
+                "ORDER BY name"
             ).fetchall()
         used: dict[str, list[int]] = {}
         for job in running:
@@ -302,7 +303,7 @@ class LocalBatch:
         return BatchView(taken_at=now, queued=queued, running=running, nodes=nodes)
 
     def _node(self, row: tuple, now: float, jobs: int, busy_cores: int) -> Node:
-        name, cores, up, drain, reason, heartbeat_at = row
+        name, cores, up, drain, reason, heartbeat_at, registered_at = row
         stale = heartbeat_at is None or now - heartbeat_at > self.heartbeat_timeout
         if not up or stale:
             state = NodeState.DOWN
@@ -311,7 +312,7 @@ class LocalBatch:
         else:
             state = NodeState.BUSY if jobs else NodeState.IDLE
         free = max(cores - busy_cores, 0) if state in (NodeState.IDLE, NodeState.BUSY) else 0
-        return Node(name, cores, state, jobs, free, reason, heartbeat_at)
+        return Node(name, cores, state, jobs, free, reason, heartbeat_at, registered_at)
 
     def add_node(self, name: str, cores: int) -> None:
         """Declare a node; it is DOWN until its worker registers. A known node is left alone."""
@@ -463,15 +464,18 @@ class LocalBatch:
         Returns False, changing nothing, for a job preempted or requeued meanwhile.
         """
         with self._tx(write=True) as tx:
-            done = self._finish(tx, node, [(job_id, attempt, exit_code)])
+            now = self.clock()
+            done = self._finish(tx, node, [(job_id, attempt, exit_code)], now)
             if done:
-                self._pass(tx, self.clock())
+                self._pass(tx, now)
         return bool(done)
 
+    @staticmethod
     def _finish(
-        self, tx: sqlite3.Connection, node: str, ends: Iterable[tuple[str, int | None, int]]
+        tx: sqlite3.Connection, node: str, ends: Iterable[tuple[str, int | None, int]], now: float
     ) -> int:
-        now = self.clock()
+        """Mark jobs done at ``now`` (the same instant a pass in this transaction starts
+        their successors, so a node's jobs never overlap in the records)."""
         done = 0
         for job_id, attempt, code in ends:
             done += tx.execute(
@@ -511,7 +515,7 @@ class LocalBatch:
             beat = "UPDATE nodes SET heartbeat_at = ? WHERE name = ?"
             if heartbeat and not tx.execute(beat, (now, name)).rowcount:
                 log.warning("node %s is not in the batch system (removed?)", name)
-            done = self._finish(tx, name, finished) if finished else 0
+            done = self._finish(tx, name, finished, now) if finished else 0
             if done or (want_jobs and self._pass_due(tx, now, pass_interval)):
                 self._pass(tx, now)
             return self._assignments(tx, name)

@@ -47,7 +47,7 @@ _STATES = {s.value: s for s in InstanceState}
 _LIVE_ROW_STATES = ("pending", "running", "stopping")
 TERMINATED_RETENTION = 3600.0
 """Seconds a terminated instance still shows in :meth:`LocalCloud.describe`."""
-SPAWN_GRACE = 30.0
+SPAWN_GRACE = 10.0
 """Seconds a pending row may lack a worker pid before it counts as failed (launcher died)."""
 _HAVE_PROC = os.path.isdir("/proc/self")
 

@@ -222,11 +222,11 @@ class Manager:
             node = nodes.get(w.node or w.id)
             st = w.state
             # Fast path, the common case on a large site: a joined worker whose node and
-            # instance say nothing new.
+            # instance say nothing new (or whose cloud could not be asked this time).
             if (
                 node is not None
                 and up.get(st) is node.state
-                and (inst is None and cloud is None or inst is not None and inst.state is running)
+                and (cloud is None or (inst is not None and inst.state is running))
             ):
                 w.running_jobs = node.running_jobs
                 w.free_cores = node.free_cores
@@ -247,10 +247,15 @@ class Manager:
             if st is S.BOOTING:
                 if node is not None and node.state in _UP:
                     self._update_load(w, node)
+                    # Date the join when the node came up, not when this loop noticed.
+                    joined = now
+                    if node.registered_at is not None:
+                        joined = min(now, max(w.state_since, node.registered_at))
                     if node.state in (NodeState.DRAINING, NodeState.DRAINED):
-                        self._move(rec, S.DRAINING, now, Cause.JOINED)
+                        self._move(rec, S.DRAINING, joined, Cause.JOINED)
                     else:
-                        self._move(rec, S.BUSY if w.running_jobs else S.IDLE, now, Cause.JOINED)
+                        to = S.BUSY if w.running_jobs else S.IDLE
+                        self._move(rec, to, joined, Cause.JOINED)
                 elif cloud_ok and not busy and self._vanished(inst, w, now, grace):
                     self._move(rec, S.FAILED, now, Cause.LOST)
                 continue

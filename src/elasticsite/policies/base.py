@@ -126,4 +126,3 @@ def get(name: str) -> Policy:
         raise UnknownPolicy(f"policy {name!r} ({ep.value}) is not callable")
     _REGISTRY[name] = fn
     return fn
-

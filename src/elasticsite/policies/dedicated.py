@@ -15,7 +15,12 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
         return scale_up(snapshot, settings, target - cen.serving, Cause.BASELINE, counted=cen)
     if cen.serving > target:
         return scale_down(
-            snapshot, settings, cen.serving - target, Cause.SURPLUS, keep=target, force=True,
+            snapshot,
+            settings,
+            cen.serving - target,
+            Cause.SURPLUS,
+            keep=target,
+            force=True,
             counted=cen,
         )
     return Decision()

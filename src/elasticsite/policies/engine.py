@@ -45,6 +45,7 @@ def evaluate(policy: Policy, snapshot: SiteSnapshot, settings: PolicySettings) -
         gone = {wid for wid in drained if wid not in back}
         lifecycle.terminate.extend(Terminate(wid, Cause.DRAINED) for wid in drained if wid in gone)
         if gone:
+            # The spend cap below counts only the workers that stay.
             view = view.with_workers([w for w in view.workers if w.id not in gone])
 
     if stalled and decision.launch:
@@ -55,7 +56,9 @@ def evaluate(policy: Policy, snapshot: SiteSnapshot, settings: PolicySettings) -
             if n:
                 relabelled.append(Launch(launch.cloud, launch.vm_type, n, Cause.REPLACEMENT))
             if launch.count - n:
-                relabelled.append(Launch(launch.cloud, launch.vm_type, launch.count - n, launch.cause))
+                relabelled.append(
+                    Launch(launch.cloud, launch.vm_type, launch.count - n, launch.cause)
+                )
             stalled -= n
         decision.launch = relabelled
 

@@ -1,4 +1,4 @@
-"""On demand (paper 000): one worker per queued job; release idle workers once the queue is empty."""
+"""On demand (paper 000): one worker per queued job; idle workers go once the queue is empty."""
 
 from __future__ import annotations
 

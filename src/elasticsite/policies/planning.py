@@ -111,9 +111,15 @@ def _rank(clouds: list[CloudSpec], rule: str, live: dict[str, int]) -> list[Clou
     if rule == "balanced":
         return sorted(
             clouds,
-            key=lambda c: (-(c.max_instances - live.get(c.name, 0)), c.price_per_hour, order[c.name]),
+            key=lambda c: (
+                -(c.max_instances - live.get(c.name, 0)),
+                c.price_per_hour,
+                order[c.name],
+            ),
         )
-    raise ValueError(f"unknown cloud rule {rule!r}; choose one of cheapest, fastest, ordered, balanced")
+    raise ValueError(
+        f"unknown cloud rule {rule!r}; choose one of cheapest, fastest, ordered, balanced"
+    )
 
 
 def preferred_cloud(
@@ -246,7 +252,12 @@ def scale_down(
     for left, _price, _wid, w in candidates[:count]:
         spec = specs.get(w.cloud)
         why = cause
-        if spec is not None and spec.hourly_billing and not force and left <= settings.billing_margin:
+        if (
+            spec is not None
+            and spec.hourly_billing
+            and not force
+            and left <= settings.billing_margin
+        ):
             why = Cause.BILLING_BOUNDARY if cause is Cause.IDLE else cause
         decision.drain.append(Drain(w.id, why))
     return decision

@@ -1,0 +1,75 @@
+"""The command line as a person uses it: real subprocesses, real files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "elasticsite", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=check,
+        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
+    )
+
+
+def test_demo_runs_the_embedded_site_and_writes_a_plot(tmp_path: Path) -> None:
+    out = run("demo", "--speed", "30", "--out", "out", cwd=tmp_path)
+    text = out.stdout
+    assert "workload1 (20 jobs) with the bursts policy" in text
+    assert "elapsed workload time" in text and "reactivity time max" in text
+    assert "jobs done " in text.replace("│", " ")
+    done = next(line for line in text.splitlines() if "jobs done" in line)
+    assert done.split("│")[2].strip() == "20"
+    png = tmp_path / "out" / "workload1-bursts.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = (tmp_path / "out" / "workload1-bursts-jobs.csv").read_text().splitlines()
+    assert len(rows) == 21
+
+
+def test_demo_rejects_unknown_names(tmp_path: Path) -> None:
+    out = run("demo", "--policy", "nope", cwd=tmp_path, check=False)
+    assert out.returncode == 2
+    assert "unknown policy 'nope'; choose one of bursts, core_demand" in out.stderr
+    out = run("demo", "--workload", "nope", cwd=tmp_path, check=False)
+    assert out.returncode == 2 and "unknown workload 'nope'" in out.stderr
+
+
+def test_submit_queue_status_share_the_site(tmp_path: Path) -> None:
+    cfg = tmp_path / "site.toml"
+    cfg.write_text((ROOT / "examples" / "local.toml").read_text())
+    first = run(
+        "submit", "-c", str(cfg), "--walltime", "60", "--", "echo", "hello world", cwd=tmp_path
+    )
+    assert first.stdout.strip() == "1"
+    run("submit", "-c", str(cfg), "--cores", "2", "--count", "2", "--", "sleep", "5", cwd=tmp_path)
+    q = run("queue", "-c", str(cfg), cwd=tmp_path).stdout
+    assert "echo 'hello world'" in q
+    assert q.strip().splitlines()[-1] == "cancelled 0, done 0, queued 3, running 0"
+    status = run("status", "-c", str(cfg), cwd=tmp_path).stdout
+    assert "site local" in status and "queued 3" in status
+    assert (tmp_path / "elasticsite-state" / "batch.db").exists()
+
+
+def test_bad_config_gives_one_clear_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[[clouds]]\nname = "c"\nmax_instances = -1\n')
+    out = run("run", "-c", str(cfg), cwd=tmp_path, check=False)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "clouds[0].max_instances" in lines[0] and "-1" in lines[0]
+
+
+def test_policies_lists_every_builtin(tmp_path: Path) -> None:
+    out = run("policies", cwd=tmp_path).stdout
+    names = [line.split(":")[0] for line in out.splitlines()]
+    assert names == ["bursts", "core_demand", "dedicated", "on_demand", "steady_stream"]
