@@ -138,5 +138,6 @@ def main() -> None:
         f"{m2 / PERIOD:.4f} ({m2 / PERIOD * 100:.2f}%)"
     )
 
+
 if __name__ == "__main__":
     main()

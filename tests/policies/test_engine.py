@@ -78,12 +78,17 @@ def test_replacement_labels_run_across_clouds_in_launch_order():
     ]
 
 
-def test_stalled_worker_no_longer_holds_its_cloud_slot_for_its_replacement():
-    site = snap(jobs(1), [worker("p", S.BOOTING, requested_at=0.0)], [cloud(max_instances=1)])
+def test_stalled_worker_is_replaced_at_once_where_there_is_room():
+    site = snap(jobs(1), [worker("p", S.BOOTING, requested_at=0.0)], [cloud(max_instances=2)])
     assert run("on_demand", site) == Decision(
         launch=[Launch("a", "small", 1, Cause.REPLACEMENT)],
         terminate=[Terminate("p", Cause.STALLED)],
     )
+
+
+def test_stalled_worker_holds_its_cloud_slot_until_it_is_gone():
+    site = snap(jobs(1), [worker("p", S.BOOTING, requested_at=0.0)], [cloud(max_instances=1)])
+    assert run("on_demand", site) == Decision(terminate=[Terminate("p", Cause.STALLED)])
 
 
 def test_stalled_worker_without_demand_is_terminated_and_not_replaced():
@@ -198,7 +203,12 @@ def test_replacement_of_a_stalled_worker_stays_under_the_cap():
     assert run("dedicated", site, dedicated_workers=2, spend_cap_per_hour=1.0) == Decision(
         terminate=[Terminate("p", Cause.STALLED)]
     )
+    # The stalled instance is paid for until it is gone, so the replacement needs room
+    # for three.
     assert run("dedicated", site, dedicated_workers=2, spend_cap_per_hour=2.0) == Decision(
+        terminate=[Terminate("p", Cause.STALLED)]
+    )
+    assert run("dedicated", site, dedicated_workers=2, spend_cap_per_hour=3.0) == Decision(
         launch=[Launch("a", "small", 1, Cause.REPLACEMENT)],
         terminate=[Terminate("p", Cause.STALLED)],
     )

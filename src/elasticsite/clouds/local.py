@@ -147,9 +147,11 @@ class LocalCloud:
         poll_interval: float = 1.0,
         seed: int | None = None,
         fail_boot: float = 0.0,
+        fail_launch: float = 0.0,
     ) -> None:
-        if not 0.0 <= fail_boot <= 1.0:
-            raise ValueError(f"fail_boot must be a probability in [0, 1], got {fail_boot}")
+        for label, p in (("fail_boot", fail_boot), ("fail_launch", fail_launch)):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{label} must be a probability in [0, 1], got {p}")
         self.name = name
         self.state_dir = Path(state_dir).absolute()
         self.site_id = site_id
@@ -159,6 +161,9 @@ class LocalCloud:
         self.shutdown_delay = shutdown_delay
         self.poll_interval = poll_interval
         self.fail_boot = fail_boot
+        self.fail_launch = fail_launch
+        # Separate streams, so injecting API errors leaves boot times as they were.
+        self._api_rng = random.Random(None if seed is None else seed + 1)
         self.db_path = self.state_dir / f"cloud-{name}.db"
         self._rng = random.Random(seed)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
@@ -174,7 +179,13 @@ class LocalCloud:
         userdata: Mapping[str, str],
         tags: Mapping[str, str],
     ) -> list[Instance]:
-        """Start one worker process per name; a name that exists returns its instance."""
+        """Start one worker process per name; a name that exists returns its instance.
+
+        With ``fail_launch`` set, that fraction of calls fails as a cloud API error
+        would, before anything is created (for exercising retries and backoff).
+        """
+        if self.fail_launch and self._api_rng.random() < self.fail_launch:
+            raise CloudError(f"local cloud {self.name}: launch refused (injected API error)")
         all_tags = {SITE_TAG: self.site_id, **tags}
         now = time.time()
         fresh: list[tuple[str, str]] = []

@@ -27,6 +27,7 @@ _LOCAL_OPTIONS = {
     "poll_interval",
     "seed",
     "fail_boot",
+    "fail_launch",
 }
 
 
@@ -74,6 +75,7 @@ def _local_cloud(
         poll_interval=float(opts.get("poll_interval", 1.0)),
         seed=opts.get("seed"),
         fail_boot=float(opts.get("fail_boot", 0.0)),
+        fail_launch=float(opts.get("fail_launch", 0.0)),
     )
 
 

@@ -3,8 +3,9 @@
 :func:`evaluate` is what both drivers call, the live manager on the wall clock and
 the simulator on its virtual one. Around the policy it:
 
-* terminates workers that have not joined within ``stall_timeout`` (their
-  replacements are then launched by the policy, which no longer counts them);
+* terminates workers that have not joined within ``stall_timeout``; the policy
+  sees them as terminating, so it launches their replacements at once where a
+  cloud has room, and never counts a leaving instance as room;
 * terminates draining workers whose last job has finished, unless the policy put
   them back into service (a draining worker is reused before any new launch);
 * drains idle workers (dearest first, paid time ignored) while the site spends
@@ -12,6 +13,8 @@ the simulator on its virtual one. Around the policy it:
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from elasticsite.model import Cause, Decision, Drain, Launch, SiteSnapshot, Terminate, WorkerState
 from elasticsite.policies.base import Policy, PolicySettings
@@ -31,6 +34,8 @@ def evaluate(policy: Policy, snapshot: SiteSnapshot, settings: PolicySettings) -
         if st.pending and now - w.requested_at > stall:
             lifecycle.terminate.append(Terminate(w.id, Cause.STALLED))
             stalled += 1
+            # Still holds its instance (and its cloud's quota) until the cloud says gone.
+            keep.append(replace(w, state=WorkerState.TERMINATING, history=[]))
             continue
         if st is WorkerState.DRAINING and w.running_jobs == 0:
             drained.append(w.id)
