@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
 
 from elasticsite.clouds.base import InstanceState
+from elasticsite.manager.loop import StepReport
 from elasticsite.model import Cause, JobState, WorkerState
 
 from .conftest import Running, wait_for
@@ -195,3 +197,29 @@ def test_flaky_cloud_api_still_gets_every_job_done(start_site: Callable[..., Run
     wait_for(lambda: live_workers(r) == 0, 30, "workers to be released")
     r.stop()
     assert r.site.store.counters().get("launch_errors", 0) >= 1
+
+
+def test_a_slow_cloud_never_blocks_the_loop(start_site: Callable[..., Running]) -> None:
+    clouds = [
+        {
+            "name": "slow",
+            "max_instances": 3,
+            "boot_time": 0.3,
+            "shutdown_time": 0.1,
+            "options": {"poll_interval": 0.1, "api_delay": 2.0, "seed": 2},
+        }
+    ]
+    r = start_site("on_demand", run=False, clouds=clouds)
+    reports: list[StepReport] = []
+    r.thread = threading.Thread(target=r.manager.run, kwargs={"on_step": reports.append})
+    r.submit(0.3, n=3, walltime=5.0)
+    r.thread.start()
+    wait_for(lambda: all_done(r, 3), 60, "jobs to finish despite a 2 s cloud API")
+    launch_at = next(x.at for x in reports if x.decision.launch)
+    # While the three launches (2 s each, in parallel on the pool) were in flight,
+    # the loop kept its 0.2 s rhythm.
+    during = [x for x in reports if launch_at < x.at < launch_at + 1.8]
+    assert len(during) >= 5, [x.at - launch_at for x in reports[:12]]
+    assert max(x.total_seconds for x in during) < 0.5
+    wait_for(lambda: live_workers(r) == 0, 30, "workers to be released")
+    r.stop()

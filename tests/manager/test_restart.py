@@ -138,3 +138,24 @@ def test_unknown_tagged_instance_is_adopted_and_stray_is_cleaned(
     foreign = LocalCloud("local", cloud.state_dir, "elsewhere", cloud.batch_path).describe()
     assert [i.name for i in foreign] == ["other-1"]
     assert foreign[0].state is not InstanceState.TERMINATED
+
+
+def test_clean_stop_leaves_workers_for_the_next_start(start_site: Callable[..., Running]) -> None:
+    r = start_site("dedicated", settings={"dedicated_workers": 2}, manager={"on_shutdown": "leave"})
+    wait_for(
+        lambda: sum(rec.worker.state is WorkerState.IDLE for rec in r.site.store.load()) == 2,
+        30,
+        "the dedicated pool to join",
+    )
+    r.stop()
+    cloud = r.site.clouds["local"]
+    assert [i.state for i in cloud.describe()] == [InstanceState.RUNNING] * 2
+    before = {rec.worker.id for rec in r.site.store.load()}
+    # The next start carries on with the same two workers: no launch, no adoption needed.
+    again = start_site("dedicated", settings={"dedicated_workers": 2})
+    job = again.submit(0.3)[0]
+    wait_for(lambda: again.site.batch.job(job).state is JobState.DONE, 30, "a job on them")
+    assert {rec.worker.id for rec in again.site.store.load()} == before
+    assert again.site.store.counters().get("launched") == 2
+    again.stop()  # on_shutdown = drain this time
+    assert all(i.state is InstanceState.TERMINATED for i in cloud.describe())

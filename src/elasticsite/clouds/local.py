@@ -148,6 +148,7 @@ class LocalCloud:
         seed: int | None = None,
         fail_boot: float = 0.0,
         fail_launch: float = 0.0,
+        api_delay: float = 0.0,
     ) -> None:
         for label, p in (("fail_boot", fail_boot), ("fail_launch", fail_launch)):
             if not 0.0 <= p <= 1.0:
@@ -162,6 +163,7 @@ class LocalCloud:
         self.poll_interval = poll_interval
         self.fail_boot = fail_boot
         self.fail_launch = fail_launch
+        self.api_delay = api_delay
         # Separate streams, so injecting API errors leaves boot times as they were.
         self._api_rng = random.Random(None if seed is None else seed + 1)
         self.db_path = self.state_dir / f"cloud-{name}.db"
@@ -182,8 +184,12 @@ class LocalCloud:
         """Start one worker process per name; a name that exists returns its instance.
 
         With ``fail_launch`` set, that fraction of calls fails as a cloud API error
-        would, before anything is created (for exercising retries and backoff).
+        would, before anything is created (for exercising retries and backoff); with
+        ``api_delay``, every launch and terminate call takes that long, like a slow
+        provider.
         """
+        if self.api_delay:
+            time.sleep(self.api_delay)  # a slow provider API
         if self.fail_launch and self._api_rng.random() < self.fail_launch:
             raise CloudError(f"local cloud {self.name}: launch refused (injected API error)")
         all_tags = {SITE_TAG: self.site_id, **tags}
@@ -314,6 +320,8 @@ class LocalCloud:
         """Ask these instances to shut down (SIGTERM to the worker); unknown ids are ignored."""
         if not instance_ids:
             return
+        if self.api_delay:
+            time.sleep(self.api_delay)
         marks = ", ".join("?" * len(instance_ids))
         with cloud_db(self.db_path) as db:
             rows = db.execute(

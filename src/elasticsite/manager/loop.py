@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 S = WorkerState
 _UP = (NodeState.IDLE, NodeState.BUSY, NodeState.DRAINING, NodeState.DRAINED)
 _FAIL_CAUSES = (Cause.STALLED, Cause.LOST, Cause.LAUNCH_ERROR)
+_CHATTY = (Cause.JOB_STARTED, Cause.JOB_FINISHED)
 # Worker state -> the node state that means "nothing changed".
 _STEADY = {
     S.IDLE: NodeState.IDLE,
@@ -485,6 +486,7 @@ class Manager:
     def _record_new(self, rec: WorkerRecord, now: float, cause: Cause | str) -> None:
         w = rec.worker
         t = Transition(w.id, None, S.REQUESTED, now, cause)
+        log.info("worker %s: requested on %s (%s)", w.id, w.cloud, cause)
         w.history.append(t)
         self._transitions.append(t)
         self._dirty.add(w.id)
@@ -494,7 +496,12 @@ class Manager:
         t = w.transition(to, now, cause)
         self._transitions.append(t)
         self._dirty.add(w.id)
-        log.debug("worker %s: %s -> %s (%s)", w.id, t.from_state, to.value, cause)
+        # Job starts and ends flip workers between idle and busy all the time: keep
+        # those out of the default log; every other move is worth a line.
+        level = logging.DEBUG if cause in _CHATTY else logging.INFO
+        if log.isEnabledFor(level):
+            before = t.from_state.value if t.from_state else "-"
+            log.log(level, "worker %s: %s -> %s (%s)", w.id, before, to.value, cause)
         if len(w.history) > 64:
             del w.history[:-32]
 

@@ -28,6 +28,7 @@ _LOCAL_OPTIONS = {
     "seed",
     "fail_boot",
     "fail_launch",
+    "api_delay",
 }
 
 
@@ -76,6 +77,7 @@ def _local_cloud(
         seed=opts.get("seed"),
         fail_boot=float(opts.get("fail_boot", 0.0)),
         fail_launch=float(opts.get("fail_launch", 0.0)),
+        api_delay=float(opts.get("api_delay", 0.0)),
     )
 
 
