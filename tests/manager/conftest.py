@@ -17,6 +17,18 @@ from elasticsite.manager.loop import Manager
 from elasticsite.manager.site import Site, open_site
 
 
+def fast_cloud(name: str, max_instances: int, price: float = 0.0, **options: Any) -> dict[str, Any]:
+    """A local cloud whose workers boot in 0.3 s; ``options`` go to the local driver."""
+    return {
+        "name": name,
+        "max_instances": max_instances,
+        "price_per_hour": price,
+        "boot_time": 0.3,
+        "shutdown_time": 0.1,
+        "options": {"poll_interval": 0.1, **options},
+    }
+
+
 def site_config(state_dir: Path, policy: str = "on_demand", **over: Any) -> SiteConfig:
     """A site whose seconds are tenths: workers boot in ~0.5 s, the loop runs every 0.2 s."""
     clouds = over.pop("clouds", None) or [

@@ -11,7 +11,7 @@ from elasticsite.clouds.base import InstanceState
 from elasticsite.manager.loop import StepReport
 from elasticsite.model import Cause, JobState, WorkerState
 
-from .conftest import Running, wait_for
+from .conftest import Running, fast_cloud, wait_for
 
 POLICIES = ["on_demand", "steady_stream", "bursts", "core_demand", "dedicated"]
 
@@ -92,22 +92,8 @@ def test_drain_on_shutdown_lets_running_jobs_finish(start_site: Callable[..., Ru
 
 def test_stalled_worker_is_terminated_and_replaced(start_site: Callable[..., Running]) -> None:
     clouds = [
-        {  # cheapest, but its instances never join
-            "name": "flaky",
-            "max_instances": 1,
-            "price_per_hour": 0.0,
-            "boot_time": 0.3,
-            "shutdown_time": 0.1,
-            "options": {"poll_interval": 0.1, "fail_boot": 1.0, "seed": 3},
-        },
-        {
-            "name": "good",
-            "max_instances": 2,
-            "price_per_hour": 1.0,
-            "boot_time": 0.3,
-            "shutdown_time": 0.1,
-            "options": {"poll_interval": 0.1, "seed": 4},
-        },
+        fast_cloud("flaky", 1, fail_boot=1.0, seed=3),  # cheapest, but never joins
+        fast_cloud("good", 2, price=1.0, seed=4),
     ]
     r = start_site("on_demand", clouds=clouds, manager={"stall_timeout": 1.5})
     # Enough work to outlast the stall timeout, so the stalled worker is replaced.
@@ -148,15 +134,7 @@ def test_stalled_worker_is_terminated_and_replaced(start_site: Callable[..., Run
 def test_launch_errors_are_retried_with_backoff_then_given_up(
     start_site: Callable[..., Running],
 ) -> None:
-    clouds = [
-        {
-            "name": "broken",
-            "max_instances": 1,
-            "boot_time": 0.3,
-            "shutdown_time": 0.1,
-            "options": {"poll_interval": 0.1, "fail_launch": 1.0, "seed": 1},
-        }
-    ]
+    clouds = [fast_cloud("broken", 1, fail_launch=1.0, seed=1)]
     r = start_site(
         "dedicated",
         clouds=clouds,
@@ -182,15 +160,7 @@ def test_launch_errors_are_retried_with_backoff_then_given_up(
 
 
 def test_flaky_cloud_api_still_gets_every_job_done(start_site: Callable[..., Running]) -> None:
-    clouds = [
-        {
-            "name": "flaky",
-            "max_instances": 3,
-            "boot_time": 0.3,
-            "shutdown_time": 0.1,
-            "options": {"poll_interval": 0.1, "fail_launch": 0.5, "seed": 5},
-        }
-    ]
+    clouds = [fast_cloud("flaky", 3, fail_launch=0.5, seed=5)]
     r = start_site("on_demand", clouds=clouds, manager={"retry_backoff": 0.1, "max_attempts": 10})
     r.submit(0.3, n=5, walltime=5.0)
     wait_for(lambda: all_done(r, 5), 60, "every job despite launch errors")
@@ -200,15 +170,7 @@ def test_flaky_cloud_api_still_gets_every_job_done(start_site: Callable[..., Run
 
 
 def test_a_slow_cloud_never_blocks_the_loop(start_site: Callable[..., Running]) -> None:
-    clouds = [
-        {
-            "name": "slow",
-            "max_instances": 3,
-            "boot_time": 0.3,
-            "shutdown_time": 0.1,
-            "options": {"poll_interval": 0.1, "api_delay": 2.0, "seed": 2},
-        }
-    ]
+    clouds = [fast_cloud("slow", 3, api_delay=2.0, seed=2)]
     r = start_site("on_demand", run=False, clouds=clouds)
     reports: list[StepReport] = []
     r.thread = threading.Thread(target=r.manager.run, kwargs={"on_step": reports.append})
