@@ -359,7 +359,8 @@ def timeline(
     times = np.array([e[0] for e in events], dtype=np.float64)
     unique, index = np.unique(times, return_inverse=True)
     deltas = np.zeros((len(unique), 4), dtype=np.int64)
-    np.add.at(deltas, (index, [e[1] for e in events]), [e[2] for e in events])
+    columns = np.array([e[1] for e in events], dtype=np.intp)
+    np.add.at(deltas, (index, columns), np.array([e[2] for e in events], dtype=np.int64))
     counts = np.cumsum(deltas, axis=0)
     if until is not None and until > unique[-1]:
         unique = np.append(unique, until)

@@ -57,7 +57,7 @@ class _Run:
     """``time.monotonic()`` after which the job has overrun its walltime."""
 
 
-def _job_preexec(parent: int, mask: set[signal.Signals]) -> Callable[[], None]:
+def _job_preexec(parent: int, mask: set[int | signal.Signals]) -> Callable[[], None]:
     """What runs in a job's child process before exec: restore the signal mask and, on
     Linux, ask to be killed with the worker (as jobs die with a crashed VM)."""
     prctl = None
@@ -102,7 +102,7 @@ class Worker:
         self.unreported: list[tuple[str, int, int]] = []
         self.last_heartbeat = time.monotonic()
         self.batch: LocalBatch | None = None
-        self._mask: set[signal.Signals] = set()
+        self._mask: set[int | signal.Signals] = set()
         self._preexec: Callable[[], None] | None = None
 
     # -- signals and sleeping ----------------------------------------------------------

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from elasticsite.batch.base import BatchError, BatchSystem, Node, NodeState
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, Instance
@@ -98,7 +99,7 @@ class Manager:
         self.clock = clock
         self.userdata = dict(userdata or {})
         self._pool = ThreadPoolExecutor(config.launch_threads, thread_name_prefix="es-cloud")
-        self._inflight: dict[str, tuple[str, Future[object]]] = {}
+        self._inflight: dict[str, tuple[str, Future[Any]]] = {}
         self._transitions: list[Transition] = []
         self._dirty: set[str] = set()
         self._strays: set[str] = set()
@@ -437,9 +438,10 @@ class Manager:
         }
         tags = {SITE_TAG: self.site_id, WORKER_TAG: w.id}
 
-        def launch() -> object:
+        def launch() -> tuple[float, list[Instance]]:
             self.batch.add_node(node, w.cores)
-            return driver.launch(vm, [w.id], userdata, tags)
+            found = driver.launch(vm, [w.id], userdata, tags)
+            return self.clock(), found
 
         self._inflight[w.id] = ("launch", self._pool.submit(launch))
 
@@ -462,11 +464,13 @@ class Manager:
             w = rec.worker
             if exc is None:
                 if kind == "launch":
-                    found = fut.result()
-                    if isinstance(found, list) and found:
+                    # Dated when the cloud answered, not when this loop looked.
+                    answered, found = fut.result()
+                    if found:
                         w.instance_id = found[0].id
                     if w.state is S.REQUESTED:
-                        self._move(rec, S.BOOTING, now, Cause.BOOTED)
+                        at = min(now, max(w.state_since, answered))
+                        self._move(rec, S.BOOTING, at, Cause.BOOTED)
                     self._dirty.add(wid)
                 continue
             rec.attempts += 1
