@@ -145,11 +145,25 @@ def run_demo(
             )
             submitted += 1
 
-    # Jobs due at the start are queued before the manager's first look, as in the paper.
-    submit_due(0.0)
-    start = time.monotonic()
-    loop.start()
+    if opts.policy == "dedicated":
+        # The papers' baseline: the pool is booted and joined before the first job.
+        loop.start()
+        deadline = time.monotonic() + opts.time_limit / s
+        while time.monotonic() < deadline:
+            report = latest[-1] if latest else None
+            if report is not None and report.workers.get("idle", 0) >= opts.dedicated_workers:
+                break
+            time.sleep(min(0.25, config.manager.interval / 2))
+        submit_due(0.0)
+        start = time.monotonic()
+    else:
+        # Jobs due at the start are queued before the manager's first look, as in the
+        # paper.
+        submit_due(0.0)
+        start = time.monotonic()
+        loop.start()
     hard_stop = start + opts.time_limit / s
+    quiet, last_seen = 0, 0.0
     try:
         while True:
             now = time.monotonic()
@@ -173,8 +187,17 @@ def run_demo(
                     )
                 )
             finished = submitted == len(arrivals) and done == len(arrivals)
-            if finished and report is not None and live == 0 and report.at > 0:
-                break
+            if finished and report is not None:
+                if live == 0:
+                    break
+                # Policies with a floor (steady stream, dedicated) keep idle workers
+                # for ever: once only idle ones are left and three decisions passed
+                # without a change, the run is over and the shutdown drains them.
+                if report.at != last_seen:
+                    last_seen = report.at
+                    quiet = quiet + 1 if set(report.workers) == {"idle"} else 0
+                    if quiet >= 3 and not report.decision:
+                        break
             if now > hard_stop:
                 break
             time.sleep(min(0.25, config.manager.interval / 2))
