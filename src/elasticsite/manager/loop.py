@@ -391,11 +391,15 @@ class Manager:
                 continue
             to = S.BUSY if rec.worker.running_jobs else S.IDLE
             self._move(rec, to, now, u.cause)
+        fresh: list[WorkerRecord] = []
+        total = sum(launch.count for launch in decision.launch)
+        seq = self.store.next_seq(count=total) if total else 0
         for launch in decision.launch:
             spec = self._spec[launch.cloud]
             vm = next((v for v in spec.vm_types if v.name == launch.vm_type), spec.default_vm)
             for _ in range(launch.count):
-                wid = f"{launch.cloud}-{self.store.next_seq():05d}"
+                wid = f"{launch.cloud}-{seq:05d}"
+                seq += 1
                 w = Worker(
                     id=wid, cloud=launch.cloud, vm_type=vm.name, cores=vm.cores, requested_at=now
                 )
@@ -403,11 +407,14 @@ class Manager:
                 self.records[wid] = rec
                 self._known_ids.add(wid)
                 self._record_new(rec, now, launch.cause)
-                # Persist the row before asking the cloud: a crash now leaves a record
-                # that the next start relaunches (idempotently, by name) or adopts.
-                self._flush()
+                fresh.append(rec)
+        if fresh:
+            # Persist the rows before asking the cloud: a crash now leaves records that
+            # the next start relaunches (idempotently, by name) or adopts.
+            self._flush()
+            for rec in fresh:
                 self._submit_launch(rec)
-                self._bump("launched")
+            self._bump("launched", len(fresh))
 
     def _shutdown_decision(self, snapshot: SiteSnapshot) -> Decision:
         d = Decision()
@@ -509,9 +516,9 @@ class Manager:
         if len(w.history) > 64:
             del w.history[:-32]
 
-    def _bump(self, name: str) -> None:
+    def _bump(self, name: str, by: int = 1) -> None:
         try:
-            self.store.bump(name)
+            self.store.bump(name, by)
         except Exception:  # counters must never break a decision
             log.exception("could not count %s", name)
 

@@ -112,18 +112,17 @@ class StateStore:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
-    def next_seq(self, name: str = "worker") -> int:
+    def next_seq(self, name: str = "worker", count: int = 1) -> int:
+        """Reserve ``count`` consecutive numbers of sequence ``name``; returns the first."""
+        key = f"seq:{name}"
         with self.transaction() as db:
             db.execute(
-                "INSERT INTO counters(name, value) VALUES (?, 1) "
-                "ON CONFLICT(name) DO UPDATE SET value = value + 1",
-                (f"seq:{name}",),
+                "INSERT INTO counters(name, value) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                (key, count),
             )
-            return int(
-                db.execute("SELECT value FROM counters WHERE name=?", (f"seq:{name}",)).fetchone()[
-                    0
-                ]
-            )
+            row = db.execute("SELECT value FROM counters WHERE name=?", (key,)).fetchone()
+            return int(row[0]) - count + 1
 
     def bump(self, name: str, by: int = 1) -> None:
         with self.transaction() as db:
