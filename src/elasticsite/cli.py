@@ -185,12 +185,23 @@ def run(
     except ValueError as exc:
         raise _fail(str(exc)) from None
 
+    signals = 0
+
     def stop(signum: int, _frame: Any) -> None:
-        logging.getLogger("elasticsite").warning(
-            "signal %d: stopping (%s workers)",
-            signum,
-            "draining" if site.config.manager.on_shutdown == "drain" else "leaving",
-        )
+        nonlocal signals
+        signals += 1
+        draining = site.config.manager.on_shutdown == "drain"
+        if signals == 1:
+            logging.getLogger("elasticsite").warning(
+                "signal %d: stopping (%s)%s",
+                signum,
+                "draining and terminating workers" if draining else "leaving workers running",
+                "; signal again to stop at once" if draining else "",
+            )
+        else:
+            logging.getLogger("elasticsite").warning(
+                "signal %d again: stopping now, leaving the remaining workers", signum
+            )
         manager.stop()
 
     signal.signal(signal.SIGINT, stop)

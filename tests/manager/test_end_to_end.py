@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -185,3 +186,37 @@ def test_a_slow_cloud_never_blocks_the_loop(start_site: Callable[..., Running]) 
     assert max(x.total_seconds for x in during) < 0.5
     wait_for(lambda: live_workers(r) == 0, 30, "workers to be released")
     r.stop()
+
+
+def test_an_unexpected_error_does_not_kill_the_loop(start_site: Callable[..., Running]) -> None:
+    r = start_site("on_demand", run=False)
+    real = r.site.batch.snapshot
+    calls = 0
+
+    def snapshot_failing_twice() -> object:
+        nonlocal calls
+        calls += 1
+        if calls in (2, 3):
+            raise RuntimeError("disk hiccup")
+        return real()
+
+    r.site.batch.snapshot = snapshot_failing_twice  # type: ignore[method-assign]
+    r.thread.start()
+    r.submit(0.2, n=2, walltime=5.0)
+    wait_for(lambda: all_done(r, 2), 30, "jobs to finish after the errors")
+    r.stop()
+    assert r.site.store.counters()["loop_errors"] == 2
+
+
+def test_second_stop_cuts_a_draining_shutdown_short(start_site: Callable[..., Running]) -> None:
+    r = start_site("on_demand")
+    job = r.submit(30.0, walltime=60.0)[0]
+    wait_for(lambda: r.site.batch.job(job).state is JobState.RUNNING, 30, "the job to start")
+    r.manager.stop()  # drain: would wait 30 s for the job
+    time.sleep(0.5)
+    r.manager.stop()  # again: leave the rest for the next start
+    r.thread.join(5)
+    assert not r.thread.is_alive()
+    # The busy worker was left draining, its job untouched, for the next start to adopt.
+    assert [rec.worker.state for rec in r.site.store.load()] == [WorkerState.DRAINING]
+    assert r.site.batch.job(job).state is JobState.RUNNING

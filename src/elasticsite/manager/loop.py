@@ -48,6 +48,7 @@ S = WorkerState
 _UP = (NodeState.IDLE, NodeState.BUSY, NodeState.DRAINING, NodeState.DRAINED)
 _FAIL_CAUSES = (Cause.STALLED, Cause.LOST, Cause.LAUNCH_ERROR)
 _CHATTY = (Cause.JOB_STARTED, Cause.JOB_FINISHED)
+_FINAL = (S.TERMINATED, S.FAILED)
 # Worker state -> the node state that means "nothing changed".
 _STEADY = {
     S.IDLE: NodeState.IDLE,
@@ -104,6 +105,7 @@ class Manager:
         self._dirty: set[str] = set()
         self._strays: set[str] = set()
         self._stop = threading.Event()
+        self._abort = threading.Event()
         self.shutting_down = False
         self.last_report: StepReport | None = None
         known = store.get_meta("site_id")
@@ -123,14 +125,33 @@ class Manager:
         """Iterate until :meth:`stop`, then shut down as configured."""
         while not self._stop.is_set():
             started = time.monotonic()
-            report = self.step()
-            if on_step is not None:
+            report = self._guarded_step()
+            if on_step is not None and report is not None:
                 on_step(report)
             self._stop.wait(max(0.0, self.config.interval - (time.monotonic() - started)))
         self.shutdown(on_step)
 
     def stop(self) -> None:
+        """Stop after the current iteration; called again, cut a draining shutdown short."""
+        if self._stop.is_set():
+            self._abort.set()
         self._stop.set()
+
+    def _guarded_step(self) -> StepReport | None:
+        """One iteration that cannot kill the loop: on an unexpected error the in-memory
+        view is rebuilt from the state store, which is the source of truth."""
+        try:
+            return self.step()
+        except Exception:
+            log.exception("iteration failed; reloading state from %s", self.store.path)
+            self._bump("loop_errors")
+            self._transitions.clear()
+            self._dirty.clear()
+            try:
+                self.records = {r.worker.id: r for r in self.store.load()}
+            except Exception:
+                log.exception("cannot reload state; will retry next iteration")
+            return None
 
     def step(self) -> StepReport:
         """One full iteration."""
@@ -161,7 +182,7 @@ class Manager:
         self._reconcile(now, nodes, instances)
 
         t1 = time.perf_counter()
-        workers = [r.worker for r in self.records.values() if r.worker.state is not S.FAILED]
+        workers = [r.worker for r in self.records.values() if r.worker.state not in _FINAL]
         snapshot = SiteSnapshot(now, view.queued, view.running, workers, self.specs)
         if self.shutting_down:
             decision = self._shutdown_decision(snapshot)
@@ -194,16 +215,20 @@ class Manager:
         if self.config.on_shutdown == "drain":
             self.shutting_down = True
             deadline = time.monotonic() + self.config.shutdown_timeout
-            while self.records and time.monotonic() < deadline:
+            while self.records and time.monotonic() < deadline and not self._abort.is_set():
                 started = time.monotonic()
-                report = self.step()
-                if on_step is not None:
+                report = self._guarded_step()
+                if on_step is not None and report is not None:
                     on_step(report)
                 if not self.records:
                     break
-                time.sleep(max(0.0, self.config.interval - (time.monotonic() - started)))
+                self._abort.wait(max(0.0, self.config.interval - (time.monotonic() - started)))
             if self.records:
-                log.warning("shutdown timed out with %d workers still up", len(self.records))
+                log.warning(
+                    "stopped with %d workers still up (%s); the next start adopts them",
+                    len(self.records),
+                    "cut short" if self._abort.is_set() else "shutdown timed out",
+                )
         self._pool.shutdown(wait=True)
         self._collect(self.clock(), StepReport(at=self.clock()))
         self._flush()
