@@ -56,6 +56,7 @@ def test_submit_queue_status_share_the_site(tmp_path: Path) -> None:
     assert q.strip().splitlines()[-1] == "cancelled 0, done 0, queued 3, running 0"
     status = run("status", "-c", str(cfg), cwd=tmp_path).stdout
     assert "site local" in status and "queued 3" in status
+    assert "recent transitions" not in status  # no manager has run yet
     assert (tmp_path / "elasticsite-state" / "batch.db").exists()
 
 

@@ -261,7 +261,10 @@ def queue(
 
 
 @app.command()
-def status(config: ConfigOpt = None) -> None:
+def status(
+    config: ConfigOpt = None,
+    events: Annotated[int, typer.Option(min=0, help="Show this many recent transitions.")] = 10,
+) -> None:
     """Show the manager's workers, their states and the queue, from the state database."""
     site = _open(config)
     records = site.store.load(include_done=False)
@@ -286,6 +289,16 @@ def status(config: ConfigOpt = None) -> None:
     counters = site.store.counters()
     if counters:
         console.print("counters: " + ", ".join(f"{k} {v}" for k, v in sorted(counters.items())))
+    recent = site.store.transitions(last=events) if events else []
+    if recent:
+        console.print("recent transitions:")
+        for tr in recent:
+            when = time.strftime("%H:%M:%S", time.localtime(tr.at))
+            before = tr.from_state.value if tr.from_state else "-"
+            console.print(
+                f"  {when} {tr.worker_id}: {before} -> {tr.to_state.value} ({tr.cause})",
+                highlight=False,
+            )
 
 
 @app.command(name="policies")

@@ -90,6 +90,10 @@ def test_sigkill_during_scale_up_then_restart(tmp_path: Path) -> None:
         assert {i.tags[WORKER_TAG] for i in instances} <= set(records)
         assert all(i.state is InstanceState.TERMINATED for i in instances), instances
         assert all(w.state.final for w in records.values())
+        status = subprocess.run(
+            _cli("status", "-c", str(cfg), "--events", "50"), capture_output=True, text=True
+        ).stdout
+        assert "-> terminated (cloud-reported)" in status and "launched" in status
         # The workers booting at the kill were carried through, not forgotten.
         for wid in booting:
             path = [t.to_state for t in store.transitions(wid)]

@@ -217,14 +217,21 @@ class StateStore:
                     by_id[t.worker_id].history.append(t)
         return out
 
-    def transitions(self, worker_id: str | None = None) -> list[Transition]:
-        sql = "SELECT worker_id, from_state, to_state, at, cause FROM transitions"
-        args: tuple[str, ...] = ()
+    def transitions(
+        self, worker_id: str | None = None, last: int | None = None
+    ) -> list[Transition]:
+        """Recorded transitions in the order they happened (only the ``last`` n if given)."""
+        sql = "SELECT seq, worker_id, from_state, to_state, at, cause FROM transitions"
+        args: tuple[str | int, ...] = ()
         if worker_id is not None:
             sql += " WHERE worker_id=?"
             args = (worker_id,)
-        sql += " ORDER BY seq"
+        if last is not None:
+            sql = f"SELECT * FROM ({sql} ORDER BY seq DESC LIMIT ?) ORDER BY seq"
+            args = (*args, last)
+        else:
+            sql += " ORDER BY seq"
         return [
-            Transition(r[0], WorkerState(r[1]) if r[1] else None, WorkerState(r[2]), r[3], r[4])
+            Transition(r[1], WorkerState(r[2]) if r[2] else None, WorkerState(r[3]), r[4], r[5])
             for r in self._db().execute(sql, args)
         ]

@@ -1,0 +1,1 @@
+"""Trace-driven discrete-event simulation of an elastic site."""
