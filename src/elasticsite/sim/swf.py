@@ -1,0 +1,558 @@
+"""Read and write the Standard Workload Format (SWF) of the Parallel Workloads Archive.
+
+A trace is header comments (lines starting with ``;``, mostly ``Key: value``) and one
+line of 18 whitespace-separated numbers per job. Every field keeps the archive's ``-1``
+for "unknown"; nothing becomes ``None``, so a column is one plain numpy array. Time,
+CPU-time, memory and think-time fields are floats (real traces carry ``1234.5``); job,
+processor, status and id fields are ints and must be integral (``32.0`` is accepted).
+Everything from a ``;`` to the end of a line is a comment; only whole-line comments
+feed the header.
+
+:func:`read_swf` loads a whole trace into columns for the simulator; :class:`SWFReader`
+streams records a block at a time for traces too big to hold. Both parse with numpy's C
+line parser and re-read a block line by line only when it holds a bad line, so an
+error names its line and the fast path stays fast. Gzip is detected by magic bytes.
+
+Cleaning (:class:`CleaningRules`) runs these rules in this order, each optional and
+counted in the :class:`CleaningReport` over the rows still kept when it runs:
+
+1. ``fill_allocated_processors`` (on): allocated ``-1`` -> requested processors, so
+   "processors" below means allocated, or requested when allocation is unknown.
+2. ``drop_cancelled_without_processors`` (on): status 5 and processors <= 0.
+3. ``drop_non_positive_processors`` (on): processors <= 0.
+4. ``drop_non_positive_run_time`` (on): run time <= 0, which includes unknown (-1).
+5. ``overrun="drop"``: drop jobs whose run time exceeds a known (> 0) requested time.
+6. ``fill_requested_processors`` (on): requested ``-1`` -> allocated processors.
+7. ``fill_requested_time`` (on): requested time ``-1`` -> run time.
+8. ``overrun="clip"`` (the default): clip such run times to the requested time, what a
+   scheduler enforcing limits does; ``overrun="keep"`` leaves them alone.
+
+The file order is kept; ``read_swf(..., sort_by_submit=True)`` sorts stably.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import logging
+import math
+import os
+import re
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, fields
+from types import TracebackType
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "CANCELLED",
+    "FIELDS",
+    "ROW",
+    "STANDARD_KEYS",
+    "CleaningReport",
+    "CleaningRules",
+    "SWFError",
+    "SWFHeader",
+    "SWFReader",
+    "SWFRecord",
+    "SWFTrace",
+    "read_swf",
+    "write_swf",
+]
+
+log = logging.getLogger(__name__)
+
+CANCELLED = 5
+"""Status of a job cancelled by its user (SWF 2.1); the others are 0 failed, 1 done."""
+
+STANDARD_KEYS = (
+    "Version", "Computer", "Installation", "Acknowledge", "Information", "Conversion",
+    "MaxJobs", "MaxRecords", "Preemption", "UnixStartTime", "TimeZone", "TimeZoneString",
+    "StartTime", "EndTime", "MaxNodes", "MaxProcs", "MaxRuntime", "MaxMemory",
+    "AllowOveruse", "MaxQueues", "Queues", "Queue", "MaxPartitions", "Partitions",
+    "Partition", "Note",
+)  # fmt: skip
+"""Header keys defined by SWF 2.2, in the order the standard lists them."""
+
+OnError = Literal["raise", "skip"]
+Overrun = Literal["clip", "drop", "keep"]
+
+
+class SWFError(ValueError):
+    """A malformed trace line: the message reads ``path:line: what is wrong``."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {reason}")
+        self.path, self.line, self.reason = path, line, reason
+
+
+class SWFRecord(NamedTuple):
+    """One job line, fields in file order; -1 means unknown."""
+
+    job_number: int
+    submit_time: float
+    wait_time: float
+    run_time: float
+    allocated_processors: int
+    average_cpu_time: float
+    used_memory: float
+    requested_processors: int
+    requested_time: float
+    requested_memory: float
+    status: int
+    user_id: int
+    group_id: int
+    executable_number: int
+    queue_number: int
+    partition_number: int
+    preceding_job_number: int
+    think_time: float
+
+
+FIELDS = SWFRecord._fields
+"""The 18 field names in file order."""
+_NFIELDS = len(FIELDS)
+_FLOATS = (
+    "submit_time", "wait_time", "run_time", "average_cpu_time", "used_memory",
+    "requested_time", "requested_memory", "think_time",
+)  # fmt: skip
+_INT_SET = frozenset(i for i, name in enumerate(FIELDS) if name not in _FLOATS)
+ROW = np.dtype([(f, np.float64 if f in _FLOATS else np.int64) for f in FIELDS])
+"""One job line as a numpy record; blocks of jobs are 1-d arrays of it."""
+_LABELS = [f.replace("_", " ").replace("cpu", "CPU") for f in FIELDS]
+_KEY = re.compile(r"([A-Za-z][A-Za-z0-9]*)\s*:\s*(.*)", re.S)
+_INT_PREFIX = re.compile(r"\s*([+-]?\d+)")
+_STANDARD_FOLDED = frozenset(k.casefold() for k in STANDARD_KEYS)
+
+
+class _IntKey:
+    """A header attribute: the leading integer of one key's value, or None."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __get__(self, header: SWFHeader | None, owner: type | None = None) -> int | None:
+        return None if header is None else header.get_int(self.key)
+
+
+class SWFHeader(Mapping[str, tuple[str, ...]]):
+    """Header comments as an ordered mapping from key to all of its values.
+
+    ``header["Note"]`` is every Note in file order; lookups ignore case. Indented
+    comment lines continue the previous value (joined with a newline) and comments
+    that are not ``Key: value`` are kept, in place, with key ``None``.
+    """
+
+    def __init__(self, entries: Iterable[tuple[str | None, str]] = ()) -> None:
+        self.entries: list[tuple[str | None, str]] = list(entries)
+
+    def add_comment(self, text: str) -> None:
+        """Take one comment line, given without its leading ``;``."""
+        body = text.rstrip()
+        stripped = body.lstrip()
+        match = _KEY.fullmatch(stripped)
+        prev = self.entries[-1] if self.entries else (None, "")
+        if (
+            prev[0] is not None
+            and stripped
+            and len(body) - len(stripped) >= 2
+            and not (match and match[1].casefold() in _STANDARD_FOLDED)
+        ):
+            self.entries[-1] = (prev[0], f"{prev[1]}\n{stripped}")
+        elif match:
+            self.entries.append((match[1], match[2].strip()))
+        else:
+            self.entries.append((None, stripped))
+
+    def add(self, key: str, value: object) -> None:
+        """Append a ``key: value`` entry (repeated keys keep every value)."""
+        self.entries.append((key, str(value)))
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        folded = key.casefold()
+        values = tuple(v for k, v in self.entries if k is not None and k.casefold() == folded)
+        if not values:
+            raise KeyError(key)
+        return values
+
+    def __iter__(self) -> Iterator[str]:
+        seen: dict[str, str] = {}
+        for key, _ in self.entries:
+            if key is not None:
+                seen.setdefault(key.casefold(), key)
+        return iter(seen.values())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    @property
+    def comments(self) -> list[str]:
+        """Comment lines that are not ``Key: value`` pairs."""
+        return [v for k, v in self.entries if k is None]
+
+    def first(self, key: str) -> str | None:
+        """The first value of ``key``, or None when the header lacks it."""
+        values = self.get(key)
+        return values[0] if values else None
+
+    def get_int(self, key: str) -> int | None:
+        """The integer a value starts with: ``"144 (each an 8-way SMP)"`` -> 144."""
+        value = self.first(key)
+        match = _INT_PREFIX.match(value) if value is not None else None
+        return int(match[1]) if match else None
+
+    max_jobs = _IntKey("MaxJobs")
+    max_records = _IntKey("MaxRecords")
+    max_nodes = _IntKey("MaxNodes")
+    max_procs = _IntKey("MaxProcs")
+    max_runtime = _IntKey("MaxRuntime")  # seconds
+    max_memory = _IntKey("MaxMemory")  # kilobytes
+    max_queues = _IntKey("MaxQueues")
+    max_partitions = _IntKey("MaxPartitions")
+    unix_start_time = _IntKey("UnixStartTime")  # epoch seconds of time 0
+
+    def lines(self) -> list[str]:
+        """The header as SWF comment lines, continuation lines indented under the key."""
+        out = []
+        for key, value in self.entries:
+            if key is None:
+                out.append(f"; {value}".rstrip())
+                continue
+            first, *more = value.split("\n")
+            out.append(f"; {key}: {first}".rstrip())
+            out.extend(f";{' ' * (len(key) + 3)}{line}" for line in more)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningRules:
+    """Which cleaning rules to apply; the order and defaults are in the module docstring."""
+
+    fill_allocated_processors: bool = True
+    drop_cancelled_without_processors: bool = True
+    drop_non_positive_processors: bool = True
+    drop_non_positive_run_time: bool = True
+    fill_requested_processors: bool = True
+    fill_requested_time: bool = True
+    overrun: Overrun = "clip"
+
+    @classmethod
+    def none(cls) -> CleaningRules:
+        """No rule at all: the trace exactly as written."""
+        off: dict[str, Any] = {f.name: False for f in fields(cls) if f.name != "overrun"}
+        return cls(**off, overrun="keep")
+
+
+@dataclass(slots=True)
+class CleaningReport:
+    """How many lines were read, repaired and dropped, by rule."""
+
+    records_read: int = 0
+    malformed_lines: int = 0
+    allocated_from_requested: int = 0
+    dropped_cancelled_without_processors: int = 0
+    dropped_non_positive_processors: int = 0
+    dropped_non_positive_run_time: int = 0
+    requested_processors_from_allocated: int = 0
+    requested_time_from_run_time: int = 0
+    run_time_clipped: int = 0
+    dropped_overrun: int = 0
+    kept: int = 0
+
+    @property
+    def dropped(self) -> int:
+        """Well-formed records removed by any rule."""
+        return self.records_read - self.kept
+
+    def summary(self) -> str:
+        """Non-zero counts as ``name=count`` pairs, for logs and reports."""
+        return ", ".join(
+            f"{f.name}={getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name)
+        )
+
+
+def _clean(
+    rows: NDArray[np.void], rules: CleaningRules, report: CleaningReport
+) -> NDArray[np.void]:
+    """Apply ``rules`` to a block of jobs, repairing in place; count into ``report``."""
+    report.records_read += len(rows)
+    alloc, req = rows["allocated_processors"], rows["requested_processors"]
+    run, req_time = rows["run_time"], rows["requested_time"]
+    keep = np.ones(len(rows), dtype=bool)
+
+    def count(name: str, hit: NDArray[np.bool_]) -> None:
+        setattr(report, name, getattr(report, name) + int(hit.sum()))
+
+    if rules.fill_allocated_processors:
+        hit = (alloc == -1) & (req > 0)
+        alloc[hit] = req[hit]
+        count("allocated_from_requested", hit)
+    for enabled, name, cond in (
+        (rules.drop_cancelled_without_processors, "dropped_cancelled_without_processors",
+         (rows["status"] == CANCELLED) & (alloc <= 0)),
+        (rules.drop_non_positive_processors, "dropped_non_positive_processors", alloc <= 0),
+        (rules.drop_non_positive_run_time, "dropped_non_positive_run_time", run <= 0),
+        (rules.overrun == "drop", "dropped_overrun", (req_time > 0) & (run > req_time)),
+    ):  # fmt: skip
+        if enabled:
+            hit = keep & cond
+            keep &= ~hit
+            count(name, hit)
+    for enabled, name, target, cond, source in (
+        (rules.fill_requested_processors, "requested_processors_from_allocated",
+         req, (req == -1) & (alloc > 0), alloc),
+        (rules.fill_requested_time, "requested_time_from_run_time",
+         req_time, (req_time == -1) & (run > 0), run),
+        (rules.overrun == "clip", "run_time_clipped",
+         run, (req_time > 0) & (run > req_time), req_time),
+    ):  # fmt: skip
+        if enabled:
+            hit = keep & cond
+            target[hit] = source[hit]
+            count(name, hit)
+    report.kept += int(keep.sum())
+    return rows if keep.all() else rows[keep]
+
+
+def _row_values(tokens: list[bytes]) -> tuple[float, ...] | str:
+    """One line's 18 numbers, or the reason it is malformed (the slow path's judge)."""
+    if len(tokens) != _NFIELDS:
+        return f"expected {_NFIELDS} fields, found {len(tokens)}"
+    values: list[float] = []
+    for i, token in enumerate(tokens):
+        problem, text = "", token.decode("latin-1")
+        try:
+            value = float(token.replace(b"_", b"?"))  # as numpy's parser, refuse 1_000
+        except ValueError:
+            return f"field {i + 1} ({_LABELS[i]}) is not a number: {text!r}"
+        if not math.isfinite(value):
+            problem = "is not a finite number:"
+        elif i in _INT_SET and not value.is_integer():
+            problem = "must be an integer, found"
+        elif i in _INT_SET:
+            value = int(token) if token.lstrip(b"+-").isdigit() else int(value)  # exact > 2**53
+            problem = "" if -(2**63) <= value < 2**63 else "is out of range:"
+        if problem:
+            return f"field {i + 1} ({_LABELS[i]}) {problem} {text!r}"
+        values.append(value)
+    return tuple(values)
+
+
+def _parse_fast(block: bytes) -> NDArray[np.void] | None:
+    """Parse a block with numpy's C parser; None when any line is not a valid job line."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "input contained no data" for comment-only blocks
+            rows = np.loadtxt(io.BytesIO(block), dtype=ROW, comments=";", ndmin=1)
+    except ValueError:  # wrong field count, not a number, 32.0 for an int: judged line by line
+        return None
+    return rows if all(np.isfinite(rows[f]).all() for f in _FLOATS) else None
+
+
+class SWFReader:
+    """Stream the jobs of a (possibly gzipped) SWF trace without loading it whole.
+
+    Iterating yields cleaned :class:`SWFRecord` objects, once. :attr:`header` holds the
+    leading header as soon as the reader is open (comments between jobs are added when
+    reached); :attr:`report` counts what cleaning did so far. ``on_error="raise"`` stops
+    at the first malformed line with an :class:`SWFError`; ``"skip"`` counts each in
+    ``report.malformed_lines`` and logs the first ten.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        rules: CleaningRules = CleaningRules(),
+        on_error: OnError = "raise",
+        block_size: int = 1 << 20,
+    ) -> None:
+        self.name = str(path)
+        self.rules, self.on_error = rules, on_error
+        self.header, self.report = SWFHeader(), CleaningReport()
+        with open(path, "rb") as probe:
+            gzipped = probe.read(2) == b"\x1f\x8b"
+        self._file: io.BufferedIOBase = gzip.open(path) if gzipped else open(path, "rb")  # noqa: SIM115
+        try:
+            self._blocks = self._parsed_blocks(block_size)
+            self._pending: list[NDArray[np.void]] = []
+            for rows in self._blocks:  # read up to the first job line: the header is complete
+                self._pending.append(rows)
+                if self.report.records_read or self.report.malformed_lines:
+                    break
+        except BaseException:
+            self._file.close()
+            raise
+
+    def __enter__(self) -> SWFReader:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the trace file."""
+        self._file.close()
+
+    def __iter__(self) -> Iterator[SWFRecord]:
+        for rows in self.blocks():
+            yield from _records(rows[name] for name in FIELDS)
+
+    def blocks(self) -> Iterator[NDArray[np.void]]:
+        """Cleaned jobs as arrays of :data:`ROW` records, one per block read, in file order."""
+        while self._pending:
+            yield self._pending.pop(0)
+        yield from self._blocks
+
+    def _parsed_blocks(self, block_size: int) -> Iterator[NDArray[np.void]]:
+        line, rest = 1, b""
+        while chunk := self._file.read(block_size):
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                block, rest = data[:cut], data[cut:]
+                yield _clean(self._parse(block, line), self.rules, self.report)
+                line += block.count(b"\n")
+            else:
+                rest = data
+        if rest:
+            yield _clean(self._parse(rest, line), self.rules, self.report)
+
+    def _parse(self, block: bytes, first_line: int) -> NDArray[np.void]:
+        self._read_comments(block)
+        rows = _parse_fast(block)
+        if rows is not None:
+            return rows
+        good = []
+        for number, line in enumerate(block.split(b"\n"), first_line):
+            tokens = line.split(b";", 1)[0].split()
+            if not tokens:
+                continue
+            values = _row_values(tokens)
+            if not isinstance(values, str):
+                good.append(values)
+            elif self.on_error == "raise":
+                raise SWFError(self.name, number, values)
+            else:
+                self.report.malformed_lines += 1
+                if self.report.malformed_lines <= 10:
+                    log.warning("%s:%d: %s; line skipped", self.name, number, values)
+        return np.array(good, dtype=ROW)
+
+    def _read_comments(self, block: bytes) -> None:
+        """Feed whole-line comments to the header; scans only where a ``;`` is."""
+        at = block.find(b";")
+        while at >= 0:
+            start = block.rfind(b"\n", 0, at) + 1
+            end = block.find(b"\n", at)
+            end = len(block) if end < 0 else end
+            if not block[start:at].strip():
+                self.header.add_comment(block[at + 1 : end].decode("utf-8", "replace"))
+            at = block.find(b";", end)
+
+
+def _records(columns: Iterable[NDArray[Any]]) -> Iterator[SWFRecord]:
+    """Records from the 18 columns; column-wise tolist() beats a structured one."""
+    return map(SWFRecord._make, zip(*(column.tolist() for column in columns), strict=True))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SWFTrace:
+    """A whole trace as one numpy array per field (int64 or float64), -1 for unknown."""
+
+    header: SWFHeader
+    report: CleaningReport
+    job_number: NDArray[np.int64]
+    submit_time: NDArray[np.float64]
+    wait_time: NDArray[np.float64]
+    run_time: NDArray[np.float64]
+    allocated_processors: NDArray[np.int64]
+    average_cpu_time: NDArray[np.float64]
+    used_memory: NDArray[np.float64]
+    requested_processors: NDArray[np.int64]
+    requested_time: NDArray[np.float64]
+    requested_memory: NDArray[np.float64]
+    status: NDArray[np.int64]
+    user_id: NDArray[np.int64]
+    group_id: NDArray[np.int64]
+    executable_number: NDArray[np.int64]
+    queue_number: NDArray[np.int64]
+    partition_number: NDArray[np.int64]
+    preceding_job_number: NDArray[np.int64]
+    think_time: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return len(self.job_number)
+
+    def records(self) -> Iterator[SWFRecord]:
+        """The jobs one :class:`SWFRecord` at a time."""
+        return _records(getattr(self, name) for name in FIELDS)
+
+
+def read_swf(
+    path: str | os.PathLike[str],
+    *,
+    rules: CleaningRules = CleaningRules(),
+    on_error: OnError = "raise",
+    sort_by_submit: bool = False,
+) -> SWFTrace:
+    """Load a whole (possibly gzipped) trace into columns, cleaned by ``rules``.
+
+    ``CleaningRules.none()`` returns the trace as written; ``sort_by_submit`` sorts
+    the jobs stably by submit time. Raises :class:`SWFError` on a malformed line
+    unless ``on_error="skip"``, which counts it in ``report.malformed_lines``.
+    """
+    with SWFReader(path, rules=rules, on_error=on_error, block_size=4 << 20) as reader:
+        blocks = [np.empty(0, ROW), *reader.blocks()]
+    columns: list[Any] = [np.concatenate([rows[name] for rows in blocks]) for name in FIELDS]
+    if sort_by_submit:
+        order = np.argsort(columns[FIELDS.index("submit_time")], kind="stable")
+        columns = [column[order] for column in columns]
+    return SWFTrace(reader.header, reader.report, *columns)
+
+
+def _format(record: Iterable[float]) -> str:
+    """One job line: integral values without a fraction, others as shortest round trip."""
+    values = tuple(record)
+    if len(values) != _NFIELDS:
+        raise ValueError(f"a job line has {_NFIELDS} fields, this record has {len(values)}")
+    out = []
+    for i, value in enumerate(values):
+        number = int(value) if isinstance(value, int | np.integer) else float(value)
+        if isinstance(number, float) and not number.is_integer():
+            fits = i not in _INT_SET and math.isfinite(number)
+            text = repr(number)
+        else:
+            fits = i not in _INT_SET or -(2**63) <= int(number) < 2**63
+            text = str(int(number))
+        if not fits:
+            raise ValueError(f"{FIELDS[i]}={value!r} cannot be written to SWF")
+        out.append(text)
+    return " ".join(out)
+
+
+def write_swf(
+    path: str | os.PathLike[str],
+    jobs: SWFTrace | Iterable[SWFRecord],
+    header: SWFHeader | None = None,
+) -> int:
+    """Write a valid SWF file (gzipped when the name ends in ``.gz``); returns the job count.
+
+    ``header`` defaults to the trace's own; records are written in the order given.
+    """
+    if isinstance(jobs, SWFTrace):
+        header = jobs.header if header is None else header
+        jobs = jobs.records()
+    opener = gzip.open if os.fspath(path).endswith(".gz") else open
+    count = 0
+    with opener(path, "wt", encoding="utf-8", newline="\n") as out:
+        for line in header.lines() if header is not None else ():
+            out.write(line + "\n")
+        for count, record in enumerate(jobs, 1):  # noqa: B007 - count is the result
+            out.write(_format(record) + "\n")
+    return count
