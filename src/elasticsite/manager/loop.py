@@ -195,9 +195,11 @@ class Manager:
         report.decision = decision
         report.queued = len(view.queued)
         report.running = len(view.running)
+        by_state: dict[WorkerState, int] = {}
         for r in self.records.values():
-            k = r.worker.state.value
-            report.workers[k] = report.workers.get(k, 0) + 1
+            st = r.worker.state
+            by_state[st] = by_state.get(st, 0) + 1
+        report.workers = {st.value: n for st, n in by_state.items()}
         report.total_seconds = time.perf_counter() - t0
         if decision:
             log.info(

@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from elasticsite.model import Cause, Decision, Drain, Launch, SiteSnapshot, Terminate, WorkerState
+from elasticsite.model import (
+    Cause,
+    Decision,
+    Drain,
+    Launch,
+    SiteSnapshot,
+    Terminate,
+    Worker,
+    WorkerState,
+)
 from elasticsite.policies.base import Policy, PolicySettings
 
 __all__ = ["evaluate"]
@@ -26,21 +35,22 @@ def evaluate(policy: Policy, snapshot: SiteSnapshot, settings: PolicySettings) -
     lifecycle = Decision()
     now = snapshot.now
     stall = settings.stall_timeout
-    keep = []
     drained = []
-    stalled = 0
+    stalled: dict[str, Worker] = {}
+    REQUESTED, BOOTING, DRAINING = WorkerState.REQUESTED, WorkerState.BOOTING, WorkerState.DRAINING
+    # One pass over every worker on every decision: plain identity tests, no properties.
     for w in snapshot.workers:
         st = w.state
-        if st.pending and now - w.requested_at > stall:
-            lifecycle.terminate.append(Terminate(w.id, Cause.STALLED))
-            stalled += 1
-            # Still holds its instance (and its cloud's quota) until the cloud says gone.
-            keep.append(replace(w, state=WorkerState.TERMINATING, history=[]))
-            continue
-        if st is WorkerState.DRAINING and w.running_jobs == 0:
+        if st is REQUESTED or st is BOOTING:
+            if now - w.requested_at > stall:
+                lifecycle.terminate.append(Terminate(w.id, Cause.STALLED))
+                # Still holds its instance (and its cloud's quota) until the cloud says gone.
+                stalled[w.id] = replace(w, state=WorkerState.TERMINATING, history=[])
+        elif st is DRAINING and w.running_jobs == 0:
             drained.append(w.id)
-        keep.append(w)
-    view = snapshot.with_workers(keep) if stalled else snapshot
+    view = snapshot
+    if stalled:
+        view = snapshot.with_workers([stalled.get(w.id, w) for w in snapshot.workers])
     decision = policy(view, settings)
 
     # The policy sees drained workers as draining ones, so demand puts them back
@@ -54,17 +64,18 @@ def evaluate(policy: Policy, snapshot: SiteSnapshot, settings: PolicySettings) -
             view = view.with_workers([w for w in view.workers if w.id not in gone])
 
     if stalled and decision.launch:
+        left = len(stalled)
         # Label the launches that stand in for stalled workers.
         relabelled: list[Launch] = []
         for launch in decision.launch:
-            n = min(stalled, launch.count)
+            n = min(left, launch.count)
             if n:
                 relabelled.append(Launch(launch.cloud, launch.vm_type, n, Cause.REPLACEMENT))
             if launch.count - n:
                 relabelled.append(
                     Launch(launch.cloud, launch.vm_type, launch.count - n, launch.cause)
                 )
-            stalled -= n
+            left -= n
         decision.launch = relabelled
 
     cap = settings.spend_cap_per_hour
