@@ -74,3 +74,30 @@ def test_policies_lists_every_builtin(tmp_path: Path) -> None:
     out = run("policies", cwd=tmp_path).stdout
     names = [line.split(":")[0] for line in out.splitlines()]
     assert names == ["bursts", "core_demand", "dedicated", "on_demand", "steady_stream"]
+
+
+def test_simulate_replays_a_builtin_workload(tmp_path: Path) -> None:
+    out = run("simulate", "--workload", "workload1", "--policy", "on_demand", "--billing", "1",
+              "--out", "o", cwd=tmp_path).stdout  # fmt: skip
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.splitlines()
+            if line.count("│") == 4}  # fmt: skip
+    assert rows["jobs done"] == "20" and rows["workers launched"] == "10"
+    assert rows["elapsed workload time"] == "180.0"  # 60 s boot, then two rounds of 60 s
+    assert (tmp_path / "o" / "workload1-on_demand.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_simulate_reads_swf_and_names_bad_input(tmp_path: Path) -> None:
+    trace = tmp_path / "t.swf"
+    trace.write_text(
+        "; MaxProcs: 4\n"
+        "1 0 -1 100 1 -1 -1 1 200 -1 1 1 1 -1 1 -1 -1 -1\n"
+        "2 10 -1 50 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1\n"
+    )
+    out = run("simulate", "--workload", str(trace), "--cores-per-vm", "2", "--out", "o",
+              cwd=tmp_path).stdout  # fmt: skip
+    assert "t.swf (2 jobs)" in out
+    bad = run("simulate", "--workload", str(trace), "--out", "o", cwd=tmp_path, check=False)
+    assert bad.returncode == 2
+    assert "needs 2 processors but a VM has 1" in bad.stderr
+    bad = run("simulate", "--boot", "9:1", cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "bad duration '9:1'" in bad.stderr

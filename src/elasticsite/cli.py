@@ -301,6 +301,98 @@ def status(
             )
 
 
+@app.command()
+def simulate(
+    workload: Annotated[
+        str, typer.Option(help="Built-in name, 'lublin', or an SWF trace file (.swf/.gz).")
+    ] = "workload1",
+    policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
+    cloud_limit: Annotated[int, typer.Option(min=0, help="Most VMs at once.")] = 10,
+    boot: Annotated[str, typer.Option(help="Boot time, s: 60, 74:205 or 60,62,90.")] = "60",
+    shutdown: Annotated[str, typer.Option(help="Shutdown time, s (same forms).")] = "6",
+    price: Annotated[float, typer.Option(min=0, help="Price per VM-hour.")] = 0.10,
+    billing: Annotated[float, typer.Option(min=1, help="Billing increment, s.")] = 3600,
+    cores_per_vm: Annotated[int, typer.Option(min=1)] = 1,
+    interval: Annotated[float, typer.Option(min=0.001, help="Decision period, s.")] = 10.0,
+    scheduler: Annotated[str, typer.Option(help="fcfs or easy.")] = "easy",
+    jobs: Annotated[int, typer.Option(min=1, help="Jobs of a Lublin workload.")] = 10_000,
+    machine_size: Annotated[int, typer.Option(min=1, help="Lublin machine size.")] = 128,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="Where the plot and CSVs go.")] = Path("sim-out"),
+) -> None:
+    """Replay a workload through a provisioning policy on the virtual clock."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from elasticsite import policies
+    from elasticsite.metrics import timeline
+    from elasticsite.report import write_jobs_csv, write_plot, write_workers_csv
+    from elasticsite.sim.cloud import CloudModel, Durations
+    from elasticsite.sim.elastic import simulate_elastic
+    from elasticsite.sim.workload import load_workload
+
+    if policy not in policies.available():
+        raise _fail(f"unknown policy {policy!r}; choose one of {', '.join(policies.available())}")
+    try:
+        work = load_workload(workload, seed=seed, jobs=jobs, machine_size=machine_size)
+        cloud = CloudModel(
+            "cloud",
+            vm_limit=cloud_limit,
+            boot=Durations.parse(boot),
+            shutdown=Durations.parse(shutdown),
+            price_per_hour=price,
+            billing_increment=billing,
+            cores_per_vm=cores_per_vm,
+        )
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    if len(work) == 0:
+        raise _fail(f"workload {workload!r} has no job")
+    widest = int(work.procs.max())
+    if widest > cores_per_vm:
+        raise _fail(
+            f"a job of {workload!r} needs {widest} processors but a VM has {cores_per_vm}; "
+            "jobs run on one VM here: raise --cores-per-vm"
+        )
+    console.print(
+        f"[bold]simulate[/]: {work.name} ({len(work):,} jobs) with the [bold]{policy}[/] policy, "
+        f"up to {cloud_limit} VMs of {cores_per_vm} cores booting in {boot} s"
+    )
+    if work.note:
+        console.print(work.note, highlight=False)
+    end = float(work.submit[-1]) or 1.0
+    with Progress(
+        TextColumn("simulated time"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("sim", total=end)
+        try:
+            result = simulate_elastic(
+                work.arrivals(),
+                [cloud],
+                policy,
+                interval=interval,
+                scheduler=scheduler,
+                seed=seed,
+                progress=lambda now: bar.update(task, completed=min(now, end)),
+            )
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+    metrics = result.metrics()
+    _print_metrics(metrics)
+    out.mkdir(parents=True, exist_ok=True)
+    tag = f"{work.name}-{policy}".replace("/", "_")
+    specs = [cloud.spec()]
+    plot = write_plot(
+        out / f"{tag}.png",
+        timeline(result.jobs, result.workers),
+        f"{policy} policy, {work.name} (simulated)",
+    )
+    write_jobs_csv(out / f"{tag}-jobs.csv", result.jobs)
+    write_workers_csv(out / f"{tag}-workers.csv", result.workers, specs, jobs=result.jobs)
+    console.print(f"plot: {plot}   CSVs: {out / tag}-jobs.csv, {out / tag}-workers.csv")
+    console.print(f"{result.events:,} events, {result.decisions:,} decisions")
+
+
 @app.command(name="policies")
 def list_policies() -> None:
     """List the provisioning policies available (built in and installed)."""

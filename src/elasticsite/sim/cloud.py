@@ -50,6 +50,22 @@ class Durations:
     def empirical(cls, samples: Sequence[float]) -> Durations:
         return cls("empirical", tuple(float(s) for s in samples))
 
+    @classmethod
+    def parse(cls, text: str) -> Durations:
+        """``"60"`` is constant, ``"74:205"`` uniform, ``"60,62,90"`` an empirical list."""
+        try:
+            if ":" in text:
+                low, high = text.split(":")
+                return cls.uniform(float(low), float(high))
+            if "," in text:
+                return cls.empirical([float(v) for v in text.split(",")])
+            return cls.constant(float(text))
+        except ValueError as exc:
+            raise ValueError(
+                f"bad duration {text!r}: give seconds (60), a range (74:205) or a list "
+                f"(60,62,90); {exc}"
+            ) from None
+
     @property
     def mean(self) -> float:
         if self.kind == "uniform":
