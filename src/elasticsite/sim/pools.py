@@ -299,8 +299,8 @@ class EasyPool:
         entries: list[tuple[Key, int, int, float]] = []
         for i, job_id in enumerate(self._queue):
             procs, requested, _ = self._jobs[job_id]
-            k = self._keys[i] if self._keyed else (_INF, _INF, float(i))
-            entries.append((k, job_id, procs, requested))
+            order = self._keys[i] if self._keyed else (_INF, _INF, float(i))
+            entries.append((order, job_id, procs, requested))
         if extra is not None:
             xid, xprocs, xreq, xkey = extra
             seq = float(self._seq + 1)
