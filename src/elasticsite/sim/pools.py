@@ -27,8 +27,10 @@ from the wrong side).
 
 from __future__ import annotations
 
+import copy
 import math
 from bisect import bisect_left, insort
+from itertools import compress, islice
 from typing import Protocol
 
 from elasticsite.batch.backfill import ConservativeBackfill, SelectiveBackfill
@@ -113,6 +115,7 @@ class EasyPool:
         self.backfill = backfill
         self._free = capacity
         self._queue: list[int] = []
+        self._qp: list[int] = []  # procs, parallel to _queue, for a C-level backfill filter
         self._keys: list[Key] = []  # parallel to _queue, kept only once a key was given
         self._keyed = False
         self._seq = 0
@@ -137,6 +140,7 @@ class EasyPool:
         self._seq += 1
         if key is None and not self._keyed:
             self._queue.append(job_id)
+            self._qp.append(procs)
             return
         if not self._keyed:  # first key: give the earlier arrivals their arrival keys
             self._keyed = True
@@ -145,6 +149,7 @@ class EasyPool:
         i = bisect_left(self._keys, order)
         self._keys.insert(i, order)
         self._queue.insert(i, job_id)
+        self._qp.insert(i, procs)
         if i < self._checked:
             self._checked = 0
 
@@ -165,6 +170,7 @@ class EasyPool:
         self._demand -= procs
         i = self._queue.index(job_id)
         del self._queue[i]
+        del self._qp[i]
         if self._keyed:
             del self._keys[i]
         self._checked = 0
@@ -189,6 +195,7 @@ class EasyPool:
                 n += 1
             if n:
                 del queue[:n]
+                del self._qp[:n]
                 if self._keyed:
                     del self._keys[:n]
             if not queue:
@@ -200,11 +207,15 @@ class EasyPool:
         if self.backfill and free > 0 and begin < len(queue):
             shadow, extra = self._shadow, self._extra
             picked: list[int] = []
-            for i in range(begin, len(queue)):
-                job_id = queue[i]
-                procs, requested, _ = jobs[job_id]
+            qp = self._qp
+            # Only jobs no larger than the free processors can start: filtered in C.
+            fitting = map(free.__ge__, islice(qp, begin, None))
+            for i in compress(range(begin, len(queue)), fitting):
+                procs = qp[i]
                 if procs > free:
                     continue
+                job_id = queue[i]
+                requested = jobs[job_id][1]
                 if now + requested <= shadow:
                     pass
                 elif procs <= extra:
@@ -220,6 +231,7 @@ class EasyPool:
             self._extra = extra
             for i in reversed(picked):
                 del queue[i]
+                del qp[i]
                 if self._keyed:
                     del self._keys[i]
         self._free = free
@@ -291,70 +303,27 @@ class EasyPool:
     def plan(
         self, now: float, extra: tuple[int, int, float, Key | None] | None = None
     ) -> dict[int, float]:
-        """Tentative start of every waiting job (and of ``extra = (id, procs, requested,
-        key)`` as if submitted now), simulating this pool forward with planned ends.
-
-        Used by the deadline-aware aggressive strategy; ``O(Q)`` per simulated step.
+        """Tentative start of every waiting job, and of ``extra = (id, procs, requested,
+        key)`` as if submitted now: a copy of this pool run forward, every running and
+        started job ending at its planned end. For the deadline-aware aggressive strategy.
         """
-        entries: list[tuple[Key, int, int, float]] = []
-        for i, job_id in enumerate(self._queue):
-            procs, requested, _ = self._jobs[job_id]
-            order = self._keys[i] if self._keyed else (_INF, _INF, float(i))
-            entries.append((order, job_id, procs, requested))
+        pool = copy.copy(self)
+        pool._queue, pool._qp, pool._keys = list(self._queue), list(self._qp), list(self._keys)
+        pool._jobs, pool._running = dict(self._jobs), dict(self._running)
+        pool._ends = list(self._ends)
         if extra is not None:
-            xid, xprocs, xreq, xkey = extra
-            seq = float(self._seq + 1)
-            entries.append(
-                ((_INF, _INF, seq) if xkey is None else (*xkey, _INF, seq), xid, xprocs, xreq)
-            )
-        entries.sort(key=lambda e: e[0])
-        queue = [(job_id, procs, req) for _, job_id, procs, req in entries]
-        ends = [(end, procs) for end, _, procs in self._ends]
-        free = self._free
+            pool.submit(extra[0], extra[1], extra[2], now, extra[3])
         starts: dict[int, float] = {}
         t = now
-        while queue:
-            rest = []
-            head = -1
-            for job_id, procs, req in queue:
-                if head < 0 and procs <= free:
-                    free -= procs
-                    starts[job_id] = t
-                    insort(ends, (t + req, procs))
-                elif head < 0:
-                    head = procs
-                    rest.append((job_id, procs, req))
-                else:
-                    rest.append((job_id, procs, req))
-            queue = rest
-            if queue and self.backfill and free > 0:
-                avail, k, shadow, spare = free, 0, _INF, 0
-                while k < len(ends):
-                    when = ends[k][0]
-                    while k < len(ends) and ends[k][0] == when:
-                        avail += ends[k][1]
-                        k += 1
-                    if avail >= head:
-                        shadow, spare = when, avail - head
-                        break
-                rest = [queue[0]]
-                for job_id, procs, req in queue[1:]:
-                    fits = procs <= free and (t + req <= shadow or procs <= spare)
-                    if fits:
-                        if t + req > shadow:
-                            spare -= procs
-                        free -= procs
-                        starts[job_id] = t
-                        insort(ends, (t + req, procs))
-                    else:
-                        rest.append((job_id, procs, req))
-                queue = rest
-            if not queue:
-                break
+        while True:
+            for job_id in pool.start_now(t):
+                starts[job_id] = t
+            if not pool._queue:
+                return starts
+            ends = pool._ends
             t = ends[0][0]
-            while ends and ends[0][0] <= t:
-                free += ends.pop(0)[1]
-        return starts
+            while ends and ends[0][0] == t:
+                pool.finish(ends[0][1], t)
 
 
 class BackfillPool:
