@@ -307,8 +307,14 @@ def simulate(
         str, typer.Option(help="Built-in name, 'lublin', or an SWF trace file (.swf/.gz).")
     ] = "workload1",
     policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
-    cloud_limit: Annotated[int, typer.Option(min=0, help="Most VMs at once.")] = 10,
-    boot: Annotated[str, typer.Option(help="Boot time, s: 60, 74:205 or 60,62,90.")] = "60",
+    cloud_limit: Annotated[
+        int | None,
+        typer.Option(min=0, help="Most VMs at once. Default 10; --site-procs with --strategy."),
+    ] = None,
+    boot: Annotated[
+        str | None,
+        typer.Option(help="Boot time, s: 60, 74:205 or 60,62,90. Default 60; 0 with --strategy."),
+    ] = None,
     shutdown: Annotated[str, typer.Option(help="Shutdown time, s (same forms).")] = "6",
     price: Annotated[float, typer.Option(min=0, help="Price per VM-hour.")] = 0.10,
     billing: Annotated[float, typer.Option(min=1, help="Billing increment, s.")] = 3600,
@@ -319,8 +325,27 @@ def simulate(
     machine_size: Annotated[int, typer.Option(min=1, help="Lublin machine size.")] = 128,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="Where the plot and CSVs go.")] = Path("sim-out"),
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            help="Paper 002 mode: replay on a site of --site-procs plus the cloud under this "
+            "strategy set (naive, shortest_queue, weighted_queue, selective, ...), against "
+            "the site-only base."
+        ),
+    ] = None,
+    site_procs: Annotated[
+        int, typer.Option(min=1, help="Site processors (= nodes = VMs) with --strategy.")
+    ] = 144,
 ) -> None:
     """Replay a workload through a provisioning policy on the virtual clock."""
+    if strategy is not None:
+        _simulate_strategy(
+            workload, strategy, site_procs, site_procs if cloud_limit is None else cloud_limit,
+            boot or "0", price, billing, cores_per_vm, jobs, machine_size, seed, out,
+        )  # fmt: skip
+        return
+    cloud_limit = 10 if cloud_limit is None else cloud_limit
+    boot = "60" if boot is None else boot
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from elasticsite import policies
@@ -391,6 +416,120 @@ def simulate(
     write_workers_csv(out / f"{tag}-workers.csv", result.workers, specs, jobs=result.jobs)
     console.print(f"plot: {plot}   CSVs: {out / tag}-jobs.csv, {out / tag}-workers.csv")
     console.print(f"{result.events:,} events, {result.decisions:,} decisions")
+
+
+def _simulate_strategy(
+    workload: str, strategy: str, site_procs: int, cloud_limit: int, boot: str, price: float,
+    billing: float, cores_per_vm: int, jobs: int, machine_size: int, seed: int, out: Path,
+) -> None:  # fmt: skip
+    """``simulate --strategy``: the base run, then the strategy, then their figures."""
+    from elasticsite.sim.cloud import CloudModel, Durations
+    from elasticsite.sim.experiment import write_replay_jobs_csv
+    from elasticsite.sim.replay import replay
+    from elasticsite.sim.strategies import get_strategy
+    from elasticsite.sim.workload import load_workload
+
+    if cores_per_vm != 1:
+        raise _fail("--strategy runs one single-core VM per processor: leave --cores-per-vm 1")
+    try:
+        get_strategy(strategy)
+        work = load_workload(workload, seed=seed, jobs=jobs, machine_size=machine_size)
+        cloud = CloudModel(
+            "cloud", vm_limit=cloud_limit, boot=Durations.parse(boot),
+            price_per_hour=price, billing_increment=billing,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    if len(work) == 0:
+        raise _fail(f"workload {workload!r} has no job")
+    console.print(
+        f"[bold]simulate[/]: {work.name} ({len(work):,} jobs) on {site_procs} site processors "
+        f"with the [bold]{strategy}[/] strategy set, up to {cloud_limit} cloud VMs"
+    )
+    if work.note:
+        console.print(work.note, highlight=False)
+    columns = (work.submit, work.procs, work.runtime, work.requested)
+    try:
+        base = replay(*columns, site_procs=site_procs, strategy="base", seed=seed)
+        result = replay(*columns, site_procs=site_procs, strategy=strategy, cloud=cloud, seed=seed)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    base_metrics = base.metrics()
+    metrics = result.metrics(base_awrt=base_metrics.awrt)
+    _print_metrics(metrics)
+    console.print(
+        f"base (site only, EASY): AWRT {base_metrics.awrt:,.1f} s, bounded slowdown "
+        f"{base_metrics.mean_bounded_slowdown:,.1f}, site utilisation "
+        f"{base_metrics.site_utilisation:.1%}",
+        highlight=False,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{work.name}-{strategy}-jobs.csv".replace("/", "_")
+    write_replay_jobs_csv(path, result)
+    console.print(f"jobs: {path}")
+    console.print(f"{result.events:,} events")
+
+
+@app.command()
+def experiment(
+    spec: Annotated[Path, typer.Argument(help="Experiment spec (TOML), e.g. experiments/*.toml.")],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Output directory. Default: experiments-out/<spec name>."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Worker processes. Default: CPU count.")
+    ] = None,
+    rounds: Annotated[int | None, typer.Option(min=1, help="Override the spec's rounds.")] = None,
+) -> None:
+    """Run a spec's sweep (resumable), then write results, summary CSV and plots."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from elasticsite.sim.experiment import SpecError, load_spec, run_experiment
+
+    try:
+        parsed = load_spec(spec)
+    except SpecError as exc:
+        raise _fail(str(exc)) from None
+    target = out or Path("experiments-out") / parsed.name
+    started = time.monotonic()
+    with Progress(
+        TextColumn(f"[bold]{parsed.name}[/]"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("runs"), TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("runs", total=None)
+        try:
+            result = run_experiment(
+                parsed, target, workers=workers, rounds=rounds,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )  # fmt: skip
+        except (SpecError, ValueError) as exc:
+            raise _fail(str(exc)) from None
+    console.print(
+        f"{result.computed} runs computed, {result.kept} kept from an earlier run, "
+        f"in {time.monotonic() - started:.1f} s"
+    )
+    if result.table:
+        strategies = list(next(iter(result.table.values())))
+        t = Table(title=f"{parsed.name}: means over the rounds", header_style="bold")
+        t.add_column("metric")
+        for s in strategies:
+            t.add_column(s, justify="right")
+        for label, values in result.table.items():
+            t.add_row(label, *(f"{values[s]:,.2f}" for s in strategies))
+        console.print(t)
+    console.print(f"results: {result.results}   summary: {result.summary}")
+    if result.table_csv:
+        console.print(f"table: {result.table_csv}")
+    for plot in result.plots:
+        console.print(f"plot: {plot}")
 
 
 @app.command(name="policies")

@@ -140,3 +140,18 @@ def test_every_policy_completes_every_job_within_its_caps(
     for _, d in sorted(events, key=lambda e: (e[0], e[1])):
         live += d
         assert live <= limit
+
+
+def test_warm_up_boots_a_dedicated_pool_before_the_first_job() -> None:
+    # Decisions start 50 s early: the pool of two boots in 30 s and is idle at t=0,
+    # so both jobs start on arrival.
+    r = simulate_elastic(
+        [(0.0, 1, 60.0, 120.0)] * 2,
+        [cloud()],
+        "dedicated",
+        PolicySettings(dedicated_workers=2),
+        warm_up=50.0,
+    )
+    assert [j.started_at for j in r.jobs] == [0.0, 0.0]
+    assert all(w.requested_at == -50.0 for w in r.workers)
+    assert r.metrics().elapsed == 60.0

@@ -67,6 +67,11 @@ class Durations:
             ) from None
 
     @property
+    def high(self) -> float:
+        """The longest duration this law can give."""
+        return max(self.values)
+
+    @property
     def mean(self) -> float:
         if self.kind == "uniform":
             return (self.values[0] + self.values[1]) / 2

@@ -73,6 +73,7 @@ class _Run:
         interval: float,
         scheduler: str,
         seed: int,
+        warm_up: float = 0.0,
     ) -> None:
         if not clouds:
             raise ValueError("an elastic site needs at least one cloud")
@@ -82,7 +83,10 @@ class _Run:
             raise ValueError(
                 f"unknown scheduler {scheduler!r}; use one of {', '.join(scheduling.POLICIES)}"
             )
-        self.sim = Simulation()
+        if warm_up < 0:
+            raise ValueError(f"warm_up must be >= 0 seconds, got {warm_up}")
+        first = min((a[0] for a in arrivals), default=0.0)
+        self.sim = Simulation(start=first - warm_up)
         self.rng = random.Random(seed)
         self.clouds = {c.name: c for c in clouds}
         self.specs = [c.spec() for c in clouds]
@@ -109,6 +113,11 @@ class _Run:
             job = Job(str(i + 1), cores, walltime, at, runtime=runtime)
             self.jobs.append(job)
             self.sim.at(at, self._arrive, job)
+        if warm_up > 0:
+            # Decisions start ahead of the workload, so a policy's floor (a dedicated
+            # pool, steady stream's worker) is booted and joined before the first job.
+            self.ticking = True
+            self.sim.at(self.sim.now, self._tick)
 
     # -- jobs --------------------------------------------------------------------
 
@@ -258,10 +267,15 @@ def simulate_elastic(
     interval: float = 10.0,
     scheduler: str = "easy",
     seed: int = 0,
+    warm_up: float = 0.0,
     progress: Callable[[float], None] | None = None,
 ) -> ElasticResult:
     """Replay ``arrivals`` — ``(submit_time, cores, runtime, requested_walltime)`` — on a
-    site that has only cloud workers, provisioned by ``policy`` every ``interval``."""
+    site that has only cloud workers, provisioned by ``policy`` every ``interval``.
+
+    Decisions start with the first job, or ``warm_up`` seconds before it (the papers'
+    dedicated baseline has its pool booted before the workload arrives).
+    """
     run = _Run(
         arrivals,
         clouds,
@@ -270,6 +284,7 @@ def simulate_elastic(
         interval,
         scheduler,
         seed,
+        warm_up,
     )
     run.sim.run(progress=progress)
     return ElasticResult(
