@@ -448,12 +448,38 @@ def _simulate_strategy(
     )
     if work.note:
         console.print(work.note, highlight=False)
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    from elasticsite.sim.figures import replay_timeline_plot
+
     columns = (work.submit, work.procs, work.runtime, work.requested)
-    try:
-        base = replay(*columns, site_procs=site_procs, strategy="base", seed=seed)
-        result = replay(*columns, site_procs=site_procs, strategy=strategy, cloud=cloud, seed=seed)
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
+    end = float(work.submit[-1]) or 1.0
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as bar:  # fmt: skip
+        try:
+            runs = []
+            for name, on in (("base", None), (strategy, cloud)):
+                task = bar.add_task(f"{name} (simulated time)", total=end)
+
+                def advance(now: float, task: TaskID = task) -> None:
+                    bar.update(task, completed=min(now, end))
+
+                runs.append(
+                    replay(
+                        *columns,
+                        site_procs=site_procs,
+                        strategy=name,
+                        cloud=on,
+                        seed=seed,
+                        progress=advance,
+                    )
+                )
+                bar.update(task, completed=end)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+    base, result = runs
     base_metrics = base.metrics()
     metrics = result.metrics(base_awrt=base_metrics.awrt)
     _print_metrics(metrics)
@@ -466,7 +492,12 @@ def _simulate_strategy(
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{work.name}-{strategy}-jobs.csv".replace("/", "_")
     write_replay_jobs_csv(path, result)
-    console.print(f"jobs: {path}")
+    plot = replay_timeline_plot(
+        path.with_name(path.name.replace("-jobs.csv", ".png")),
+        result,
+        f"{strategy} strategy set, {work.name} (simulated)",
+    )
+    console.print(f"jobs: {path}   plot: {plot}")
     console.print(f"{result.events:,} events")
 
 

@@ -372,6 +372,8 @@ def test_cli_simulate_with_a_strategy(tmp_path: Path) -> None:
     jobs = rows(tmp_path / "o" / "lublin-300-weighted_queue-jobs.csv")
     assert len(jobs) == 300
     assert {j["where"] for j in jobs} == {"site", "cloud"}
+    png = tmp_path / "o" / "lublin-300-weighted_queue.png"
+    assert png.read_bytes()[:4] == b"\x89PNG"
     bad = cli("simulate", "--strategy", "nope", cwd=tmp_path, check=False)
     assert bad.returncode == 2 and "unknown strategy 'nope'" in bad.stderr
 
@@ -384,3 +386,17 @@ def test_the_shipped_policy_comparison_runs(tmp_path: Path) -> None:
     elapsed = {(r["workload"], r["policy"]): num(r["elapsed"]) for r in got}
     # the dedicated pool never waits for more VMs than it has: never slower than bursts
     assert elapsed["workload2", "dedicated"] <= elapsed["workload2", "bursts"]
+
+
+def test_replay_timeline_nets_simultaneous_changes() -> None:
+    # Two 1-processor jobs back to back on a 1-processor site: the busy series must
+    # never show 2 at the instant one ends and the next starts.
+    from elasticsite.sim.figures import replay_series
+    from elasticsite.sim.replay import replay
+
+    result = replay([0.0, 0.0], [1, 1], [10.0, 10.0], [10.0, 10.0], site_procs=1, strategy="base")
+    t, busy = replay_series(result)["site"]
+    assert [x * 3600 for x in t] == [0.0, 10.0, 20.0]
+    assert list(busy) == [1.0, 1.0, 0.0]
+    t, waiting = replay_series(result)["waiting"]
+    assert list(waiting) == [1.0, 0.0]  # one waits 0-10 s (both arrive at 0, one starts)
