@@ -3,6 +3,11 @@
 Wanted workers = queued walltime // (``bursts_factor`` x waste time), at least one
 while the queue is not empty; idle and booting workers count towards it. Idle
 workers are released once the queue is empty.
+
+Long walltimes can make the formula ask for more workers than the queued jobs could
+ever use (150 ten-minute jobs requesting 20 minutes each would want 627 workers
+with EC2's waste time); the wanted number is capped at the workers the queued jobs'
+cores fill, so a burst never boots a worker that has no job to run.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ def wanted(snapshot: SiteSnapshot, settings: PolicySettings, cen: Census | None 
         return 0
     cloud = preferred_cloud(snapshot, settings, counted=cen)
     waste = cloud.waste_time if cloud is not None else 0.0
+    per = cloud.default_vm.cores if cloud is not None else 1
+    usable = -(-snapshot.queued_cores // per)  # workers the queued jobs can fill
     if waste <= 0:
-        return len(snapshot.queued)
-    return max(1, int(snapshot.queued_walltime // (settings.bursts_factor * waste)))
+        return usable
+    return min(usable, max(1, int(snapshot.queued_walltime // (settings.bursts_factor * waste))))
 
 
 @register("bursts")
