@@ -26,6 +26,7 @@ __all__ = [
     "PolicyConfig",
     "SiteConfig",
     "VMTypeConfig",
+    "explain",
     "load_config",
     "parse_config",
 ]
@@ -185,12 +186,18 @@ def _where(loc: tuple[int | str, ...]) -> str:
             out += f"[{part}]"
         else:
             out += ("." if out else "") + str(part)
-    return out or "(top level)"
+    return out
 
 
-def _explain(exc: ValidationError, source: str) -> str:
+def explain(exc: ValidationError, source: str, drop: tuple[str, ...] = ()) -> str:
+    """One line per bad field, ``source: field.path: what is wrong (got value)``.
+
+    ``drop`` removes location parts that name no field (the tag a tagged union adds).
+    Checks that span several fields have no location and name their fields themselves.
+    """
     lines = []
     for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if p not in drop)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown setting (check its spelling and section)"
@@ -200,7 +207,7 @@ def _explain(exc: ValidationError, source: str) -> str:
             and not isinstance(err["input"], dict | list)
         ):
             msg = f"{msg} (got {err['input']!r})"
-        lines.append(f"{source}: {_where(err['loc'])}: {msg}")
+        lines.append(f"{source}: {_where(loc)}: {msg}" if loc else f"{source}: {msg}")
     return "\n".join(lines)
 
 
@@ -209,7 +216,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
     try:
         config = SiteConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_explain(exc, source)) from None
+        raise ConfigError(explain(exc, source)) from None
     from elasticsite import policies
 
     try:

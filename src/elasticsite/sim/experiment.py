@@ -40,6 +40,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from elasticsite.config import explain
 from elasticsite.sim.cloud import CloudModel, Durations
 from elasticsite.sim.lublin import TYPELESS, LublinParams, WalltimeModel, generate
 from elasticsite.sim.metrics import SimMetrics
@@ -285,16 +286,6 @@ class ElasticSpec(_Strict):
 Spec = ReplaySpec | ElasticSpec
 
 
-def _where(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(top level)"
-
-
 def parse_spec(data: dict[str, Any], source: str = "<spec>") -> Spec:
     """Validate parsed TOML; :class:`SpecError` names ``source`` and each bad field."""
     model: type[ReplaySpec] | type[ElasticSpec] = (
@@ -303,18 +294,9 @@ def parse_spec(data: dict[str, Any], source: str = "<spec>") -> Spec:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for e in exc.errors():
-            # union members add their tag ("lublin", "swf") to the location: drop it
-            loc = tuple(p for p in e["loc"] if p not in ("lublin", "swf", "CloudSection"))
-            msg = e["msg"].removeprefix("Value error, ")
-            if e["type"] == "extra_forbidden":
-                msg = "unknown setting (check its spelling and section)"
-            elif e["type"] != "missing" and not isinstance(e.get("input"), dict | list):
-                msg = f"{msg} (got {e.get('input')!r})"
-            # whole-spec checks name their fields at the start of the message
-            lines.append(f"{source}: {_where(loc) + ': ' if loc else ''}{msg}")
-        raise SpecError("\n".join(lines)) from None
+        # union members add their tag ("lublin", "swf") to the location: drop it
+        msg = explain(exc, source, drop=("lublin", "swf", "CloudSection"))
+        raise SpecError(msg) from None
 
 
 def load_spec(path: str | Path) -> Spec:
