@@ -331,3 +331,16 @@ def test_selective_runs_every_job_once_without_over_allocation(
 ) -> None:
     started = simulate(SelectiveBackfill[int](capacity, bound=bound), capacity, jobs)
     assert sorted(started) == list(range(len(jobs)))
+
+
+def test_cancel_gives_back_the_slot_and_compresses() -> None:
+    s = ConservativeBackfill[str](4)
+    s.submit("run", 4, 10.0, 0.0)
+    assert s.start_now(0.0) == ["run"]
+    s.submit("a", 4, 10.0, 0.0)  # reserved at 10
+    s.submit("b", 4, 10.0, 0.0)  # reserved at 20
+    assert s.reservations() == {"a": 10.0, "b": 20.0}
+    s.cancel("a", 1.0)
+    assert s.reservations() == {"b": 10.0} and s.waiting_order() == ["b"]
+    with pytest.raises(ValueError, match="not waiting"):
+        s.cancel("a", 1.0)

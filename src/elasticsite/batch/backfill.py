@@ -218,6 +218,25 @@ class _Backfill(Generic[K]):
             self.profile.compact(now)
             self._compress(now, end)
 
+    def cancel(self, job_id: K, now: float) -> None:
+        """Take a waiting job out (cancelled, or sent elsewhere); its reserved slot is given
+        back and the plan compressed, as when a job ends early."""
+        try:
+            job = self._waiting.pop(job_id)
+        except KeyError:
+            raise ValueError(
+                f"job {job_id!r} is not waiting; only queued jobs can be cancelled"
+            ) from None
+        if job.start != _INF:
+            end = job.start + job.requested
+            self.profile.release(job.start, end, job.procs)
+            self.profile.compact(now)
+            self._compress(now, end)
+
+    def waiting_order(self) -> list[K]:
+        """Waiting jobs in priority order."""
+        return [job_id for job_id, _ in self._ordered()]
+
     def start_now(self, now: float) -> list[K]:
         """Jobs to start at ``now``, in the order they were granted; they count as running."""
         self.profile.compact(now)

@@ -359,18 +359,11 @@ class BackfillPool:
         return started
 
     def remove(self, job_id: int, now: float) -> None:
-        # backfill.py has no removal; this mirrors its early-finish path on its internals.
-        s = self.sched
-        job = s._waiting.pop(job_id)
+        self.sched.cancel(job_id, now)
         self._demand -= self._jobs.pop(job_id)[0]
-        if job.start != _INF:
-            end = job.start + job.requested
-            s.profile.release(job.start, end, job.procs)
-            s.profile.compact(now)
-            s._compress(now, end)
 
     def waiting_ids(self) -> list[int]:
-        return [job_id for job_id, _ in self.sched._ordered()]
+        return self.sched.waiting_order()
 
     def waiting_job(self, job_id: int) -> tuple[int, float, float]:
         return self._jobs[job_id]
