@@ -99,7 +99,21 @@ def _check(job_id: int, procs: int, requested: float, capacity: int) -> None:
         raise ValueError(f"job {job_id} has requested time {requested}; it must be > 0")
 
 
-class EasyPool:
+class _Waiting:
+    """What every pool keeps of its waiting jobs: their shapes and their total demand."""
+
+    _jobs: dict[int, tuple[int, float, float]]  # waiting: procs, requested, submitted
+    _demand: int
+
+    def waiting_job(self, job_id: int) -> tuple[int, float, float]:
+        return self._jobs[job_id]
+
+    @property
+    def demand(self) -> int:
+        return self._demand
+
+
+class EasyPool(_Waiting):
     """FCFS (``backfill=False``) or aggressive EASY backfilling over one pool, event style.
 
     The head job (first in priority order that does not fit) gets the earliest
@@ -266,13 +280,6 @@ class EasyPool:
     def waiting_ids(self) -> list[int]:
         return list(self._queue)
 
-    def waiting_job(self, job_id: int) -> tuple[int, float, float]:
-        return self._jobs[job_id]
-
-    @property
-    def demand(self) -> int:
-        return self._demand
-
     @property
     def n_waiting(self) -> int:
         return len(self._queue)
@@ -326,7 +333,7 @@ class EasyPool:
                 pool.finish(ends[0][1], t)
 
 
-class BackfillPool:
+class BackfillPool(_Waiting):
     """Conservative or selective backfilling (:mod:`elasticsite.batch.backfill`) as a pool.
 
     Removing a waiting job releases its reservation and compresses the others,
@@ -364,13 +371,6 @@ class BackfillPool:
 
     def waiting_ids(self) -> list[int]:
         return self.sched.waiting_order()
-
-    def waiting_job(self, job_id: int) -> tuple[int, float, float]:
-        return self._jobs[job_id]
-
-    @property
-    def demand(self) -> int:
-        return self._demand
 
     @property
     def n_waiting(self) -> int:
