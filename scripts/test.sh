@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh ".[dev]"
+bash scripts/test-deps.sh
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/ruff format --check src tests benchmarks
 .venv/bin/mypy
