@@ -1,0 +1,287 @@
+"""The shared contract every :class:`~elasticsite.batch.base.BatchSystem` adapter passes.
+
+A concrete test class inherits :class:`BatchContract` and provides:
+
+- a ``batch`` fixture: a fresh adapter in which a submitted job stays queued until the
+  test brings a node up (no node accepts jobs yet);
+- :meth:`BatchContract.bring_up`: make a declared node report in, as a booted worker
+  would. A system that cannot do that here leaves it alone: the tests that need a live
+  node are then skipped, with the reason;
+- optionally :attr:`BatchContract.settle_timeout`: seconds to wait for an asynchronous
+  system (a real scheduler) to reach the expected state; fakes and the embedded system
+  act synchronously and keep the default 0 (a single look);
+- optionally :meth:`BatchContract.node_name` and :meth:`BatchContract.request`, when a
+  system needs particular node names or job scripts.
+
+Every rule here is something :mod:`elasticsite.batch.base` promises in a docstring; the
+tests use only the contract's methods, never the adapter's extras.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import pytest
+
+from elasticsite.batch.base import (
+    BatchError,
+    BatchSystem,
+    BatchView,
+    JobRequest,
+    Node,
+    NodeState,
+    UnknownJob,
+    UnknownNode,
+)
+from elasticsite.model import Job, JobState
+
+__all__ = ["BatchContract"]
+
+UNKNOWN_JOB = "987654"
+"""A job id no fresh system knows (numeric, so every adapter's id syntax accepts it)."""
+
+
+class BatchContract:
+    """Tests inherited by ``TestXxxContract`` classes; see the module docstring."""
+
+    settle_timeout: ClassVar[float] = 0.0
+    """Seconds a state change may take to show in ``snapshot()``."""
+    settle_poll: ClassVar[float] = 0.5
+
+    # -- hooks ---------------------------------------------------------------------------
+
+    def bring_up(self, batch: Any, name: str, cores: int) -> None:
+        """Make the declared node ``name`` report in and accept jobs."""
+        pytest.skip(f"{type(batch).__name__}: no node can be brought up in this test setup")
+
+    def node_name(self, index: int) -> str:
+        """The name of the ``index``-th node a test declares."""
+        return f"es-contract-{index}"
+
+    def request(self, cores: int = 1, walltime: float = 600.0, priority: int = 0) -> JobRequest:
+        """A job request; walltimes are whole minutes so every system keeps them exactly."""
+        return JobRequest(
+            command=["sleep", "3600"], cores=cores, walltime=walltime, priority=priority
+        )
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def settle(self, batch: BatchSystem, check: Callable[[BatchView], bool]) -> BatchView:
+        """The first snapshot for which ``check`` holds, or the last one after the timeout."""
+        deadline = time.monotonic() + self.settle_timeout
+        while True:
+            view = batch.snapshot()
+            if check(view) or time.monotonic() >= deadline:
+                return view
+            time.sleep(self.settle_poll)
+
+    @staticmethod
+    def queued_ids(view: BatchView) -> list[str]:
+        return [j.id for j in view.queued]
+
+    @staticmethod
+    def node(view: BatchView, name: str) -> Node | None:
+        found = [n for n in view.nodes if n.name == name]
+        assert len(found) <= 1, f"node {name} listed {len(found)} times"
+        return found[0] if found else None
+
+    @staticmethod
+    def job(jobs: list[Job], job_id: str) -> Job | None:
+        return next((j for j in jobs if j.id == job_id), None)
+
+    def queue(self, batch: BatchSystem, priorities: list[int]) -> list[str]:
+        ids = [batch.submit(self.request(priority=p)) for p in priorities]
+        self.settle(batch, lambda v: set(ids) <= set(self.queued_ids(v)))
+        return ids
+
+    def live_node(self, batch: BatchSystem, cores: int = 2) -> str:
+        """A declared node that reported in and is IDLE."""
+        name = self.node_name(1)
+        batch.add_node(name, cores)
+        self.bring_up(batch, name, cores)
+        view = self.settle(batch, lambda v: self._state(v, name) is NodeState.IDLE)
+        assert self._state(view, name) is NodeState.IDLE
+        return name
+
+    def _state(self, view: BatchView, name: str) -> NodeState | None:
+        node = self.node(view, name)
+        return None if node is None else node.state
+
+    def running_job(self, batch: BatchSystem) -> tuple[str, str]:
+        """A job running on a live node: ``(job_id, node)``."""
+        name = self.live_node(batch, cores=1)
+        job_id = batch.submit(self.request(cores=1))
+        view = self.settle(batch, lambda v: self.job(v.running, job_id) is not None)
+        job = self.job(view.running, job_id)
+        assert job is not None, f"job {job_id} never started on {name}"
+        return job_id, name
+
+    # -- what any adapter promises -------------------------------------------------------
+
+    def test_is_a_batch_system(self, batch: BatchSystem) -> None:
+        assert isinstance(batch, BatchSystem)
+
+    def test_a_fresh_system_is_empty_of_our_work(self, batch: BatchSystem) -> None:
+        view = batch.snapshot()
+        assert view.queued == [] and view.running == []
+        assert isinstance(view.taken_at, float)
+
+    def test_submit_queues_the_job_with_its_shape(self, batch: BatchSystem) -> None:
+        job_id = batch.submit(self.request(cores=2, walltime=1200.0))
+        assert isinstance(job_id, str) and job_id
+        view = self.settle(batch, lambda v: self.job(v.queued, job_id) is not None)
+        job = self.job(view.queued, job_id)
+        assert job is not None, f"submitted job {job_id} not in the queue: {view.queued}"
+        assert job.state is JobState.QUEUED
+        assert job.cores == 2
+        assert job.walltime == pytest.approx(1200.0)
+        assert job.submitted_at > 0
+        assert view.running == []
+
+    def test_submit_returns_distinct_ids(self, batch: BatchSystem) -> None:
+        ids = self.queue(batch, [0, 0, 0])
+        assert len(set(ids)) == 3
+
+    def test_queue_order_follows_priority_then_submission(self, batch: BatchSystem) -> None:
+        ids = self.queue(batch, [0, 5, 0, 5])
+        expected = [ids[1], ids[3], ids[0], ids[2]]
+        view = self.settle(batch, lambda v: self.queued_ids(v) == expected)
+        assert self.queued_ids(view) == expected
+
+    def test_set_priority_reorders_the_queue(self, batch: BatchSystem) -> None:
+        ids = self.queue(batch, [0, 0, 0])
+        batch.set_priority(ids[2], 10)
+        expected = [ids[2], ids[0], ids[1]]
+        view = self.settle(batch, lambda v: self.queued_ids(v) == expected)
+        assert self.queued_ids(view) == expected
+        job = self.job(view.queued, ids[2])
+        assert job is not None and job.priority > (self.job(view.queued, ids[0]) or job).priority
+        batch.set_priority(ids[2], 0)  # and back: submission order again
+        view = self.settle(batch, lambda v: self.queued_ids(v) == ids)
+        assert self.queued_ids(view) == ids
+
+    def test_move_to_front_beats_every_priority_and_the_latest_wins(
+        self, batch: BatchSystem
+    ) -> None:
+        ids = self.queue(batch, [0, 7, 0])
+        batch.move_to_front(ids[2])
+        view = self.settle(batch, lambda v: self.queued_ids(v)[:1] == [ids[2]])
+        assert self.queued_ids(view)[0] == ids[2]
+        batch.move_to_front(ids[0])
+        view = self.settle(batch, lambda v: self.queued_ids(v)[:2] == [ids[0], ids[2]])
+        assert self.queued_ids(view)[:2] == [ids[0], ids[2]]
+        assert set(self.queued_ids(view)) == set(ids)
+
+    def test_unknown_jobs_raise_unknown_job(self, batch: BatchSystem) -> None:
+        for call in (
+            lambda: batch.set_priority(UNKNOWN_JOB, 1),
+            lambda: batch.move_to_front(UNKNOWN_JOB),
+            lambda: batch.preempt(UNKNOWN_JOB),
+        ):
+            with pytest.raises(UnknownJob, match=UNKNOWN_JOB):
+                call()
+
+    def test_unknown_nodes_raise_unknown_node(self, batch: BatchSystem) -> None:
+        name = self.node_name(99)
+        with pytest.raises(UnknownNode, match=name):
+            batch.drain(name, "contract")
+        with pytest.raises(UnknownNode, match=name):
+            batch.undrain(name)
+
+    def test_bad_requests_raise_batch_errors(self, batch: BatchSystem) -> None:
+        for bad in (
+            JobRequest(command=[], cores=1, walltime=600.0),
+            JobRequest(command=["true"], cores=0, walltime=600.0),
+            JobRequest(command=["true"], cores=1, walltime=0.0),
+        ):
+            with pytest.raises(BatchError):
+                batch.submit(bad)
+        with pytest.raises(BatchError):
+            batch.add_node(self.node_name(1), 0)
+        assert batch.snapshot().queued == []
+
+    def test_add_node_lists_it_down_until_it_reports(self, batch: BatchSystem) -> None:
+        name = self.node_name(1)
+        batch.add_node(name, 4)
+        batch.add_node(name, 4)  # idempotent
+        view = self.settle(batch, lambda v: self.node(v, name) is not None)
+        node = self.node(view, name)
+        assert node is not None, f"declared node {name} not listed"
+        assert node.state is NodeState.DOWN
+        assert node.cores == 4
+        assert node.running_jobs == 0
+
+    def test_remove_node_forgets_it_and_is_idempotent(self, batch: BatchSystem) -> None:
+        name = self.node_name(1)
+        batch.add_node(name, 2)
+        self.settle(batch, lambda v: self.node(v, name) is not None)
+        batch.remove_node(name)
+        view = self.settle(batch, lambda v: self.node(v, name) is None)
+        assert self.node(view, name) is None
+        batch.remove_node(name)  # a removed node: no-op
+        batch.remove_node(self.node_name(98))  # never known: no-op too
+
+    def test_a_queued_job_waits_while_no_node_reports(self, batch: BatchSystem) -> None:
+        name = self.node_name(1)
+        batch.add_node(name, 4)
+        job_id = batch.submit(self.request(cores=1))
+        view = self.settle(batch, lambda v: self.job(v.queued, job_id) is not None)
+        assert self.job(view.queued, job_id) is not None
+        assert view.running == []
+
+    # -- with a live node ----------------------------------------------------------------
+
+    def test_a_reporting_node_is_idle_then_busy(self, batch: BatchSystem) -> None:
+        name = self.live_node(batch, cores=2)
+        job_id = batch.submit(self.request(cores=1))
+        view = self.settle(batch, lambda v: self.job(v.running, job_id) is not None)
+        job = self.job(view.running, job_id)
+        assert job is not None and job.state is JobState.RUNNING
+        assert job.node == name and job.cores == 1
+        node = self.node(view, name)
+        assert node is not None and node.state is NodeState.BUSY
+        assert node.running_jobs == 1 and node.free_cores == 1
+
+    def test_drain_and_undrain_are_idempotent(self, batch: BatchSystem) -> None:
+        name = self.live_node(batch)
+        batch.drain(name, "contract drain")
+        batch.drain(name, "contract drain")
+        view = self.settle(batch, lambda v: self._state(v, name) is NodeState.DRAINED)
+        assert self._state(view, name) is NodeState.DRAINED
+        job_id = batch.submit(self.request(cores=1))
+        view = self.settle(batch, lambda v: self.job(v.queued, job_id) is not None)
+        assert self.job(view.queued, job_id) is not None, "a drained node took a job"
+        batch.undrain(name)
+        batch.undrain(name)
+        view = self.settle(batch, lambda v: self.job(v.running, job_id) is not None)
+        assert self.job(view.running, job_id) is not None, "the undrained node took no job"
+        assert self._state(view, name) is NodeState.BUSY
+
+    def test_drain_lets_running_jobs_go_on(self, batch: BatchSystem) -> None:
+        job_id, name = self.running_job(batch)
+        batch.drain(name, "contract drain")
+        view = self.settle(batch, lambda v: self._state(v, name) is NodeState.DRAINING)
+        assert self._state(view, name) is NodeState.DRAINING
+        assert self.job(view.running, job_id) is not None
+
+    def test_preempt_puts_a_running_job_back_in_the_queue(self, batch: BatchSystem) -> None:
+        job_id, name = self.running_job(batch)
+        batch.drain(name, "contract: keep the preempted job queued")
+        batch.preempt(job_id)
+        view = self.settle(batch, lambda v: self.job(v.queued, job_id) is not None)
+        assert self.job(view.queued, job_id) is not None
+        assert self.job(view.running, job_id) is None
+        assert self._state(view, name) is NodeState.DRAINED
+
+    def test_remove_node_requeues_its_jobs(self, batch: BatchSystem) -> None:
+        job_id, name = self.running_job(batch)
+        batch.remove_node(name)
+        view = self.settle(
+            batch,
+            lambda v: self.node(v, name) is None and self.job(v.queued, job_id) is not None,
+        )
+        assert self.node(view, name) is None
+        assert self.job(view.queued, job_id) is not None
+        batch.remove_node(name)
