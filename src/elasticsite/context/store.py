@@ -1,0 +1,349 @@
+"""The broker's state: SQLite (WAL) on disk, and an in-memory copy that answers reads.
+
+Every change is committed to SQLite before memory is updated and before the broker
+answers, so a restart loses nothing a client was told. Reads never touch the
+database: each context keeps its recent entries as pre-serialised JSON, its members,
+and the digests of its credentials in memory, because thousands of agents long-poll
+the same few contexts and each answer must cost next to nothing.
+
+Secrets are stored only as SHA-256 digests. History is bounded: each context keeps
+its last ``history`` entries; a caller further behind gets a snapshot of the current
+members instead (see :meth:`ContextState.updates_body`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elasticsite.context.models import NodeIn
+
+__all__ = ["ContextState", "Member", "Store", "digest", "new_secret"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS contexts (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    key_digest BLOB NOT NULL,
+    secret_digest BLOB NOT NULL,
+    last_id INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    context_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    secret_digest BLOB NOT NULL,
+    info TEXT NOT NULL,
+    join_entry INTEGER NOT NULL,
+    left_entry INTEGER,
+    PRIMARY KEY (context_id, id)
+);
+CREATE TABLE IF NOT EXISTS entries (
+    context_id TEXT NOT NULL,
+    id INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (context_id, id)
+) WITHOUT ROWID;
+"""
+
+_RESPONSE_CACHE = 64
+"""Distinct ``since`` answers kept per context between two changes."""
+
+
+def new_secret() -> str:
+    """192 random bits, URL-safe: keys, secrets and tokens."""
+    return secrets.token_urlsafe(24)
+
+
+def digest(value: str) -> bytes:
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
+
+
+def _dumps(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(slots=True)
+class Member:
+    """A current member: its record as JSON, and its pre-serialised join entry."""
+
+    node_id: str
+    secret_digest: bytes
+    info: dict[str, object]
+    info_json: bytes
+    join_entry: int
+    join_json: bytes
+
+    @property
+    def hostname(self) -> str:
+        return str(self.info["hostname"])
+
+    @property
+    def short_hostname(self) -> str:
+        return str(self.info["short_hostname"])
+
+
+@dataclass(slots=True)
+class ContextState:
+    """One context in memory; ``entries[i]`` is the JSON of entry ``first_id + i``."""
+
+    id: str
+    name: str
+    created_at: float
+    key_digest: bytes
+    secret_digest: bytes
+    last_id: int = 0
+    first_id: int = 1
+    entries: list[bytes] = field(default_factory=list)
+    members: dict[str, Member] = field(default_factory=dict)
+    departed: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    cache: dict[int, bytes] = field(default_factory=dict)
+
+    def check_context(self, key: str, secret: str) -> bool:
+        """Whether ``key``/``secret`` are this context's (constant time)."""
+        ok_key = hmac.compare_digest(digest(key), self.key_digest)
+        ok_secret = hmac.compare_digest(digest(secret), self.secret_digest)
+        return ok_key & ok_secret
+
+    def check_node(self, node_id: str, secret: str) -> bool:
+        """Whether ``node_id``/``secret`` are a current member's credential."""
+        member = self.members.get(node_id)
+        if member is None:
+            return False
+        return hmac.compare_digest(digest(secret), member.secret_digest)
+
+    def check_departed(self, node_id: str, secret: str) -> bool:
+        """Whether the credential belongs to a node that has left (kept as long as its
+        leave entry is in the history, so a retried leave learns it already happened)."""
+        held = self.departed.get(node_id)
+        return held is not None and hmac.compare_digest(digest(secret), held[0])
+
+    def updates_body(self, since: int) -> bytes:
+        """The JSON answer for a caller that applied everything up to ``since``.
+
+        ``since`` must not exceed ``last_id``. Answers are cached until the next change,
+        since thousands of agents ask the same question at the same moment.
+        """
+        snapshot = since == 0 or since < self.first_id - 1
+        key = -1 if snapshot else since
+        body = self.cache.get(key)
+        if body is not None:
+            return body
+        if snapshot:
+            parts = [m.join_json for m in self.members.values()]
+        else:
+            parts = self.entries[since - self.first_id + 1 :]
+        body = b'{"last_id":%d,"snapshot":%s,"entries":[%s]}' % (
+            self.last_id,
+            b"true" if snapshot else b"false",
+            b",".join(parts),
+        )
+        if len(self.cache) >= _RESPONSE_CACHE:
+            self.cache.clear()
+        self.cache[key] = body
+        return body
+
+    def members_body(self) -> bytes:
+        body = self.cache.get(-2)
+        if body is None:
+            body = b'{"last_id":%d,"members":[%s]}' % (
+                self.last_id,
+                b",".join(m.info_json for m in self.members.values()),
+            )
+            self.cache[-2] = body
+        return body
+
+
+class Store:
+    """Contexts, nodes and entries, durable in SQLite and served from memory.
+
+    Not thread-safe: the broker calls it from its event loop only.
+    """
+
+    def __init__(self, path: Path, *, history: int = 10_000) -> None:
+        if history < 1:
+            raise ValueError(f"history must keep at least 1 entry, not {history}")
+        self.history = history
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+        self.contexts: dict[str, ContextState] = {}
+        self._load()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _load(self) -> None:
+        db = self._db
+        for cid, name, created, kd, sd, last in db.execute(
+            "SELECT id, name, created_at, key_digest, secret_digest, last_id FROM contexts"
+        ):
+            self.contexts[cid] = ContextState(cid, name, created, kd, sd, last, last + 1)
+        for cid, nid, sd, info, join_entry, left_entry in db.execute(
+            "SELECT context_id, id, secret_digest, info, join_entry, left_entry FROM nodes "
+            "ORDER BY context_id, coalesce(left_entry, join_entry)"
+        ):
+            ctx = self.contexts.get(cid)
+            if ctx is None:
+                continue
+            if left_entry is not None:
+                ctx.departed[nid] = (sd, left_entry)
+                continue
+            ctx.members[nid] = self._member(nid, sd, json.loads(info), join_entry)
+        for cid, eid, body in db.execute(
+            "SELECT context_id, id, body FROM entries ORDER BY context_id, id"
+        ):
+            ctx = self.contexts.get(cid)
+            if ctx is None:
+                continue
+            if not ctx.entries:
+                ctx.first_id = eid
+            ctx.entries.append(body.encode())
+        for ctx in self.contexts.values():
+            ctx.members = dict(sorted(ctx.members.items(), key=lambda kv: kv[1].join_entry))
+
+    @staticmethod
+    def _member(node_id: str, sd: bytes, info: dict[str, object], join_entry: int) -> Member:
+        info_json = _dumps(info)
+        join_json = b'{"id":%d,"op":"join","node":%s}' % (join_entry, info_json)
+        return Member(node_id, sd, info, info_json, join_entry, join_json)
+
+    # --- contexts -------------------------------------------------------------------
+
+    def create_context(self, name: str) -> tuple[ContextState, str, str]:
+        """A new context and its key and secret (returned once, stored as digests)."""
+        cid = secrets.token_hex(8)
+        while cid in self.contexts:
+            cid = secrets.token_hex(8)
+        key, secret = new_secret(), new_secret()
+        ctx = ContextState(cid, name, time.time(), digest(key), digest(secret))
+        with self._db:
+            self._db.execute(
+                "INSERT INTO contexts (id, name, created_at, key_digest, secret_digest) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (cid, name, ctx.created_at, ctx.key_digest, ctx.secret_digest),
+            )
+        self.contexts[cid] = ctx
+        return ctx, key, secret
+
+    def delete_context(self, cid: str) -> bool:
+        if cid not in self.contexts:
+            return False
+        with self._db:
+            for table, column in (("entries", "context_id"), ("nodes", "context_id")):
+                self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (cid,))
+            self._db.execute("DELETE FROM contexts WHERE id = ?", (cid,))
+        del self.contexts[cid]
+        return True
+
+    # --- membership changes -----------------------------------------------------------
+
+    def join(self, ctx: ContextState, node: NodeIn) -> tuple[str, str, int]:
+        """Record a join; a current member with the same hostname leaves first.
+
+        Returns the new node's id, its secret, and the id of its join entry.
+        """
+        node_id = secrets.token_hex(8)
+        while node_id in ctx.members or node_id in ctx.departed:
+            node_id = secrets.token_hex(8)
+        secret = new_secret()
+        gone = [m for m in ctx.members.values() if m.hostname == node.hostname]
+        entry_id = self._change(ctx, gone, (node_id, digest(secret), node))
+        return node_id, secret, entry_id
+
+    def update(self, ctx: ContextState, node_id: str, node: NodeIn) -> int:
+        """Record ``leave`` of a member's old record and ``join`` of its new one."""
+        member = ctx.members[node_id]
+        gone = [member] + [
+            m for m in ctx.members.values() if m.hostname == node.hostname and m is not member
+        ]
+        return self._change(ctx, gone, (node_id, member.secret_digest, node))
+
+    def leave(self, ctx: ContextState, members: Iterable[Member]) -> int:
+        """Record a ``leave`` for each member given; returns the last entry's id."""
+        return self._change(ctx, list(members), None)
+
+    def _change(
+        self,
+        ctx: ContextState,
+        gone: list[Member],
+        joining: tuple[str, bytes, NodeIn] | None,
+    ) -> int:
+        entry_id = ctx.last_id
+        new_entries: list[tuple[int, bytes]] = []
+        left: list[tuple[Member, int]] = []
+        for member in gone:
+            entry_id += 1
+            left.append((member, entry_id))
+            new_entries.append(
+                (entry_id, b'{"id":%d,"op":"leave","node":%s}' % (entry_id, member.info_json))
+            )
+        new_member: Member | None = None
+        if joining is not None:
+            node_id, sd, node = joining
+            entry_id += 1
+            info: dict[str, object] = {"node_id": node_id, **node.model_dump()}
+            info["joined_at"] = time.time()
+            new_member = self._member(node_id, sd, info, entry_id)
+            new_entries.append((entry_id, new_member.join_json))
+        cutoff = entry_id - self.history  # entries up to here fall out of the history
+        db = self._db
+        with db:
+            db.execute("UPDATE contexts SET last_id = ? WHERE id = ?", (entry_id, ctx.id))
+            db.executemany(
+                "INSERT INTO entries (context_id, id, body) VALUES (?, ?, ?)",
+                [(ctx.id, eid, body.decode()) for eid, body in new_entries],
+            )
+            db.executemany(
+                "UPDATE nodes SET left_entry = ? WHERE context_id = ? AND id = ?",
+                [(eid, ctx.id, m.node_id) for m, eid in left],
+            )
+            if new_member is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO nodes "
+                    "(context_id, id, secret_digest, info, join_entry, left_entry) "
+                    "VALUES (?, ?, ?, ?, ?, NULL)",
+                    (
+                        ctx.id,
+                        new_member.node_id,
+                        new_member.secret_digest,
+                        new_member.info_json.decode(),
+                        entry_id,
+                    ),
+                )
+            if cutoff >= ctx.first_id:
+                db.execute("DELETE FROM entries WHERE context_id = ? AND id <= ?", (ctx.id, cutoff))
+                db.execute(
+                    "DELETE FROM nodes WHERE context_id = ? AND left_entry <= ?",
+                    (ctx.id, cutoff),
+                )
+        # Committed: now the in-memory view follows.
+        for member, eid in left:
+            del ctx.members[member.node_id]
+            if new_member is None or member.node_id != new_member.node_id:
+                ctx.departed[member.node_id] = (member.secret_digest, eid)
+        if new_member is not None:
+            ctx.members[new_member.node_id] = new_member
+        if not ctx.entries:
+            ctx.first_id = ctx.last_id + 1
+        ctx.entries.extend(body for _, body in new_entries)
+        ctx.last_id = entry_id
+        if cutoff >= ctx.first_id:
+            del ctx.entries[: cutoff - ctx.first_id + 1]
+            ctx.first_id = cutoff + 1
+            while ctx.departed:
+                oldest = next(iter(ctx.departed))
+                if ctx.departed[oldest][1] > cutoff:
+                    break
+                del ctx.departed[oldest]
+        ctx.cache.clear()
+        return entry_id
