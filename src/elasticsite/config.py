@@ -109,11 +109,51 @@ class PolicyConfig(_Strict):
 
 
 class BatchConfig(_Strict):
-    """The batch system; ``local`` is the embedded one."""
+    """The batch system; ``local`` is the embedded one.
 
-    type: Literal["local"] = "local"
+    ``path`` and ``scheduler`` concern the embedded system only; the real adapters
+    read their own ``options`` table (see ``docs/slurm.md`` and ``docs/pbs-htcondor.md``).
+    ``mode`` says who decides when cloud nodes come and go: ``external`` (the manager's
+    policy, the papers' design) or ``power_save`` (Slurm's power saving calls
+    ``elasticsite slurm resume|suspend``; Slurm only).
+    """
+
+    type: Literal["local", "slurm", "pbs", "htcondor"] = "local"
     path: str = "batch.db"
     scheduler: Literal["fcfs", "easy"] = "easy"
+    mode: Literal["external", "power_save"] = "external"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _mode(self) -> BatchConfig:
+        if self.mode == "power_save" and self.type != "slurm":
+            raise ValueError(f"mode 'power_save' needs type 'slurm' (type is {self.type!r})")
+        if self.type == "local" and self.options:
+            raise ValueError("options: the embedded batch system takes none (use path, scheduler)")
+        return self
+
+
+class ContextConfig(_Strict):
+    """The recontextualization broker the site's workers join (see ``docs/recontext.md``).
+
+    The manager creates one context for the site at its first start (or reuses the one
+    it created before), hands its coordinates to every worker in the user data, and
+    removes workers it terminates.
+    """
+
+    broker: str = Field(description="base URL, e.g. https://head:8443")
+    token_file: str | None = Field(
+        None, description="file holding the broker's admin token; default $ELASTICSITE_BROKER_TOKEN"
+    )
+    ca: str | None = Field(None, description="PEM file the broker's certificate is checked against")
+    name: str | None = Field(None, description="context name; default: the site id")
+
+    @field_validator("broker")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+/?$", v):
+            raise ValueError("must be a base URL like https://host:8443")
+        return v.rstrip("/")
 
 
 class ManagerConfig(_Strict):
@@ -146,6 +186,7 @@ class SiteConfig(_Strict):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     batch: BatchConfig = Field(default_factory=BatchConfig)
     clouds: list[CloudConfig] = Field(min_length=1)
+    context: ContextConfig | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> SiteConfig:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import random
@@ -31,6 +32,8 @@ from elasticsite.batch.base import BatchError
 from elasticsite.batch.local import Assignment, LocalBatch
 from elasticsite.clouds.base import CloudError
 from elasticsite.clouds.local import set_instance_state
+from elasticsite.clouds.local_agent import LocalAgent
+from elasticsite.clouds.local_slurmd import SlurmdError, SlurmdNode
 
 log = logging.getLogger("elasticsite.worker")
 
@@ -104,6 +107,18 @@ class Worker:
         self.batch: LocalBatch | None = None
         self._mask: set[int | signal.Signals] = set()
         self._preexec: Callable[[], None] | None = None
+        self.userdata_path = Path(os.environ.get("ELASTICSITE_USERDATA", ""))
+        self.userdata = _read_userdata(self.userdata_path)
+        self.agent: LocalAgent | None = None
+        if LocalAgent.wanted(self.userdata):
+            state_dir = self.jobs_dir.parent
+            self.agent = LocalAgent(
+                self.userdata_path,
+                self.userdata,
+                self.userdata.get("node", self.name),
+                state_dir / "agents" / self.name,
+                state_dir / "logs" / f"{self.name}.agent.log",
+            )
 
     # -- signals and sleeping ----------------------------------------------------------
 
@@ -159,6 +174,13 @@ class Worker:
                 if not self.cloud_db.exists():
                     return 1
             return self.shutdown(joined=False)
+        if self.agent is not None:
+            try:
+                self.agent.start()
+            except OSError as exc:
+                log.error("%s: cannot start the agent: %s", self.name, exc)
+        if self.userdata.get("batch") == "slurm":
+            return self._serve_slurm()
         if not self._join():
             return self.shutdown(joined=False)
         while True:
@@ -169,6 +191,31 @@ class Worker:
             self.tick()
             if self.wait(self.poll * self.rng.uniform(0.75, 1.25)):
                 return self.shutdown(joined=True)
+
+    def _serve_slurm(self) -> int:
+        """Be a node of a real Slurm: run its slurmd until told to stop."""
+        ud = self.userdata
+        node = SlurmdNode(
+            node=ud.get("node", self.name),
+            cores=self.cores,
+            mode=ud.get("slurm_node_mode", "dynamic"),
+            feature=ud.get("slurm_feature", "elastic"),
+            slurmd=ud.get("slurmd", "/usr/sbin/slurmd"),
+            controller=ud.get("slurm_controller", "localhost"),
+            log_path=self.jobs_dir.parent / "logs" / f"{self.name}.slurmd.log",
+        )
+        try:
+            node.start()
+        except SlurmdError as exc:
+            # As a VM whose node daemon fails: it runs on, never joins, and is replaced.
+            log.error("%s: %s", self.name, exc)
+        reported = False
+        while not self.wait(1.0):
+            if node.proc is not None and not node.alive() and not reported:
+                log.error("%s: slurmd exited with code %s", self.name, node.proc.returncode)
+                reported = True
+        node.stop()
+        return self.shutdown(joined=False)
 
     def _join(self) -> bool:
         """Register with the batch system, retrying while it is busy; False if told to stop."""
@@ -281,6 +328,8 @@ class Worker:
     def shutdown(self, joined: bool) -> int:
         """Kill jobs, leave the batch system, take ``shutdown_delay``, report terminated."""
         log.info("%s: shutting down", self.name)
+        if self.agent is not None:
+            self.agent.stop()
         if joined and self.batch is not None:
             self._reap(time.monotonic())
             self._kill_all()
@@ -297,6 +346,18 @@ class Worker:
             log.error("%s: cannot record termination: %s", self.name, exc)
         log.info("%s: terminated", self.name)
         return 0
+
+
+def _read_userdata(path: Path) -> dict[str, str]:
+    """The instance's user data (a JSON object of strings); empty if there is none."""
+    if not path.name:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        log.error("cannot read user data %s: %s", path, exc)
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
