@@ -1,0 +1,721 @@
+"""Slurm, driven through its own commands and their machine-readable output.
+
+One snapshot is two commands: ``squeue --json`` (every job the controller holds) and
+``sinfo --json`` (every node, with its state flags), or ``scontrol show nodes --json``
+on Slurm 23.02 and later, where ``sinfo --json`` reports partitions instead of nodes.
+The JSON is read with plain dict access and no schema: its layout changed between
+releases (22.05's plain numbers became ``{"set", "infinite", "number"}`` objects in
+23.02, ``job_state`` a list, ``job_resources`` a tree in 24.05), and a monitoring
+loop must keep working on whatever version a site runs.
+
+Nodes the manager adds are Slurm *dynamic nodes* (``scontrol create node ...
+state=cloud``) carrying a feature (``elastic`` by default) that a ``Nodeset`` of
+slurm.conf puts in a partition; the cloud worker then runs ``slurmd -Z`` and
+registers under that name. Every native node state, with its flags, is translated
+by :func:`node_state` (the table is in its docstring and in docs/slurm.md).
+
+Errors: every failure is a :class:`BatchError`; a job or node Slurm does not know
+is :class:`UnknownJob` / :class:`UnknownNode`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import shlex
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from elasticsite.batch.base import (
+    BatchError,
+    BatchView,
+    JobRequest,
+    Node,
+    NodeState,
+    UnknownJob,
+    UnknownNode,
+)
+from elasticsite.batch.command import CommandError, Runner, run
+from elasticsite.model import Job, JobState
+
+__all__ = [
+    "SlurmBatch",
+    "SlurmJobInfo",
+    "expand_hostlist",
+    "jobs_per_node",
+    "node_state",
+    "parse_nodes",
+    "parse_squeue",
+]
+
+log = logging.getLogger(__name__)
+
+# ---- the node state table --------------------------------------------------------
+
+_BASE: dict[str, NodeState] = {
+    "IDLE": NodeState.IDLE,
+    "ALLOCATED": NodeState.BUSY,
+    "MIXED": NodeState.BUSY,
+    "COMPLETING": NodeState.BUSY,
+    "DOWN": NodeState.DOWN,
+    "FUTURE": NodeState.DOWN,
+    "UNKNOWN": NodeState.DOWN,
+    "ERROR": NodeState.DOWN,
+}
+"""Slurm's base node state (the first word of ``sinfo``'s state) -> ours."""
+
+_NOT_THERE = frozenset(
+    {
+        "NOT_RESPONDING",
+        "POWERED_DOWN",
+        "POWERING_UP",
+        "POWERING_DOWN",
+        "POWER_DOWN",
+        "INVALID_REG",
+        "REBOOT_ISSUED",
+        "DYNAMIC_FUTURE",
+    }
+)
+"""Flags saying the node's slurmd is not (or no longer) reporting: the node is DOWN."""
+
+_NO_NEW_JOBS = frozenset({"DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING"})
+"""Flags (or compact states) saying the node takes no new job."""
+
+_HARMLESS = frozenset(
+    {
+        "CLOUD",
+        "DYNAMIC_NORM",
+        "COMPLETING",
+        "RESERVED",
+        "MAINTENANCE",
+        "MAINT",
+        "PLANNED",
+        "REBOOT_REQUESTED",
+        "POWER_UP",
+        "POWER_DRAIN",
+        "RESUME",
+        "UNDRAIN",
+        "BLOCKED",
+        "EXTERNAL",
+    }
+)
+"""Flags that do not change what the manager may do with the node (see node_state)."""
+
+_warned: set[str] = set()
+
+
+def _warn_once(kind: str, value: str) -> None:
+    key = f"{kind}:{value}"
+    if key not in _warned:
+        _warned.add(key)
+        log.warning("slurm: unknown %s %r, treated as %s", kind, value, "UNKNOWN/ignored")
+
+
+def node_state(tokens: Sequence[str], alloc_cpus: int = 0) -> NodeState:
+    """Translate Slurm's node state and flags, in this order of precedence:
+
+    ====================================================  ==========================
+    Slurm (base state + flags)                            NodeState
+    ====================================================  ==========================
+    any base + ``DRAIN``/``FAIL``, cores allocated or     DRAINING
+    base ALLOCATED/MIXED/COMPLETING
+    any base + ``DRAIN``/``FAIL``, nothing allocated      DRAINED
+    ``DOWN``, ``FUTURE``, ``UNKNOWN`` (not registered)    DOWN
+    any base + ``NOT_RESPONDING``, ``POWERED_DOWN``,      DOWN
+    ``POWERING_UP``, ``POWERING_DOWN``, ``POWER_DOWN``,
+    ``INVALID_REG``, ``REBOOT_ISSUED``, ``DYNAMIC_FUTURE``
+    ``IDLE``                                              IDLE
+    ``ALLOCATED``, ``MIXED``, ``COMPLETING``              BUSY
+    flags ``CLOUD``, ``DYNAMIC_NORM``, ``RESERVED``,      (no effect)
+    ``MAINTENANCE``, ``PLANNED``, ``REBOOT_REQUESTED``,
+    ``POWER_UP``, ``COMPLETING`` ...
+    a base state not listed here                          UNKNOWN (warned once)
+    ====================================================  ==========================
+
+    A drained node that is also powered down is DRAINED, not DOWN: it runs nothing
+    and takes nothing, which is what the manager needs to know to remove it. An
+    unknown flag is ignored with a warning (once per flag).
+    """
+    words = [t.upper() for t in tokens if t]
+    if not words:
+        _warn_once("node state", "")
+        return NodeState.UNKNOWN
+    base, flags = words[0], set(words[1:])
+    if base in ("DRAINED", "DRAINING"):  # compact forms: the drain is the base word
+        flags.add(base)
+        base = "ALLOCATED" if base == "DRAINING" else "IDLE"
+    for flag in flags - _NOT_THERE - _NO_NEW_JOBS - _HARMLESS:
+        _warn_once("node flag", flag)
+    mapped = _BASE.get(base)
+    if mapped is None:
+        _warn_once("node state", base)
+        return NodeState.UNKNOWN
+    if flags & _NO_NEW_JOBS:
+        busy = mapped is NodeState.BUSY or alloc_cpus > 0 or "COMPLETING" in flags
+        return NodeState.DRAINING if busy else NodeState.DRAINED
+    if mapped is NodeState.DOWN or flags & _NOT_THERE:
+        return NodeState.DOWN
+    if mapped is NodeState.IDLE and "COMPLETING" in flags:
+        return NodeState.BUSY
+    return mapped
+
+
+# ---- version-tolerant field access -------------------------------------------------
+
+
+def _num(value: Any, default: float | None = None) -> float | None:
+    """A number as any Slurm version writes it: plain, or ``{"set", "infinite", "number"}``.
+
+    Unset and infinite values, and 22.05's NO_VAL/INFINITE sentinels, give ``default``.
+    """
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite", False):
+            return default
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    if value in (0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFE):
+        return default  # INFINITE / NO_VAL (32 and 64 bit)
+    return value
+
+
+def _int(value: Any, default: int = 0) -> int:
+    number = _num(value)
+    return default if number is None else int(number)
+
+
+def _time(value: Any) -> float | None:
+    """An epoch time; 0 (never) and unset give None."""
+    number = _num(value)
+    return float(number) if number else None
+
+
+def _words(value: Any) -> list[str]:
+    """A state as a list of words: 22.05 writes ``"RUNNING"``, 23.02+ ``["RUNNING"]``."""
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return []
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):  # 24.05+ writes features as a list
+        return ",".join(str(v) for v in value)
+    return value if isinstance(value, str) else ""
+
+
+_RANGE = re.compile(r"\[([^\[\]]*)\]")
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Slurm's compact host list (``"n[01-03,7],gpu1"``) as a list of names."""
+    names: list[str] = []
+    for part in _split_top(expr):
+        names.extend(_expand_one(part))
+    return names
+
+
+def _split_top(expr: str) -> Iterator[str]:
+    depth, start = 0, 0
+    for i, ch in enumerate(expr):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            if expr[start:i]:
+                yield expr[start:i]
+            start = i + 1
+    if expr[start:]:
+        yield expr[start:]
+
+
+def _expand_one(name: str) -> list[str]:
+    match = _RANGE.search(name)
+    if match is None:
+        return [name]
+    head, tail = name[: match.start()], name[match.end() :]
+    out: list[str] = []
+    for item in match.group(1).split(","):
+        lo, _, hi = item.partition("-")
+        if hi and lo.isdigit() and hi.isdigit():
+            width = len(lo)
+            values = [str(i).zfill(width) for i in range(int(lo), int(hi) + 1)]
+        else:
+            values = [item]
+        for value in values:
+            out.extend(_expand_one(head + value + tail))
+    return out
+
+
+def _array_tasks(spec: str) -> list[int]:
+    """Task ids of a pending array: ``"0-9999"``, ``"1,3,5-9:2"``, ``"0-4%2"``."""
+    spec = spec.split("%", 1)[0]
+    tasks: list[int] = []
+    for item in spec.split(","):
+        rng, _, step = item.partition(":")
+        lo, _, hi = rng.partition("-")
+        if not lo.strip().isdigit():
+            continue
+        end = int(hi) if hi.strip().isdigit() else int(lo)
+        tasks.extend(range(int(lo), end + 1, int(step) if step.isdigit() and step != "0" else 1))
+    return tasks
+
+
+# ---- parsing -------------------------------------------------------------------
+
+
+def _load(text: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise BatchError(f"{what}: output is not JSON ({exc}); got {text[:80]!r}") from exc
+    if not isinstance(data, dict):
+        raise BatchError(f"{what}: expected a JSON object, got {type(data).__name__}")
+    errors = data.get("errors") or []
+    if errors:
+        first = errors[0]
+        detail = (
+            first.get("description") or first.get("error") if isinstance(first, dict) else first
+        )
+        raise BatchError(f"{what}: slurm reported an error: {detail}")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJobInfo:
+    """What Slurm knows about a job beyond :class:`~elasticsite.model.Job`'s fields."""
+
+    partition: str
+    qos: str
+    account: str
+    features: str
+    name: str
+    nodes: tuple[str, ...]
+    node_count: int
+    state: str
+    """Slurm's own state words, e.g. ``"PENDING"`` or ``"RUNNING"``."""
+    reason: str
+    """Why a job waits (``Priority``, ``Resources``, ``JobHeldUser`` ...)."""
+    held: bool
+
+
+_QUEUED = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT"})
+_RUNNING = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "STAGE_OUT"})
+# Everything else (COMPLETED, CANCELLED, FAILED, TIMEOUT, NODE_FAIL, PREEMPTED, BOOT_FAIL,
+# DEADLINE, OUT_OF_MEMORY, ...) has finished: the snapshot leaves it out.
+
+
+def _job_nodes(raw: dict[str, Any]) -> tuple[str, ...]:
+    resources = raw.get("job_resources")
+    if isinstance(resources, dict):
+        nodes = resources.get("nodes")
+        if isinstance(nodes, dict):  # 24.05+: {"list": "...", "allocation": [{"name"}]}
+            names = [a.get("name") for a in nodes.get("allocation") or [] if isinstance(a, dict)]
+            if all(names) and names:
+                return tuple(str(n) for n in names)
+        allocated = resources.get("allocated_nodes")
+        if isinstance(allocated, list):  # 22.05 - 23.11
+            names = [a.get("nodename") for a in allocated if isinstance(a, dict)]
+            if all(names) and names:
+                return tuple(str(n) for n in names)
+    nodes_text = raw.get("nodes")
+    return tuple(expand_hostlist(nodes_text)) if isinstance(nodes_text, str) else ()
+
+
+def parse_squeue(
+    text: str, default_walltime: float = 3600.0, include_held: bool = False
+) -> tuple[list[Job], list[Job], dict[str, SlurmJobInfo]]:
+    """``squeue --json`` output -> (queued in priority order, running, details by job id).
+
+    A pending job array not yet split into tasks counts as one queued job per task
+    (ids ``ARRAY_TASK``); held jobs are left out of the queue unless ``include_held``,
+    since no added node would start them.
+    """
+    data = _load(text, "squeue --json")
+    jobs = data.get("jobs")
+    if not isinstance(jobs, list):
+        raise BatchError("squeue --json: no 'jobs' list in the output")
+    queued: list[tuple[float, float, int, int, Job]] = []
+    running: list[Job] = []
+    details: dict[str, SlurmJobInfo] = {}
+    try:
+        for raw in jobs:
+            words = [w.upper() for w in _words(raw.get("job_state"))]
+            if not words:
+                continue
+            base = words[0]
+            if base in _QUEUED:
+                state = JobState.QUEUED
+            elif base in _RUNNING:
+                state = JobState.RUNNING
+            else:
+                continue
+            job_id = int(raw["job_id"])
+            array_id = _int(raw.get("array_job_id"))
+            task = _num(raw.get("array_task_id"))
+            priority = _int(raw.get("priority"))
+            reason = _text(raw.get("state_reason"))
+            held = (
+                bool(raw.get("hold"))
+                or reason.startswith("JobHeld")
+                or (state is JobState.QUEUED and priority == 0)
+            )
+            cores = _int(raw.get("cpus"))
+            if cores <= 0:
+                cores = max(1, _int(raw.get("tasks"), 1) * _int(raw.get("cpus_per_task"), 1))
+            limit = _num(raw.get("time_limit"))
+            walltime = limit * 60.0 if limit else default_walltime
+            submitted = _time(raw.get("submit_time")) or 0.0
+            nodes = _job_nodes(raw) if state is JobState.RUNNING else ()
+            info = SlurmJobInfo(
+                partition=_text(raw.get("partition")),
+                qos=_text(raw.get("qos")),
+                account=_text(raw.get("account")),
+                features=_text(raw.get("features")),
+                name=_text(raw.get("name")),
+                nodes=nodes,
+                node_count=_int(raw.get("node_count"), 1),
+                state=" ".join(words),
+                reason=reason,
+                held=held,
+            )
+            if task is not None:
+                ids = [(f"{array_id}_{int(task)}", int(task))]
+            elif array_id and _text(raw.get("array_task_string")):
+                ids = [(f"{array_id}_{t}", t) for t in _array_tasks(raw["array_task_string"])]
+            else:
+                ids = [(str(job_id), 0)]
+            for jid, order in ids:
+                job = Job(
+                    id=jid,
+                    cores=cores,
+                    walltime=walltime,
+                    submitted_at=submitted,
+                    state=state,
+                    command=_text(raw.get("command")) or info.name,
+                    started_at=_time(raw.get("start_time")) if nodes else None,
+                    node=nodes[0] if nodes else None,
+                    priority=priority,
+                    user=_text(raw.get("user_name")),
+                )
+                details[jid] = info
+                if state is JobState.RUNNING:
+                    running.append(job)
+                elif include_held or not held:
+                    queued.append((-priority, submitted, job_id, order, job))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BatchError(f"squeue --json: unexpected job record ({exc!r})") from exc
+    queued.sort(key=lambda q: q[:4])
+    return [q[4] for q in queued], running, details
+
+
+def jobs_per_node(running: Iterable[Job], info: Mapping[str, SlurmJobInfo]) -> dict[str, int]:
+    """How many running jobs each node holds (a multi-node job counts on each)."""
+    counts: dict[str, int] = {}
+    for job in running:
+        details = info.get(job.id)
+        names = details.nodes if details else ((job.node,) if job.node else ())
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def parse_nodes(text: str, running_jobs: Mapping[str, int] | None = None) -> list[Node]:
+    """``sinfo --json`` (22.05) or ``scontrol show nodes --json`` (23.02+) -> nodes.
+
+    ``running_jobs`` (from the same snapshot) gives each node its count of running jobs.
+    """
+    data = _load(text, "slurm node list")
+    raw_nodes = data.get("nodes")
+    if not isinstance(raw_nodes, list):
+        raise BatchError("slurm node list: no 'nodes' list in the output")
+    per_node = running_jobs or {}
+    nodes: list[Node] = []
+    try:
+        for raw in raw_nodes:
+            name = str(raw["name"])
+            cores = _int(raw.get("cpus"))
+            alloc = _int(raw.get("alloc_cpus"))
+            tokens = _words(raw.get("state")) + _words(raw.get("state_flags"))
+            state = node_state(tokens, alloc)
+            free = max(0, cores - alloc) if state in (NodeState.IDLE, NodeState.BUSY) else 0
+            nodes.append(
+                Node(
+                    name=name,
+                    cores=cores,
+                    state=state,
+                    running_jobs=per_node.get(name, 0),
+                    free_cores=free,
+                    reason=_text(raw.get("reason")),
+                    heartbeat_at=None,
+                    registered_at=_time(raw.get("slurmd_start_time")),
+                )
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BatchError(f"slurm node list: unexpected node record ({exc!r})") from exc
+    return nodes
+
+
+# ---- the adapter ---------------------------------------------------------------------
+
+_OPTIONS = frozenset(
+    {
+        "partition",
+        "node_feature",
+        "default_walltime",
+        "include_held",
+        "remove_timeout",
+        "command_timeout",
+    }
+)
+
+
+class SlurmBatch:
+    """A Slurm cluster as a :class:`~elasticsite.batch.base.BatchSystem`.
+
+    ``partition`` is where :meth:`submit` sends jobs (Slurm's default partition if
+    None); ``node_feature`` is the feature given to nodes :meth:`add_node` creates,
+    which slurm.conf's ``Nodeset`` maps to the partition of elastic nodes.
+    ``jobs_info`` holds what the last snapshot learnt beyond :class:`Job`'s fields
+    (partition, QOS, features, nodes ...), by job id.
+    """
+
+    def __init__(
+        self,
+        runner: Runner = run,
+        partition: str | None = None,
+        node_feature: str = "elastic",
+        default_walltime: float = 3600.0,
+        include_held: bool = False,
+        remove_timeout: float = 15.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not node_feature or not re.fullmatch(r"[A-Za-z0-9_.-]+", node_feature):
+            raise BatchError(f"slurm: node_feature must be a plain word, got {node_feature!r}")
+        self._run = runner
+        self.partition = partition
+        self.node_feature = node_feature
+        self.default_walltime = float(default_walltime)
+        self.include_held = include_held
+        self.remove_timeout = remove_timeout
+        self.clock = clock
+        self.jobs_info: dict[str, SlurmJobInfo] = {}
+        self._nodes_argv: tuple[str, ...] = ("sinfo", "--json")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> SlurmBatch:
+        """Build from the site config's ``[batch]`` options table (unknown keys refused)."""
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise BatchError(
+                f"slurm: unknown option(s) {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(_OPTIONS))})"
+            )
+        kwargs = {k: v for k, v in options.items() if k != "command_timeout"}
+        timeout = options.get("command_timeout")
+        if timeout is not None:
+            seconds = float(timeout)
+
+            def timed(argv: Sequence[str]) -> Any:
+                return run(argv, timeout=seconds)
+
+            kwargs["runner"] = timed
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:
+            raise BatchError(f"slurm: bad option value ({exc})") from exc
+
+    # -- commands ------------------------------------------------------------------
+
+    def _cmd(self, *argv: str) -> str:
+        return self._run(argv).stdout
+
+    def _try(self, *argv: str) -> tuple[bool, str]:
+        """Run a command; (True, output) or (False, its error output)."""
+        try:
+            return True, self._cmd(*argv)
+        except CommandError as exc:
+            return False, exc.output
+
+    # -- sensing ---------------------------------------------------------------------
+
+    def snapshot(self) -> BatchView:
+        """Queued and running jobs and all nodes: ``squeue --json`` and one node query."""
+        taken = self.clock()
+        queued, running, info = parse_squeue(
+            self._cmd("squeue", "--json"), self.default_walltime, self.include_held
+        )
+        nodes_text = self._cmd(*self._nodes_argv)
+        if self._nodes_argv[0] == "sinfo" and '"nodes"' not in nodes_text[:4096]:
+            data = _load(nodes_text, "sinfo --json")
+            if "nodes" not in data:  # 23.02+: sinfo --json lists partitions
+                self._nodes_argv = ("scontrol", "show", "nodes", "--json")
+                nodes_text = self._cmd(*self._nodes_argv)
+        nodes = parse_nodes(nodes_text, jobs_per_node(running, info))
+        self.jobs_info = info
+        return BatchView(taken_at=taken, queued=queued, running=running, nodes=nodes)
+
+    # -- nodes -------------------------------------------------------------------------
+
+    def _node_exists(self, name: str) -> bool:
+        ok, out = self._try("scontrol", "show", "node", name, "--oneliner")
+        return ok and f"NodeName={name} " in out
+
+    def add_node(self, name: str, cores: int) -> None:
+        """Create a dynamic node (powered down, DOWN) that a ``slurmd -Z`` will fill."""
+        _check_name(name)
+        if cores < 1:
+            raise BatchError(f"add_node: cores must be >= 1, got {cores}")
+        ok, out = self._try(
+            "scontrol", "create", f"nodename={name}", f"cpus={cores}",
+            f"feature={self.node_feature}", "state=cloud",
+        )  # fmt: skip
+        if not ok and not self._node_exists(name):
+            raise BatchError(f"add_node {name}: scontrol create node failed: {out}")
+
+    def drain(self, name: str, reason: str) -> None:
+        """``state=drain``: running jobs go on, no new job starts there."""
+        _check_name(name)
+        reason = " ".join(reason.split()) or "drained by elasticsite"
+        self._node_update(name, "state=drain", f"reason={reason}")
+
+    def undrain(self, name: str) -> None:
+        """``state=undrain``: clears the drain, leaves the rest (power, down) as it is."""
+        _check_name(name)
+        self._node_update(name, "state=undrain")
+
+    def _node_update(self, name: str, *settings: str) -> None:
+        ok, out = self._try("scontrol", "update", f"nodename={name}", *settings)
+        if not ok:
+            if "Invalid node name" in out:
+                raise UnknownNode(f"no node {name!r} in slurm")
+            raise BatchError(f"node {name}: scontrol update {' '.join(settings)} failed: {out}")
+
+    def remove_node(self, name: str) -> None:
+        """Requeue what still runs there, then ``scontrol delete``; an unknown node: no-op."""
+        _check_name(name)
+        deadline = time.monotonic() + self.remove_timeout
+        requeued = False
+        while True:
+            ok, out = self._try("scontrol", "delete", f"nodename={name}")
+            if ok or "Invalid node name" in out:
+                return
+            if "busy" not in out:
+                raise BatchError(f"remove_node {name}: scontrol delete failed: {out}")
+            if not requeued:
+                jobs = self._jobs_on(name)
+                if jobs:
+                    log.info("node %s removed: requeueing %s", name, ", ".join(jobs))
+                    self._try("scontrol", "requeue", ",".join(jobs))
+                requeued = True
+            if time.monotonic() > deadline:
+                raise BatchError(
+                    f"remove_node {name}: still busy after {self.remove_timeout:g} s "
+                    f"(jobs completing there?): {out}"
+                )
+            time.sleep(0.3)
+
+    def _jobs_on(self, name: str) -> list[str]:
+        _, running, info = parse_squeue(self._cmd("squeue", "--json"), include_held=True)
+        return [j.id for j in running if name in info[j.id].nodes]
+
+    # -- jobs --------------------------------------------------------------------------
+
+    def submit(self, request: JobRequest) -> str:
+        """``sbatch --parsable --wrap``: one task with ``cores`` CPUs, walltime in minutes."""
+        argv = list(request.command)
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise BatchError(f"submit: command must be a non-empty list of strings, got {argv!r}")
+        if request.cores < 1:
+            raise BatchError(f"submit: cores must be >= 1, got {request.cores}")
+        if not request.walltime > 0:
+            raise BatchError(f"submit: walltime must be > 0 seconds, got {request.walltime}")
+        sbatch = [
+            "sbatch", "--parsable", "--ntasks=1", f"--cpus-per-task={request.cores}",
+            f"--time={max(1, math.ceil(request.walltime / 60.0))}",
+            "--output=/dev/null", f"--job-name={_job_name(argv)}",
+        ]  # fmt: skip
+        if self.partition:
+            sbatch.append(f"--partition={self.partition}")
+        if request.priority:
+            sbatch.append(f"--nice={-request.priority}")
+        sbatch += ["--wrap", shlex.join(argv)]
+        out = self._cmd(*sbatch).strip()
+        job_id = out.split(";", 1)[0].strip()
+        if not job_id.isdigit():
+            raise BatchError(f"submit: sbatch printed no job id: {out!r}")
+        return job_id
+
+    def _job_update(self, verb: str, job_id: str, *argv: str) -> tuple[bool, str]:
+        _check_job(job_id)
+        ok, out = self._try(*argv)
+        if not ok and "Invalid job id" in out:
+            raise UnknownJob(f"no job {job_id!r} in slurm")
+        if not ok and "already completed" in out.lower():
+            raise BatchError(f"{verb}: job {job_id} has already finished")
+        return ok, out
+
+    def set_priority(self, job_id: str, priority: int) -> None:
+        """``scontrol update jobid=X priority=N`` (Slurm's absolute priority; admin only)."""
+        ok, out = self._job_update(
+            "set_priority", job_id, "scontrol", "update", f"jobid={job_id}", f"priority={priority}"
+        )
+        if not ok:
+            raise BatchError(f"set_priority: job {job_id}: {out}")
+
+    def move_to_front(self, job_id: str) -> None:
+        """``scontrol top``; if the job is still not first, a priority above every other.
+
+        ``scontrol top`` only reorders a user's own jobs (same partition, account and
+        QOS), so a job of someone else can stay behind: the priority raise covers it.
+        A running job: no-op.
+        """
+        ok, out = self._job_update("move_to_front", job_id, "scontrol", "top", job_id)
+        if not ok and "no longer pending" in out:
+            return  # running already
+        queued, running, _ = parse_squeue(self._cmd("squeue", "--json"), include_held=True)
+        if any(j.id == job_id for j in running):
+            return
+        ahead = [j for j in queued if j.id != job_id]
+        mine = next((j for j in queued if j.id == job_id), None)
+        if mine is None:
+            raise BatchError(f"move_to_front: job {job_id} is not queued")
+        if ahead and queued[0].id != job_id:
+            top = max(j.priority for j in ahead)
+            self.set_priority(job_id, min(top + 1, 0xFFFFFFFD))
+
+    def preempt(self, job_id: str) -> None:
+        """``scontrol requeue``: the running job is killed and queued again. Queued: no-op."""
+        ok, out = self._job_update("preempt", job_id, "scontrol", "requeue", job_id)
+        if not ok and "is pending" not in out:
+            raise BatchError(f"preempt: job {job_id}: {out}")
+
+    def cancel(self, job_id: str) -> None:
+        """``scancel`` (tests and the CLI); cancelling a finished job is a no-op."""
+        _check_job(job_id)
+        self._cmd("scancel", job_id)
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_JOB = re.compile(r"\d+(_\d+)?")
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.fullmatch(name or ""):
+        raise BatchError(f"slurm: {name!r} is not a valid node name")
+
+
+def _check_job(job_id: str) -> None:
+    if not _JOB.fullmatch(str(job_id)):
+        raise UnknownJob(f"no job {job_id!r} in slurm (ids are numbers, or ARRAY_TASK)")
+
+
+def _job_name(argv: Sequence[str]) -> str:
+    base = argv[0].rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", base)[:40] or "job"
