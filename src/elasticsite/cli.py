@@ -642,3 +642,10 @@ def list_policies() -> None:
         fn = policies.get(name)
         doc = (sys.modules[fn.__module__].__doc__ or fn.__doc__ or "").strip().splitlines()
         console.print(f"[bold]{name}[/]: {doc[0] if doc else ''}", highlight=False)
+
+
+from elasticsite.cli_context import broker as _broker_command  # noqa: E402
+from elasticsite.cli_context import context_app  # noqa: E402
+
+app.add_typer(context_app, name="context")
+app.command(name="broker")(_broker_command)

@@ -49,7 +49,7 @@ class BrokerServer(uvicorn.Server):
         self.broker = broker
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        if self.broker is not None:
+        if self.broker is not None and not self.force_exit:
             self.broker.wake_all()
         await super().shutdown(sockets=sockets)
 
@@ -93,6 +93,7 @@ def build_server(
         timeout_keep_alive=75,
         timeout_graceful_shutdown=5,
         access_log=access_log,
+        log_config=None,  # the caller's logging set-up applies (one format, no secrets)
         log_level=log_level,
         lifespan="off",
         ws="none",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import sqlite3
 import time
@@ -171,7 +172,9 @@ class Store:
         if history < 1:
             raise ValueError(f"history must keep at least 1 entry, not {history}")
         self.history = history
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not path.exists():  # SQLite gives its -wal and -shm files the same mode
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
