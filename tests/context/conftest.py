@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -10,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from elasticsite.context.client import AdminClient, NodeClient
@@ -101,3 +106,91 @@ def node_info(name: str, n: int = 1, **extra: str) -> dict[str, str]:
         "data": f"slots={n}",
         **extra,
     }
+
+
+@dataclass
+class BrokerProcess:
+    """``elasticsite broker`` as a real subprocess on a free port."""
+
+    state_dir: Path
+    port: int
+    proc: subprocess.Popen[str] | None = None
+    extra: tuple[str, ...] = ()
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def cert(self) -> Path:
+        return self.state_dir / "broker.crt"
+
+    @property
+    def token_file(self) -> Path:
+        return self.state_dir / "admin.token"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "elasticsite",
+                "broker",
+                "--state-dir",
+                str(self.state_dir),
+                "--port",
+                str(self.port),
+                *self.extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "COLUMNS": "200", "ELASTICSITE_BROKER_TOKEN": ""},
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"broker exited: {self.proc.stderr.read() if self.proc.stderr else ''}"
+                )
+            if self.cert.exists():
+                try:
+                    r = httpx.get(
+                        f"{self.url}/healthz",
+                        verify=ssl.create_default_context(cafile=str(self.cert)),
+                        timeout=1,
+                    )
+                    if r.status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("broker did not answer within 30 s")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, nothing flushed on the way out."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def terminate(self) -> tuple[str, str]:
+        assert self.proc is not None
+        self.proc.terminate()
+        out, err = self.proc.communicate(timeout=20)
+        return out, err
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.url, self.token_file.read_text().strip(), ca=self.cert)
+
+    def node(self, ctx: ContextCreated) -> NodeClient:
+        return NodeClient(ctx.uri, ctx.key, ctx.secret, ca=self.cert)
+
+
+@pytest.fixture
+def broker_process(tmp_path: Path) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path / "state", free_port())
+    broker.start()
+    yield broker
+    if broker.proc is not None and broker.proc.poll() is None:
+        broker.kill()

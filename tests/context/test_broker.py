@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from elasticsite.context.client import BrokerUnavailable, ContextError, NodeClient
 from elasticsite.context.models import Updates
 
-from .conftest import TOKEN, LiveBroker, free_port, node_info
+from .conftest import TOKEN, BrokerProcess, LiveBroker, free_port, node_info
 
 
 def ops(updates: Updates) -> list[tuple[int, str, str]]:
@@ -119,13 +120,14 @@ def test_long_poll_answers_empty_after_its_timeout(live_broker: LiveBroker) -> N
     empty.close()
 
 
-def test_restart_mid_long_poll_loses_nothing(live_broker: LiveBroker) -> None:
-    with live_broker.admin() as admin:
+@pytest.mark.slow
+def test_broker_crash_mid_long_poll_loses_nothing(broker_process: BrokerProcess) -> None:
+    with broker_process.admin() as admin:
         ctx = admin.create("durable")
-    w1, w2 = live_broker.node(ctx), live_broker.node(ctx)
+    w1, w2 = broker_process.node(ctx), broker_process.node(ctx)
     w1.join(node_info("w1", 1))
     w2.join(node_info("w2", 2))
-    poller = live_broker.node(ctx)
+    poller = broker_process.node(ctx)
     outcome: list[BaseException | Updates] = []
 
     def poll() -> None:
@@ -136,20 +138,32 @@ def test_restart_mid_long_poll_loses_nothing(live_broker: LiveBroker) -> None:
 
     thread = threading.Thread(target=poll)
     thread.start()
-    time.sleep(0.3)
-    live_broker.stop(force=True)
+    time.sleep(0.5)
+    broker_process.kill()
     thread.join(timeout=30)
     assert outcome and isinstance(outcome[0], BrokerUnavailable)
 
-    live_broker.start()
-    w3 = live_broker.node(ctx)
+    broker_process.start()
+    w3 = broker_process.node(ctx)
     w3.join(node_info("w3", 3))
     assert w1.leave() == 4  # node credentials survive the restart
     again = poller.updates(since=2)
     assert ops(again) == [(3, "join", "w3"), (4, "leave", "w1")]
-    with live_broker.admin() as admin:
+    with broker_process.admin() as admin:
         assert admin.show(ctx.id).name == "durable"
         assert [m.short_hostname for m in admin.members(ctx.id).members] == ["w2", "w3"]
+
+
+def test_restart_in_process_loses_nothing(live_broker: LiveBroker) -> None:
+    with live_broker.admin() as admin:
+        ctx = admin.create()
+    w1 = live_broker.node(ctx)
+    w1.join(node_info("w1", 1))
+    live_broker.stop(force=False)
+    live_broker.start()
+    live_broker.node(ctx).join(node_info("w2", 2))
+    assert ops(w1.updates(since=1)) == [(2, "join", "w2")]
+    assert w1.leave() == 3
 
 
 def test_graceful_stop_answers_waiting_long_polls(live_broker: LiveBroker) -> None:
@@ -169,7 +183,9 @@ def test_graceful_stop_answers_waiting_long_polls(live_broker: LiveBroker) -> No
 
 
 def raw(broker: LiveBroker) -> httpx.Client:
-    return httpx.Client(base_url=broker.url, verify=str(broker.cert), timeout=10)
+    return httpx.Client(
+        base_url=broker.url, verify=ssl.create_default_context(cafile=str(broker.cert)), timeout=10
+    )
 
 
 def test_wrong_key_or_secret_gets_401_and_no_data(live_broker: LiveBroker) -> None:

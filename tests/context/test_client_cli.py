@@ -1,0 +1,194 @@
+"""``elasticsite broker`` and ``elasticsite context`` as real subprocesses, and the client's
+own behaviour (certificate pinning, error values) against them."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from elasticsite.context.client import (
+    AdminClient,
+    BrokerUnavailable,
+    ContextError,
+    NodeClient,
+    split_context_uri,
+)
+from elasticsite.context.tls import fingerprint
+
+from .conftest import BrokerProcess, free_port, node_info
+
+pytestmark = pytest.mark.slow
+
+
+def cli(broker: BrokerProcess, *args: str, token: bool = True) -> subprocess.CompletedProcess[str]:
+    extra = ["--broker", broker.url, "--ca", str(broker.cert)]
+    if token:
+        extra += ["--token-file", str(broker.token_file)]
+    return subprocess.run(
+        [sys.executable, "-m", "elasticsite", "context", *args, *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200", "ELASTICSITE_BROKER_TOKEN": ""},
+    )
+
+
+def test_broker_prints_where_it_listens_and_keeps_keys_private(
+    broker_process: BrokerProcess,
+) -> None:
+    out, _err = broker_process.terminate()
+    lines = out.splitlines()
+    assert lines[0] == f"broker      {broker_process.url}"
+    assert lines[1] == f"certificate {broker_process.cert}"
+    assert lines[2] == f"sha256      {fingerprint(broker_process.cert)}"
+    assert lines[3] == f"admin token {broker_process.token_file}"
+    token = broker_process.token_file.read_text().strip()
+    assert token not in out + _err and len(token) >= 22
+    for private in ("admin.token", "broker.key", "broker.sqlite3"):
+        mode = stat.S_IMODE((broker_process.state_dir / private).stat().st_mode)
+        assert mode == 0o600, private
+
+
+def test_context_commands_against_a_running_broker(broker_process: BrokerProcess) -> None:
+    made = cli(broker_process, "create", "site-a", "--json")
+    assert made.returncode == 0, made.stderr
+    ctx = json.loads(made.stdout)
+    assert ctx["uri"] == f"{broker_process.url}/ctx/{ctx['id']}" and ctx["name"] == "site-a"
+
+    plain = cli(broker_process, "create", "site-b")
+    assert plain.returncode == 0
+    first = plain.stdout.splitlines()[0]
+    assert first.startswith("context ") and first.endswith(" created")
+    assert any(line.strip().startswith("secret ") for line in plain.stdout.splitlines())
+
+    nodes = [
+        NodeClient(ctx["uri"], ctx["key"], ctx["secret"], ca=broker_process.cert) for _ in range(3)
+    ]
+    for n, node in enumerate(nodes, start=1):
+        node.join(node_info(f"w{n}", n))
+
+    shown = cli(broker_process, "show", ctx["id"])
+    assert shown.returncode == 0
+    assert f"uri        {ctx['uri']}" in shown.stdout.splitlines()
+    assert "members    3" in shown.stdout.splitlines()
+    assert "last entry 3" in shown.stdout.splitlines()
+
+    listed = cli(broker_process, "list")
+    assert listed.returncode == 0 and ctx["id"] in listed.stdout and "site-b" in listed.stdout
+
+    members = cli(broker_process, "members", ctx["id"])
+    assert members.returncode == 0
+    assert "3 members, last entry 3" in members.stdout
+    row = next(line for line in members.stdout.splitlines() if str(nodes[0].node_id) in line)
+    assert "w1.cluster.example.org" in row and "10.0.0.1" in row and "ssh-ed25519" in row
+
+    gone = cli(broker_process, "remove-node", ctx["id"], nodes[1].node_id or "")
+    assert gone.returncode == 0
+    assert gone.stdout.strip() == f"{nodes[1].node_id} removed from {ctx['id']} (entry 4)"
+    by_host = cli(broker_process, "remove-node", ctx["id"], "w3", "--host")
+    assert by_host.stdout.strip() == f"w3 removed from {ctx['id']} (entry 5)"
+    assert [e.op for e in nodes[0].updates(since=3).entries] == ["leave", "leave"]
+
+    again = cli(broker_process, "remove-node", ctx["id"], "w3", "--host")
+    assert again.returncode == 2
+    assert (
+        again.stderr.strip()
+        == f"error: the broker answered 404: no current member named w3 in {ctx['id']}"
+    )
+
+    deleted = cli(broker_process, "delete", ctx["id"])
+    assert deleted.returncode == 0 and deleted.stdout.strip() == f"context {ctx['id']} deleted"
+    with pytest.raises(ContextError) as err:
+        nodes[0].members()
+    assert err.value.status == 401
+
+
+def test_context_commands_fail_with_one_clear_line(
+    broker_process: BrokerProcess, tmp_path: Path
+) -> None:
+    no_token = cli(broker_process, "list", token=False)
+    assert no_token.returncode == 2
+    assert no_token.stderr.startswith("error: no admin token: pass --token-file FILE")
+    wrong = tmp_path / "wrong.token"
+    wrong.write_text("not-the-token-at-all\n")
+    bad = subprocess.run(
+        [sys.executable, "-m", "elasticsite", "context", "list", "--broker", broker_process.url,
+         "--ca", str(broker_process.cert), "--token-file", str(wrong)],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "error: the broker answered 401: invalid or missing credentials"
+    missing = cli(broker_process, "show", "0123456789abcdef")
+    assert missing.returncode == 2 and "404: no context 0123456789abcdef" in missing.stderr
+    broker_process.kill()
+    down = cli(broker_process, "list")
+    assert down.returncode == 2 and len(down.stderr.strip().splitlines()) == 1
+    assert down.stderr.startswith(f"error: no answer from the broker at {broker_process.url}")
+
+
+def test_broker_refuses_half_a_certificate(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "elasticsite", "broker", "--state-dir", str(tmp_path),
+         "--port", str(free_port()), "--cert", str(tmp_path / "c.pem")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "give both --cert and --key" in out.stderr
+
+
+def test_insecure_http_only_when_asked(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "state", free_port(), extra=("--insecure-http",))
+    broker.proc = subprocess.Popen(
+        [sys.executable, "-m", "elasticsite", "broker", "--state-dir", str(broker.state_dir),
+         "--port", str(broker.port), "--insecure-http"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "ELASTICSITE_BROKER_TOKEN": "a-token-of-plenty-characters"},
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{broker.port}"
+        client = AdminClient(url, "a-token-of-plenty-characters")
+        for _ in range(300):
+            try:
+                ctx = client.create("plain")
+                break
+            except BrokerUnavailable:
+                time.sleep(0.1)
+        else:
+            pytest.fail("plain-HTTP broker did not answer")
+        assert ctx.uri.startswith("http://")
+        assert not (broker.state_dir / "broker.crt").exists()
+    finally:
+        out, _ = broker.terminate()
+    assert "plain HTTP" in out
+
+
+def test_node_client_pins_the_certificate_from_user_data_pem(
+    broker_process: BrokerProcess,
+) -> None:
+    with broker_process.admin() as admin:
+        ctx = admin.create()
+    pem = broker_process.cert.read_text()
+    node = NodeClient(ctx.uri, ctx.key, ctx.secret, ca=pem)
+    assert node.join(node_info("w1", 1)).entry_id == 1
+    untrusting = NodeClient(ctx.uri, ctx.key, ctx.secret)
+    with pytest.raises(BrokerUnavailable) as err:
+        untrusting.members()
+    assert err.value.status is None and "certificate" in err.value.detail.lower()
+
+
+def test_context_uris_are_checked() -> None:
+    assert split_context_uri("https://b.example:8443/ctx/abc") == ("https://b.example:8443", "abc")
+    assert split_context_uri("https://b.example/prefix/ctx/abc/") == (
+        "https://b.example/prefix",
+        "abc",
+    )
+    for bad in ("ftp://b/ctx/abc", "https://b.example/ctx/", "https://b.example/nodes/abc"):
+        with pytest.raises(ContextError, match="is not a context URI"):
+            split_context_uri(bad)
