@@ -17,6 +17,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from elasticsite import __version__
+from elasticsite.cli_slurm import slurm_app
 
 app = typer.Typer(
     help="Extend a batch cluster into IaaS clouds on demand.",
@@ -24,6 +25,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(slurm_app, name="slurm")
 console = Console()
 err = Console(stderr=True)
 

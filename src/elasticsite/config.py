@@ -195,6 +195,11 @@ class SiteConfig(_Strict):
             if c.name in seen:
                 raise ValueError(f"two clouds are named {c.name!r}; names must be unique")
             seen.add(c.name)
+        if self.batch.mode == "power_save" and not Path(self.manager.state_dir).is_absolute():
+            raise ValueError(
+                "manager.state_dir must be an absolute path when batch.mode is 'power_save' "
+                f"(slurmctld runs the hooks from its own directory; got {self.manager.state_dir!r})"
+            )
         return self
 
     def state_dir(self, base: Path | None = None) -> Path:

@@ -165,6 +165,10 @@ class Cause(enum.StrEnum):
     """The manager is stopping and was configured to take its workers down."""
     OPERATOR = "operator"
     """An administrator asked for it."""
+    POWER_UP = "power-up"
+    """The batch system's power saving asked for the node (Slurm's ResumeProgram)."""
+    POWER_DOWN = "power-down"
+    """The batch system's power saving released the node, or gave up resuming it."""
 
 
 class InvalidTransition(ValueError):
@@ -330,12 +334,18 @@ class SiteSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """Start ``count`` workers of ``vm_type`` on ``cloud``."""
+    """Start ``count`` workers of ``vm_type`` on ``cloud``.
+
+    ``nodes``, when given (one per worker), are the batch-system names the workers
+    must take, for batch systems that name their cloud nodes themselves (Slurm's
+    power saving); otherwise each worker's node is named after the worker.
+    """
 
     cloud: str
     vm_type: str
     count: int
     cause: Cause
+    nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,6 +109,8 @@ class Worker:
         self._preexec: Callable[[], None] | None = None
         self.userdata_path = Path(os.environ.get("ELASTICSITE_USERDATA", ""))
         self.userdata = _read_userdata(self.userdata_path)
+        self.node: str = self.userdata.get("node", self.name)
+        """The batch system's name for this instance (the manager's choice, or Slurm's)."""
         self.agent: LocalAgent | None = None
         if LocalAgent.wanted(self.userdata):
             state_dir = self.jobs_dir.parent
@@ -222,7 +224,7 @@ class Worker:
         while True:
             try:
                 self.batch = LocalBatch(self.batch_db)
-                self.batch.register_node(self.name, self.cores)
+                self.batch.register_node(self.node, self.cores)
             except BatchError as exc:
                 log.warning("%s: cannot register yet (%s); retrying", self.name, exc)
                 if self.wait(1.0) or not self.cloud_db.exists():
@@ -241,7 +243,7 @@ class Worker:
         free = self.cores - sum(r.cores for r in self.runs.values())
         try:
             assigned = self.batch.worker_poll(
-                self.name, self.unreported, heartbeat, free > 0, self.pass_interval
+                self.node, self.unreported, heartbeat, free > 0, self.pass_interval
             )
         except BatchError as exc:
             log.warning("%s: batch poll failed (%s); will retry", self.name, exc)
@@ -263,7 +265,7 @@ class Worker:
                     started.append((a.job_id, a.attempt, run.proc.pid))
         if started:
             try:
-                self.batch.record_pids(self.name, started)
+                self.batch.record_pids(self.node, started)
             except BatchError as exc:
                 log.warning("%s: cannot record job pids (%s)", self.name, exc)
 
@@ -285,7 +287,7 @@ class Worker:
         job_dir = self.jobs_dir / a.job_id
         env = dict(os.environ)
         env.update(
-            ELASTICSITE_JOB_ID=a.job_id, ELASTICSITE_NODE=self.name, ELASTICSITE_CORES=str(a.cores)
+            ELASTICSITE_JOB_ID=a.job_id, ELASTICSITE_NODE=self.node, ELASTICSITE_CORES=str(a.cores)
         )
         try:
             job_dir.mkdir(parents=True, exist_ok=True)
@@ -335,8 +337,8 @@ class Worker:
             self._kill_all()
             try:
                 if self.unreported:  # jobs that did finish are not run again
-                    self.batch.worker_poll(self.name, self.unreported)
-                self.batch.leave(self.name)
+                    self.batch.worker_poll(self.node, self.unreported)
+                self.batch.leave(self.node)
             except BatchError as exc:
                 log.error("%s: cannot leave the batch system: %s", self.name, exc)
         time.sleep(self.shutdown_delay)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elasticsite.batch.base import BatchError, BatchSystem, Node, NodeState
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, Instance
@@ -40,6 +40,10 @@ from elasticsite.model import (
     WorkerState,
 )
 from elasticsite.policies import Policy, PolicySettings, evaluate
+from elasticsite.policies.power_save import decide_power
+
+if TYPE_CHECKING:
+    from elasticsite.manager.context_link import ContextLink
 
 __all__ = ["Manager", "StepReport"]
 
@@ -87,6 +91,8 @@ class Manager:
         settings: PolicySettings,
         clock: Callable[[], float] = time.time,
         userdata: Mapping[str, str] | None = None,
+        context: ContextLink | None = None,
+        power_save: bool = False,
     ) -> None:
         self.config = config
         self.site_id = config.site_id
@@ -99,6 +105,10 @@ class Manager:
         self.settings = settings
         self.clock = clock
         self.userdata = dict(userdata or {})
+        self.context = context
+        self.power_save = power_save
+        """Slurm's power saving decides when nodes come and go (``elasticsite slurm``);
+        the policy is not consulted and the batch system keeps its own node list."""
         self._pool = ThreadPoolExecutor(config.launch_threads, thread_name_prefix="es-cloud")
         self._inflight: dict[str, tuple[str, Future[Any]]] = {}
         self._transitions: list[Transition] = []
@@ -179,13 +189,20 @@ class Manager:
             instances[name] = {i.tags.get(WORKER_TAG) or i.name: i for i in found}
         report.sense_seconds = time.perf_counter() - t0
         nodes = {n.name: n for n in view.nodes}
+        if self.power_save and not self.shutting_down:
+            # Before reconciling: a node Slurm has just powered down is a release, not a loss.
+            self._power_requests(now, report)
         self._reconcile(now, nodes, instances)
+        if self.context is not None and self.context.pending():
+            self.context.flush()  # departures the broker could not take earlier
 
         t1 = time.perf_counter()
         workers = [r.worker for r in self.records.values() if r.worker.state not in _FINAL]
         snapshot = SiteSnapshot(now, view.queued, view.running, workers, self.specs)
         if self.shutting_down:
             decision = self._shutdown_decision(snapshot)
+        elif self.power_save:
+            decision = Decision()  # the power requests were carried out before reconciling
         else:
             decision = evaluate(self.policy, snapshot, self.settings)
         report.decide_seconds = time.perf_counter() - t1
@@ -322,13 +339,16 @@ class Manager:
             inst = cloud.get(w.id)
             if inst is None or inst.state is IS.TERMINATED:
                 try:
-                    self.batch.remove_node(w.node or w.id)
+                    if not self.power_save:
+                        self.batch.remove_node(w.node or w.id)
                 except BatchError as exc:
                     log.warning("removing node %s failed (will retry): %s", w.node, exc)
                     self._bump("remove_node_errors")
                     continue
                 rec.instance_gone = True
                 self._dirty.add(w.id)
+                if self.context is not None:
+                    self.context.forget(w.node or w.id)
                 if w.state is S.TERMINATING:
                     self._move(rec, S.TERMINATED, now, Cause.CLOUD_REPORTED)
             elif now >= rec.next_attempt_at:
@@ -424,12 +444,14 @@ class Manager:
         for launch in decision.launch:
             spec = self._spec[launch.cloud]
             vm = next((v for v in spec.vm_types if v.name == launch.vm_type), spec.default_vm)
-            for _ in range(launch.count):
+            for i in range(launch.count):
                 wid = f"{launch.cloud}-{seq:05d}"
                 seq += 1
                 w = Worker(
                     id=wid, cloud=launch.cloud, vm_type=vm.name, cores=vm.cores, requested_at=now
                 )
+                if i < len(launch.nodes):
+                    w.node = launch.nodes[i]
                 rec = WorkerRecord(w)
                 self.records[wid] = rec
                 self._known_ids.add(wid)
@@ -442,6 +464,28 @@ class Manager:
             for rec in fresh:
                 self._submit_launch(rec)
             self._bump("launched", len(fresh))
+
+    def _power_requests(self, now: float, report: StepReport) -> None:
+        """Carry out what Slurm's ResumeProgram/SuspendProgram asked since the last step."""
+        last: dict[str, str] = {}
+        for action, node, _at in self.store.take_power_requests():
+            last.pop(node, None)
+            last[node] = action  # a node's later request overrides its earlier one
+        if not last:
+            return
+        resume = [n for n, a in last.items() if a == "resume"]
+        suspend = [n for n, a in last.items() if a == "suspend"]
+        workers = [r.worker for r in self.records.values() if r.worker.state not in _FINAL]
+        snapshot = SiteSnapshot(now, [], [], workers, self.specs)
+        planned = decide_power(snapshot, self.settings, resume, suspend)
+        if planned.refused:
+            msg = f"power saving: no cloud may take {', '.join(planned.refused)} now"
+            log.warning("%s (caps or spend limit); Slurm's resume timeout will apply", msg)
+            report.errors.append(msg)
+            self._bump("power_refused", len(planned.refused))
+        log.info("power saving: resume %s, suspend %s", resume or "-", suspend or "-")
+        self._act(now, planned.decision, report)
+        report.decision = planned.decision
 
     def _shutdown_decision(self, snapshot: SiteSnapshot) -> Decision:
         d = Decision()
@@ -473,7 +517,8 @@ class Manager:
         tags = {SITE_TAG: self.site_id, WORKER_TAG: w.id}
 
         def launch() -> tuple[float, list[Instance]]:
-            self.batch.add_node(node, w.cores)
+            if not self.power_save:  # under power saving, Slurm declared the node itself
+                self.batch.add_node(node, w.cores)
             found = driver.launch(vm, [w.id], userdata, tags)
             return self.clock(), found
 

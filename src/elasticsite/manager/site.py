@@ -12,7 +12,7 @@ from elasticsite.batch.base import BatchSystem
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import CloudDriver
 from elasticsite.clouds.local import LocalCloud
-from elasticsite.config import CloudConfig, ConfigError, SiteConfig
+from elasticsite.config import BatchConfig, CloudConfig, ConfigError, SiteConfig
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.store import StateStore
 
@@ -42,7 +42,35 @@ class Site:
     clouds: dict[str, CloudDriver]
     store: StateStore
 
+    def userdata(self) -> dict[str, str]:
+        """What every worker is told at launch about joining the batch system."""
+        batch = self.config.batch
+        if batch.type != "slurm":
+            return {"batch": batch.type}
+        return {
+            "batch": "slurm",
+            # External mode adds dynamic nodes; power saving starts declared CLOUD nodes.
+            "slurm_node_mode": "cloud" if batch.mode == "power_save" else "dynamic",
+            "slurm_feature": str(getattr(self.batch, "node_feature", "elastic")),
+        }
+
     def manager(self, **kwargs: Any) -> Manager:
+        """The site's manager; with a broker configured, its context is ensured first.
+
+        Raises :class:`ConfigError` when the broker cannot be reached or refuses.
+        """
+        userdata = self.userdata()
+        context = None
+        if self.config.context is not None:
+            from elasticsite.context.client import ContextError
+            from elasticsite.manager.context_link import ContextLink
+
+            context = ContextLink(self.config.context, self.store, self.config.manager.site_id)
+            try:
+                userdata.update(context.ensure())
+            except ContextError as exc:
+                context.close()
+                raise ConfigError(f"context: broker {self.config.context.broker}: {exc}") from None
         return Manager(
             config=self.config.manager,
             batch=self.batch,
@@ -51,6 +79,9 @@ class Site:
             store=self.store,
             policy=policies.get(self.config.policy.name),
             settings=self.config.policy_settings(),
+            userdata={**userdata, **kwargs.pop("userdata", {})},
+            context=context,
+            power_save=self.config.batch.mode == "power_save",
             **kwargs,
         )
 
@@ -81,6 +112,34 @@ def _local_cloud(
     )
 
 
+def _batch(config: SiteConfig, batch_path: Path) -> BatchSystem:
+    """The configured batch system; adapters validate their own options."""
+    cfg: BatchConfig = config.batch
+    if cfg.type == "local":
+        return LocalBatch(
+            batch_path,
+            scheduler=cfg.scheduler,
+            heartbeat_timeout=config.manager.heartbeat_timeout,
+        )
+    if cfg.type == "slurm":
+        from elasticsite.batch import slurm
+
+        factory: Any = slurm.SlurmBatch.from_options
+    elif cfg.type == "pbs":
+        from elasticsite.batch import pbs
+
+        factory = pbs.PbsBatch.from_options
+    else:
+        from elasticsite.batch import htcondor
+
+        factory = htcondor.CondorBatch.from_options
+    try:
+        batch: BatchSystem = factory(cfg.options)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"batch.options: {exc}") from None
+    return batch
+
+
 def open_site(config: SiteConfig, base_dir: Path | None = None) -> Site:
     """Open (creating if needed) the state directory and every part of the site."""
     state_dir = config.state_dir(base_dir).resolve()
@@ -88,11 +147,7 @@ def open_site(config: SiteConfig, base_dir: Path | None = None) -> Site:
     batch_path = Path(config.batch.path)
     if not batch_path.is_absolute():
         batch_path = state_dir / batch_path
-    batch = LocalBatch(
-        batch_path,
-        scheduler=config.batch.scheduler,
-        heartbeat_timeout=config.manager.heartbeat_timeout,
-    )
+    batch = _batch(config, batch_path)
     clouds: dict[str, CloudDriver] = {}
     for cfg in config.clouds:
         clouds[cfg.name] = _local_cloud(cfg, config, state_dir, batch_path)

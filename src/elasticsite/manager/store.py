@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +49,12 @@ CREATE TABLE IF NOT EXISTS transitions (
 );
 CREATE INDEX IF NOT EXISTS transitions_worker ON transitions(worker_id);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS power_requests (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    action TEXT NOT NULL,
+    node TEXT NOT NULL,
+    at REAL NOT NULL
+);
 """
 
 
@@ -135,6 +141,27 @@ class StateStore:
     def counters(self) -> dict[str, int]:
         rows = self._db().execute("SELECT name, value FROM counters WHERE name NOT LIKE 'seq:%'")
         return {name: int(value) for name, value in rows}
+
+    # -- power requests (from the batch system's power saving) --------------
+
+    def add_power_requests(self, action: str, nodes: Sequence[str], at: float) -> None:
+        """Queue ``resume`` or ``suspend`` requests for the manager's next step."""
+        if action not in ("resume", "suspend"):
+            raise ValueError(f"unknown power action {action!r}")
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT INTO power_requests(action, node, at) VALUES (?, ?, ?)",
+                [(action, n, at) for n in nodes],
+            )
+
+    def take_power_requests(self) -> list[tuple[str, str, float]]:
+        """Every queued request, oldest first, removed from the queue in the same commit."""
+        with self.transaction() as db:
+            rows = db.execute("SELECT seq, action, node, at FROM power_requests ORDER BY seq")
+            taken = [(int(seq), str(a), str(n), float(t)) for seq, a, n, t in rows]
+            if taken:
+                db.execute("DELETE FROM power_requests WHERE seq <= ?", (taken[-1][0],))
+        return [(a, n, t) for _, a, n, t in taken]
 
     # -- workers -----------------------------------------------------------
 

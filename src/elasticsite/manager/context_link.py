@@ -1,0 +1,144 @@
+"""The manager's side of recontextualization: one context per site, kept across restarts.
+
+At its first start the manager creates a context on the broker and keeps the
+context's id, URI, key and secret in its state store (the broker shows the key and
+secret only once). Every worker it launches gets those coordinates in its user data;
+the worker's agent joins and follows the context. When the manager takes a worker
+down it records the worker's departure, so the remaining nodes forget it even if the
+instance died without leaving. Removals that fail (broker unreachable) are kept in
+the store and retried at every step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from elasticsite.config import ConfigError, ContextConfig
+from elasticsite.context.client import AdminClient, ContextError
+from elasticsite.manager.store import StateStore
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ContextLink"]
+
+_KEYS = ("id", "uri", "key", "secret")
+_PENDING = "context.pending_removals"
+
+
+def _read_token(config: ContextConfig) -> str:
+    if config.token_file:
+        try:
+            token = Path(config.token_file).expanduser().read_text().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"context.token_file: cannot read {config.token_file}: {exc.strerror or exc}"
+            ) from None
+    else:
+        token = os.environ.get("ELASTICSITE_BROKER_TOKEN", "").strip()
+    if not token:
+        raise ConfigError(
+            "context: no admin token for the broker (set context.token_file or "
+            "$ELASTICSITE_BROKER_TOKEN)"
+        )
+    return token
+
+
+class ContextLink:
+    """The site's context on the broker, as the manager uses it."""
+
+    def __init__(self, config: ContextConfig, store: StateStore, site_id: str) -> None:
+        self.config = config
+        self.store = store
+        self.name = config.name or site_id
+        self.ca_pem: str | None = None
+        if config.ca:
+            try:
+                self.ca_pem = Path(config.ca).expanduser().read_text()
+            except OSError as exc:
+                raise ConfigError(
+                    f"context.ca: cannot read {config.ca}: {exc.strerror or exc}"
+                ) from None
+        # Short timeout: the manager asks from its loop and retries at the next step.
+        self.client = AdminClient(config.broker, _read_token(config), ca=self.ca_pem, timeout=5.0)
+        self.coordinates: dict[str, str] = {}
+
+    def close(self) -> None:
+        self.client.close()
+
+    def ensure(self) -> dict[str, str]:
+        """The context's coordinates for user data, creating the context if needed.
+
+        Raises :class:`ContextError` if the broker cannot be reached or refuses.
+        """
+        saved = {k: self.store.get_meta(f"context.{k}") or "" for k in _KEYS}
+        if all(saved.values()):
+            try:
+                self.client.show(saved["id"])
+            except ContextError as exc:
+                if exc.status != 404:
+                    raise
+                log.warning("context %s is gone from the broker; creating a new one", saved["id"])
+            else:
+                self.coordinates = self._userdata(saved)
+                return self.coordinates
+        created = self.client.create(self.name)
+        values = {
+            "id": created.id,
+            "uri": created.uri,
+            "key": created.key,
+            "secret": created.secret,
+        }
+        for k, v in values.items():
+            self.store.set_meta(f"context.{k}", v)
+        log.info("created context %s (%s) on %s", created.id, created.uri, self.config.broker)
+        self.coordinates = self._userdata(values)
+        return self.coordinates
+
+    def _userdata(self, values: dict[str, str]) -> dict[str, str]:
+        out = {
+            "context_uri": values["uri"],
+            "context_key": values["key"],
+            "context_secret": values["secret"],
+        }
+        if self.ca_pem:
+            out["context_ca"] = self.ca_pem
+        return out
+
+    @property
+    def context_id(self) -> str | None:
+        return self.store.get_meta("context.id")
+
+    def forget(self, host: str) -> None:
+        """Record that ``host`` (a worker's node name) left; retried until the broker agrees."""
+        pending = self.pending()
+        if host not in pending:
+            pending.append(host)
+            self.store.set_meta(_PENDING, json.dumps(pending))
+        self.flush()
+
+    def pending(self) -> list[str]:
+        raw = self.store.get_meta(_PENDING)
+        return list(json.loads(raw)) if raw else []
+
+    def flush(self) -> int:
+        """Send the pending removals; returns how many are still pending."""
+        pending = self.pending()
+        cid = self.context_id
+        if not pending or cid is None:
+            return len(pending)
+        left: list[str] = []
+        for i, host in enumerate(pending):
+            try:
+                self.client.remove_host(cid, host)
+                log.info("context %s: %s removed", cid, host)
+            except ContextError as exc:
+                if exc.status == 404:  # already left (its agent said goodbye), or never joined
+                    continue
+                log.warning("context %s: removing %s failed (will retry): %s", cid, host, exc)
+                left = pending[i:]
+                break
+        self.store.set_meta(_PENDING, json.dumps(left))
+        return len(left)

@@ -1,0 +1,127 @@
+"""Slurm-native power saving, with the embedded site standing in for Slurm.
+
+The hooks (``elasticsite slurm resume|suspend|fail``) only queue requests in the
+state store; the manager carries them out. Here the embedded batch system plays the
+part of slurmctld; tests/integration/slurm does the same against a real Slurm.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from elasticsite import policies
+from elasticsite.cli import app
+from elasticsite.clouds.local import LocalCloud
+from elasticsite.manager.loop import Manager
+from elasticsite.manager.site import Site, open_site
+from elasticsite.manager.store import StateStore
+from elasticsite.model import Cause, WorkerState
+
+from .conftest import Running, site_config, wait_for
+
+
+@pytest.fixture
+def power_site(tmp_path: Path) -> Iterator[Running]:
+    site: Site = open_site(site_config(tmp_path / "state", max_instances=2))
+    manager = Manager(
+        config=site.config.manager,
+        batch=site.batch,
+        clouds=site.clouds,
+        specs=site.config.cloud_specs(),
+        store=site.store,
+        policy=policies.get("on_demand"),
+        settings=site.config.policy_settings(),
+        userdata=site.userdata(),
+        power_save=True,
+    )
+    r = Running(site, manager)
+    r.thread.start()
+    yield r
+    manager.stop()
+    r.thread.join(30)
+    for cloud in site.clouds.values():
+        assert isinstance(cloud, LocalCloud)
+        cloud.kill_all()
+
+
+def by_node(r: Running) -> dict[str, WorkerState]:
+    return {rec.worker.node or "": rec.worker.state for rec in r.site.store.load()}
+
+
+def test_resumed_nodes_boot_under_their_slurm_names_and_suspend_takes_them_down(
+    power_site: Running,
+) -> None:
+    r = power_site
+    r.site.store.add_power_requests("resume", ["cloud1", "cloud2"], time.time())
+    wait_for(
+        lambda: by_node(r) == {"cloud1": WorkerState.IDLE, "cloud2": WorkerState.IDLE},
+        30,
+        "both nodes to join under the names asked for",
+    )
+    nodes = {n.name for n in r.site.batch.snapshot().nodes if n.state.value == "idle"}
+    assert nodes == {"cloud1", "cloud2"}
+    r.submit(0.2)
+    wait_for(lambda: r.site.batch.counts().get("done", 0) == 1, 30, "the job to run")
+
+    r.site.store.add_power_requests("suspend", ["cloud1"], time.time())
+    wait_for(lambda: "cloud1" not in by_node(r), 30, "cloud1's worker to terminate")
+    done = [rec for rec in r.site.store.load(include_done=True, history=True)]
+    gone = next(rec.worker for rec in done if rec.worker.node == "cloud1")
+    assert gone.state is WorkerState.TERMINATED
+    assert any(t.cause == Cause.POWER_DOWN for t in gone.history)
+    assert by_node(r) == {"cloud2": WorkerState.IDLE}
+    # Nothing launched on the policy's own initiative, though on_demand is configured.
+    assert r.site.store.counters().get("launched") == 2
+
+
+def test_resumes_beyond_the_cloud_cap_are_refused_and_counted(power_site: Running) -> None:
+    r = power_site
+    r.site.store.add_power_requests("resume", ["c1", "c2", "c3"], time.time())
+    wait_for(lambda: r.site.store.counters().get("power_refused") == 1, 10, "one refusal")
+    wait_for(lambda: len(by_node(r)) == 2, 10, "two workers")
+    assert set(by_node(r)) == {"c1", "c2"}
+
+
+def test_hooks_queue_requests_and_return_at_once(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(
+        f'[manager]\nstate_dir = "{state}"\n[batch]\ntype = "slurm"\nmode = "power_save"\n'
+        '[[clouds]]\nname = "local"\n'
+    )
+    runner = CliRunner()
+    for args in (["resume", "cloud[1-2]"], ["suspend", "cloud1"], ["fail", "cloud3"]):
+        result = runner.invoke(app, ["slurm", *args, "-c", str(cfg)])
+        assert result.exit_code == 0, result.output
+    store = StateStore(state / "manager.db")
+    assert [(a, n) for a, n, _ in store.take_power_requests()] == [
+        ("resume", "cloud1"),
+        ("resume", "cloud2"),
+        ("suspend", "cloud1"),
+        ("suspend", "cloud3"),
+    ]
+    assert store.take_power_requests() == []
+    assert "resume failed cloud3" in (state / "power.log").read_text()
+
+
+def test_hooks_refuse_a_site_not_in_power_save_mode(tmp_path: Path) -> None:
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(f'[manager]\nstate_dir = "{tmp_path}"\n[[clouds]]\nname = "local"\n')
+    result = CliRunner().invoke(app, ["slurm", "resume", "n1", "-c", str(cfg)])
+    assert result.exit_code == 2
+    assert "power_save" in result.output
+
+
+def test_power_save_needs_an_absolute_state_dir(tmp_path: Path) -> None:
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(
+        '[manager]\nstate_dir = "rel"\n[batch]\ntype = "slurm"\nmode = "power_save"\n'
+        '[[clouds]]\nname = "local"\n'
+    )
+    result = CliRunner().invoke(app, ["slurm", "resume", "n1", "-c", str(cfg)])
+    assert result.exit_code == 2 and "absolute" in result.output
