@@ -473,7 +473,9 @@ def parse_nodes(text: str, flavour: str) -> list[Node]:
             attrs = _xml_value(element)
             if not isinstance(attrs, dict) or not attrs.get("name") or "state" not in attrs:
                 raise BatchError("pbsnodes -x: a <Node> without <name> or <state>")
-            held = _job_cores((attrs.get("jobs") or "").split(","))
+            # "0/1.srv, 1/1.srv" (Torque 4) or "0-3,5/1.srv,4/2.srv" (Torque 6)
+            slots = re.findall(r"([\d,\-]*\d)/([^,\s]+)", str(attrs.get("jobs") or ""))
+            held = _job_cores(f"{cores}/{job}" for cores, job in slots)
             node = _node(
                 attrs["name"], _int(attrs.get("np")), attrs["state"], held,
                 sum(held.values()), attrs.get("note"),
