@@ -17,7 +17,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 __all__ = ["LocalAgent", "loopback_address"]
 
 _STOP_WAIT = 10.0
+
+
+def _empty_mask() -> None:
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 def loopback_address(name: str) -> str:
@@ -83,7 +87,9 @@ class LocalAgent:
     def wanted(userdata: Mapping[str, str]) -> bool:
         return bool(userdata.get("context_uri"))
 
-    def start(self, address: str | None = None) -> None:
+    def start(self, address: str | None = None, preexec: Callable[[], None] | None = None) -> None:
+        """Start the agent; ``preexec`` runs in the child (the worker makes it die with
+        the instance, as an agent dies with its VM)."""
         self.root.mkdir(parents=True, exist_ok=True)
         site = self.userdata.get("site_id", "elasticsite")
         argv = [
@@ -105,7 +111,7 @@ class LocalAgent:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
-                preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, set()),
+                preexec_fn=preexec or _empty_mask,
                 process_group=0,
             )
         log.info("%s: agent started (pid %d)", self.node, self.proc.pid)

@@ -23,7 +23,7 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +77,8 @@ class SlurmdNode:
     controller: str = "localhost"
     """The name slurm.conf gives the controller (resolved inside the namespace)."""
     log_path: Path | None = None
+    preexec: Callable[[], None] | None = None
+    """Runs in the child before exec (the worker makes slurmd die with the instance)."""
     proc: subprocess.Popen[bytes] | None = None
     slot: int | None = None
 
@@ -108,7 +110,7 @@ class SlurmdNode:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_empty_mask,
+                preexec_fn=self.preexec or _empty_mask,
                 process_group=0,
             )
         except OSError as exc:

@@ -178,7 +178,8 @@ class Worker:
             return self.shutdown(joined=False)
         if self.agent is not None:
             try:
-                self.agent.start()
+                # Empty signal mask; dies with this process, as an agent with its VM.
+                self.agent.start(preexec=_job_preexec(os.getpid(), set()))
             except OSError as exc:
                 log.error("%s: cannot start the agent: %s", self.name, exc)
         if self.userdata.get("batch") == "slurm":
@@ -205,6 +206,7 @@ class Worker:
             slurmd=ud.get("slurmd", "/usr/sbin/slurmd"),
             controller=ud.get("slurm_controller", "localhost"),
             log_path=self.jobs_dir.parent / "logs" / f"{self.name}.slurmd.log",
+            preexec=_job_preexec(os.getpid(), set()),
         )
         try:
             node.start()

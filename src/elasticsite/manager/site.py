@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from elasticsite import policies
-from elasticsite.batch.base import BatchSystem
+from elasticsite.batch.base import BatchError, BatchSystem
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import CloudDriver
 from elasticsite.clouds.local import LocalCloud
@@ -135,7 +135,7 @@ def _batch(config: SiteConfig, batch_path: Path) -> BatchSystem:
         factory = htcondor.CondorBatch.from_options
     try:
         batch: BatchSystem = factory(cfg.options)
-    except (ValueError, TypeError) as exc:
+    except (BatchError, ValueError, TypeError) as exc:
         raise ConfigError(f"batch.options: {exc}") from None
     return batch
 
