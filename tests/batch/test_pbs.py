@@ -288,3 +288,11 @@ def test_a_failing_command_surfaces_as_a_batch_error() -> None:
     batch = PbsBatch("openpbs", runner=lambda argv: pbs.run(["false"]))
     with pytest.raises(BatchError, match="`false` exited with code 1"):
         batch.snapshot()
+
+
+def test_node_names_cannot_smuggle_qmgr_syntax() -> None:
+    fake = FakePbs("openpbs")
+    batch = PbsBatch("openpbs", runner=fake)
+    with pytest.raises(BatchError, match="need a host name"):
+        batch.add_node("w1; delete node w2", 4)
+    assert not any(call[0] == "qmgr" for call in fake.calls)

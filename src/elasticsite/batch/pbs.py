@@ -520,6 +520,8 @@ def detect_flavour(runner: Runner) -> str:
 
 # -- the adapter -------------------------------------------------------------------------
 
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*")
+"""What ``qmgr -c "create node ..."`` gets: a host name, never more qmgr syntax."""
 _OPTIONS = ("flavour", "queue", "timezone", "default_walltime", "job_name", "script_dir")
 
 
@@ -635,8 +637,8 @@ class PbsBatch:
 
     def add_node(self, name: str, cores: int) -> None:
         """``qmgr create node``; a node the server already knows is left alone."""
-        if not name or cores < 1:
-            raise BatchError(f"add_node: need a name and cores >= 1, got {name!r}, {cores}")
+        if not _NODE_NAME.fullmatch(name) or cores < 1:
+            raise BatchError(f"add_node: need a host name and cores >= 1, got {name!r}, {cores}")
         if name in self._node_names():
             return
         self._act(create_node_command(self.flavour, name, cores))
