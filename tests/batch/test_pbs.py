@@ -296,3 +296,13 @@ def test_node_names_cannot_smuggle_qmgr_syntax() -> None:
     with pytest.raises(BatchError, match="need a host name"):
         batch.add_node("w1; delete node w2", 4)
     assert not any(call[0] == "qmgr" for call in fake.calls)
+
+
+def test_pbspro_2022_queued_job_and_held_job() -> None:
+    (parsed,) = parse_jobs(fixture("pbspro-2022/qstat-f-F-json.json"), "openpbs")
+    job = parsed.job  # the held job (H) is not waiting for cores: left out
+    assert (job.id, job.state, job.cores, job.walltime) == (
+        "359322.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov", JobState.QUEUED, 64, 3600.0,
+    )  # fmt: skip
+    assert job.submitted_at == 1670099138.0  # "Sat Dec  3 20:25:38 2022" UTC
+    assert (job.user, job.node, parsed.queue) == ("christopherkang", None, "debug")
