@@ -223,6 +223,15 @@ class BatchContract:
         batch.remove_node(name)  # a removed node: no-op
         batch.remove_node(self.node_name(98))  # never known: no-op too
 
+    def test_a_declared_node_can_be_drained_before_it_reports(self, batch: BatchSystem) -> None:
+        name = self.node_name(1)
+        batch.add_node(name, 2)
+        self.settle(batch, lambda v: self.node(v, name) is not None)
+        batch.drain(name, "contract: not needed after all")
+        batch.undrain(name)
+        view = self.settle(batch, lambda v: self._state(v, name) is NodeState.DOWN)
+        assert self._state(view, name) is NodeState.DOWN
+
     def test_a_queued_job_waits_while_no_node_reports(self, batch: BatchSystem) -> None:
         name = self.node_name(1)
         batch.add_node(name, 4)
