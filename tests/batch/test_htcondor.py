@@ -235,5 +235,9 @@ def test_from_options_rejects_unknown_options_in_one_line() -> None:
     )
     with pytest.raises(BatchError, match="unknown drain_mode 'slow'"):
         CondorBatch.from_options({"drain_mode": "slow"})
+    with pytest.raises(BatchError, match="default_walltime must be seconds, got 'long'"):
+        CondorBatch.from_options({"default_walltime": "long"})
+    with pytest.raises(BatchError, match="submit_attributes must map submit commands"):
+        CondorBatch.from_options({"submit_attributes": {"+VMMem": 512}})
     batch = CondorBatch.from_options({"drain_mode": "fast", "collector": "cm.example.org"})
     assert batch.drain_mode == "fast"

@@ -497,13 +497,26 @@ class CondorBatch:
             raise BatchError(
                 f"unknown HTCondor option(s) {', '.join(unknown)}; valid: {', '.join(_OPTIONS)}"
             )
+        try:
+            walltime = float(options.get("default_walltime", 3600.0))
+        except (TypeError, ValueError):
+            raise BatchError(
+                f"HTCondor option default_walltime must be seconds, "
+                f"got {options['default_walltime']!r}"
+            ) from None
+        extra = options.get("submit_attributes") or {}
+        if not isinstance(extra, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in extra.items()
+        ):
+            raise BatchError(
+                "HTCondor option submit_attributes must map submit commands to strings, "
+                f"got {extra!r}"
+            )
+        drain_mode = str(options.get("drain_mode", "graceful"))
+        if drain_mode not in DRAIN_MODES:  # before the bindings are needed
+            raise BatchError(f"unknown drain_mode {drain_mode!r}; valid: {', '.join(DRAIN_MODES)}")
         pool = BindingsPool(options.get("collector"), options.get("schedd"))
-        return cls(
-            pool,
-            drain_mode=str(options.get("drain_mode", "graceful")),
-            default_walltime=float(options.get("default_walltime", 3600.0)),
-            submit_attributes=options.get("submit_attributes"),
-        )
+        return cls(pool, drain_mode=drain_mode, default_walltime=walltime, submit_attributes=extra)
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
         """Run one bindings call; anything it raises becomes a BatchError naming ``what``."""
