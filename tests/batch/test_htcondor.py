@@ -241,3 +241,16 @@ def test_from_options_rejects_unknown_options_in_one_line() -> None:
         CondorBatch.from_options({"submit_attributes": {"+VMMem": 512}})
     batch = CondorBatch.from_options({"drain_mode": "fast", "collector": "cm.example.org"})
     assert batch.drain_mode == "fast"
+
+
+def test_missing_bindings_are_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_module(name: str) -> Any:
+        raise ImportError(f"No module named {name!r}")
+
+    monkeypatch.setattr(htcondor.importlib, "import_module", no_module)
+    with pytest.raises(BatchError) as caught:
+        htcondor.BindingsPool()
+    assert str(caught.value) == (
+        "the HTCondor adapter needs the HTCondor Python bindings: "
+        "pip install 'elasticsite[htcondor]'"
+    )
