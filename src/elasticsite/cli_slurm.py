@@ -2,10 +2,12 @@
 
 Set in ``slurm.conf`` as ``ResumeProgram``, ``SuspendProgram`` and
 ``ResumeFailProgram`` (through a two-line wrapper that names the configuration; see
-``docs/slurm.md``). Each call queues its nodes in the site's state store and returns
-at once, as slurmctld expects; the running manager (``elasticsite run`` with
-``batch.mode = "power_save"``) carries them out at its next step, with the same
-clouds, caps, spend limit, retries and restart safety as in external mode.
+``docs/slurm.md``). With ``batch.mode = "power_save"`` each call queues its nodes in
+the site's state store and returns at once, as slurmctld expects; the running manager
+carries them out at its next step, with the same clouds, caps, spend limit, retries
+and restart safety as in external mode. With ``batch.mode = "external"`` the calls
+are only acknowledged and logged: the manager declared those nodes (``State=CLOUD``)
+and brings them up itself, and slurmctld merely waits for them to register.
 """
 
 from __future__ import annotations
@@ -56,22 +58,25 @@ def _queue(action: str, nodelist: str, config: Path | None, label: str) -> None:
     path = config or Path(os.environ.get("ELASTICSITE_CONFIG", "elasticsite.toml"))
     try:
         cfg = load_config(path)
-        if cfg.batch.mode != "power_save":
-            raise ConfigError(
-                f"{path}: batch.mode is {cfg.batch.mode!r}; the power-saving hooks need "
-                'batch.mode = "power_save" (and batch.type = "slurm")'
-            )
+        if cfg.batch.type != "slurm":
+            raise ConfigError(f"{path}: batch.type is {cfg.batch.type!r}, not 'slurm'")
         nodes = expand(nodelist)
     except (ConfigError, HostlistError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    state_dir = cfg.state_dir()  # absolute: the configuration insists in power_save mode
+    # Absolute in power_save mode (the configuration insists); else next to the config.
+    state_dir = cfg.state_dir(path.resolve().parent)
     state_dir.mkdir(parents=True, exist_ok=True)
-    store = StateStore(state_dir / "manager.db")
-    try:
-        store.add_power_requests(action, nodes, time.time())
-    finally:
-        store.close()
+    if cfg.batch.mode == "power_save":
+        store = StateStore(state_dir / "manager.db")
+        try:
+            store.add_power_requests(action, nodes, time.time())
+        finally:
+            store.close()
+    else:
+        # External mode: the manager declared these nodes and brings them up (and down)
+        # itself; Slurm's power saving only waits for them to register.
+        label += " (external mode: acknowledged, the manager drives these nodes)"
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     with open(state_dir / "power.log", "a", encoding="utf-8") as log:  # what slurmctld asked
         log.write(f"{stamp} pid {os.getpid()}: {label} {nodelist} ({len(nodes)} nodes)\n")

@@ -109,12 +109,24 @@ def test_hooks_queue_requests_and_return_at_once(tmp_path: Path) -> None:
     assert "resume failed cloud3" in (state / "power.log").read_text()
 
 
-def test_hooks_refuse_a_site_not_in_power_save_mode(tmp_path: Path) -> None:
+def test_hooks_only_acknowledge_in_external_mode(tmp_path: Path) -> None:
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(
+        f'[manager]\nstate_dir = "{tmp_path}"\n[batch]\ntype = "slurm"\n'
+        '[[clouds]]\nname = "local"\n'
+    )
+    result = CliRunner().invoke(app, ["slurm", "resume", "n1", "-c", str(cfg)])
+    assert result.exit_code == 0, result.output
+    assert StateStore(tmp_path / "manager.db").take_power_requests() == []
+    assert "external mode" in (tmp_path / "power.log").read_text()
+
+
+def test_hooks_refuse_a_site_without_slurm(tmp_path: Path) -> None:
     cfg = tmp_path / "site.toml"
     cfg.write_text(f'[manager]\nstate_dir = "{tmp_path}"\n[[clouds]]\nname = "local"\n')
     result = CliRunner().invoke(app, ["slurm", "resume", "n1", "-c", str(cfg)])
     assert result.exit_code == 2
-    assert "power_save" in result.output
+    assert "not 'slurm'" in result.output
 
 
 def test_power_save_needs_an_absolute_state_dir(tmp_path: Path) -> None:
