@@ -3,6 +3,9 @@
 # already answers), slurmctld and the slurmd of the static node "localhost".
 # Idempotent: daemons already running (by their PID file) are left alone.
 # Every daemon started gets a PID file in $RUN_DIR; stop.sh stops exactly those.
+# Several users (test sessions) may share one Slurm: each start.sh records its
+# caller ($ELASTICSITE_SLURM_HOLDER, default the parent process) as a holder, and
+# stop.sh only stops the daemons once no live holder is left.
 #   ELASTICSITE_SLURM_KEEP_STATE=1  keep the controller's saved jobs and nodes
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
@@ -21,7 +24,9 @@ alive() {      # alive PIDFILE EXE-NAME: the PID file names a running EXE-NAME
     [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == *"$2"* ]]
 }
 
-mkdir -p "$RUN_DIR" "$STATE_DIR/ctld" "$LOG_DIR" "$(dirname "$SLURM_CONF_FILE")"
+mkdir -p "$RUN_DIR/holders" "$STATE_DIR/ctld" "$LOG_DIR" "$(dirname "$SLURM_CONF_FILE")"
+exec 8>"$RUN_DIR.lock"; flock 8          # one start.sh/stop.sh at a time
+: > "$RUN_DIR/holders/${ELASTICSITE_SLURM_HOLDER:-$PPID}"
 chmod 755 "$ELASTICSITE_SLURM_DIR"/*.sh
 # slurmctld runs a program without arguments: one link per power action
 for action in resume suspend fail; do

@@ -2,6 +2,8 @@
 # stop.sh - stop only what start.sh, power.sh and dynnode.sh started, by the
 # PID files in $RUN_DIR (each checked against its executable), never by name.
 # Jobs still queued or running are cancelled first so no slurmstepd is left.
+# It first drops its caller's holder record (see start.sh) and stops nothing
+# while another live process holds the Slurm; --force stops it anyway.
 set -uo pipefail
 . "$(dirname "$0")/env.sh"
 
@@ -20,6 +22,19 @@ stop_pidfile() {   # stop_pidfile FILE EXE-NAME
 }
 
 [ -d "$RUN_DIR" ] || { echo "nothing to stop ($RUN_DIR absent)"; exit 0; }
+exec 8>"$RUN_DIR.lock"; flock 8
+rm -f "$RUN_DIR/holders/${ELASTICSITE_SLURM_HOLDER:-$PPID}"
+if [ "${1:-}" != --force ]; then
+    others=()
+    for h in "$RUN_DIR"/holders/*; do
+        [ -e "$h" ] || continue
+        if kill -0 "${h##*/}" 2>/dev/null; then others+=("${h##*/}"); else rm -f "$h"; fi
+    done
+    if [ ${#others[@]} -gt 0 ]; then
+        echo "slurm still used by process(es) ${others[*]}: not stopping (--force to stop anyway)"
+        exit 0
+    fi
+fi
 if [[ "$(readlink "/proc/$(cat "$RUN_DIR/slurmctld.pid" 2>/dev/null)/exe" 2>/dev/null)" == *slurmctld* ]]; then
     jobs=$(squeue -h -o %i 2>/dev/null | tr '\n' ' ')
     if [ -n "${jobs// /}" ]; then

@@ -1,0 +1,152 @@
+"""A real single-machine Slurm for the adapter's integration tests.
+
+The session fixture installs Slurm if needed (``scripts/slurm/install.sh``, root and
+Debian packages), starts it with ``scripts/slurm/start.sh`` and, at the end, stops
+with ``scripts/slurm/stop.sh`` only what it started: a Slurm that was already up
+is left running, and stop.sh itself leaves running a Slurm that another live
+process started it for (start.sh records each caller as a holder). Without root, or when the packages cannot
+be installed, every test here is skipped with the reason.
+
+Tests cancel only the jobs they submitted and delete only the nodes they created
+(named ``t-...``), so another user of the same Slurm is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import ClassVar, TypeVar
+
+import pytest
+
+from elasticsite.batch.base import BatchView, JobRequest, Node
+from elasticsite.batch.slurm import SlurmBatch
+
+SCRIPTS = Path(__file__).resolve().parents[3] / "scripts" / "slurm"
+RUN_DIR = Path(os.environ.get("ELASTICSITE_SLURM_RUN_DIR", "/run/elasticsite-slurm"))
+TEST_NODE_PREFIX = "t-"
+"""Dynamic nodes the tests create are named t-...; cleanup deletes them."""
+
+T = TypeVar("T")
+
+pytestmark = pytest.mark.slow
+
+
+def _script(name: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(SCRIPTS / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def _controller_running() -> bool:
+    try:
+        pid = int((RUN_DIR / "slurmctld.pid").read_text())
+        return "slurmctld" in os.readlink(f"/proc/{pid}/exe")
+    except (OSError, ValueError):
+        return False
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[Path]:
+    """The running test Slurm; yields the scripts folder."""
+    if os.geteuid() != 0:
+        pytest.skip("real Slurm tests need root (they install and start slurmctld/slurmd)")
+    if shutil.which("slurmctld") is None or shutil.which("sbatch") is None:
+        installed = _script("install.sh", timeout=600)
+        if installed.returncode != 0:
+            pytest.skip(
+                "cannot install Slurm (scripts/slurm/install.sh): "
+                + (installed.stderr.strip() or installed.stdout.strip())[-300:]
+            )
+    already = _controller_running()
+    started = _script("start.sh")  # records this process as a holder
+    if started.returncode != 0:
+        pytest.fail(f"scripts/slurm/start.sh failed:\n{started.stdout}\n{started.stderr}")
+    try:
+        yield SCRIPTS
+    finally:
+        if already:
+            (RUN_DIR / "holders" / str(os.getpid())).unlink(missing_ok=True)
+        else:
+            _script("stop.sh")  # stops nothing while another holder still uses it
+
+
+def wait_for(check: Callable[[], T | None], timeout: float = 20.0, what: str = "") -> T:
+    """Poll ``check`` every 0.2 s until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what or check}")
+        time.sleep(0.2)
+
+
+def node(view: BatchView, name: str) -> Node | None:
+    return next((n for n in view.nodes if n.name == name), None)
+
+
+class TrackedSlurm(SlurmBatch):
+    """The adapter, remembering every job it submitted so cleanup cancels just those."""
+
+    submitted: ClassVar[set[str]] = set()
+
+    def submit(self, request: JobRequest) -> str:
+        job_id = super().submit(request)
+        TrackedSlurm.submitted.add(job_id)
+        return job_id
+
+
+def _cleanup(batch: SlurmBatch) -> None:
+    mine = sorted(TrackedSlurm.submitted)
+    if mine:
+        subprocess.run(["scancel", *mine], check=False, capture_output=True)
+    for entry in RUN_DIR.glob(f"dyn-{TEST_NODE_PREFIX}*.idx"):
+        _script("dynnode.sh", "stop", entry.name[4:-4], "--delete")
+    wait_for(
+        lambda: not {j.id for j in batch.snapshot().running} & set(mine),
+        30,
+        "every test job to end",
+    )
+    TrackedSlurm.submitted.clear()
+    for n in batch.snapshot().nodes:
+        if n.name.startswith(TEST_NODE_PREFIX):
+            batch.remove_node(n.name)
+    subprocess.run(
+        ["scontrol", "update", "nodename=localhost", "state=undrain"],
+        check=False,
+        capture_output=True,
+    )
+
+
+def tracked(partition: str | None = None) -> SlurmBatch:
+    """An adapter submitting to ``partition`` whose jobs the cleanup cancels."""
+    return TrackedSlurm(partition=partition, include_held=True)
+
+
+@pytest.fixture
+def slurm(slurm_cluster: Path) -> Iterator[SlurmBatch]:
+    """An adapter on the real Slurm; the test's jobs and t-* nodes are gone afterwards."""
+    batch = tracked()
+    _cleanup(batch)
+    yield batch
+    _cleanup(batch)
+
+
+@pytest.fixture(scope="session")
+def local_cores(slurm_cluster: Path) -> int:
+    """Cores of the static node ``localhost`` (the machine's)."""
+    view = SlurmBatch().snapshot()
+    found = node(view, "localhost")
+    assert found is not None
+    return found.cores

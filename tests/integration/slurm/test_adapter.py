@@ -1,0 +1,170 @@
+"""The Slurm adapter against a real Slurm 22.05: jobs, nodes, dynamic nodes, drains."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from tests.integration.slurm.conftest import TrackedSlurm, node, tracked, wait_for
+
+from elasticsite.batch.base import BatchError, JobRequest, NodeState, UnknownJob, UnknownNode
+from elasticsite.batch.slurm import SlurmBatch
+from elasticsite.model import JobState
+
+pytestmark = pytest.mark.slow
+
+SLEEP = ["sleep", "60"]
+
+
+def running_job(batch: SlurmBatch, job_id: str) -> bool:
+    return any(j.id == job_id for j in batch.snapshot().running)
+
+
+def test_job_runs_on_localhost_and_the_snapshot_says_so_exactly(
+    slurm: SlurmBatch, local_cores: int
+) -> None:
+    job_id = slurm.submit(JobRequest(SLEEP, cores=1, walltime=120))
+    wait_for(lambda: running_job(slurm, job_id), what=f"job {job_id} to run")
+    view = slurm.snapshot()
+    job = next(j for j in view.running if j.id == job_id)
+    assert (job.state, job.cores, job.walltime, job.node, job.user) == (
+        JobState.RUNNING, 1, 120.0, "localhost", "root"
+    )  # fmt: skip
+    assert job.started_at is not None and job.submitted_at <= job.started_at <= view.taken_at + 1
+    info = slurm.jobs_info[job_id]
+    assert (info.partition, info.nodes, info.name) == ("debug", ("localhost",), "sleep")
+    local = node(view, "localhost")
+    assert local is not None
+    assert (local.state, local.running_jobs, local.free_cores) == (
+        NodeState.BUSY, 1, local_cores - 1
+    )  # fmt: skip
+    assert local.registered_at is not None
+
+
+def test_queued_jobs_in_slurm_priority_order(slurm: SlurmBatch, local_cores: int) -> None:
+    blocker = slurm.submit(JobRequest(SLEEP, cores=local_cores, walltime=300))
+    wait_for(lambda: running_job(slurm, blocker), what="the blocker to run")
+    first = slurm.submit(JobRequest(["true"], cores=local_cores, walltime=60))
+    second = slurm.submit(JobRequest(["true"], cores=1, walltime=3600))
+    queued = [j for j in slurm.snapshot().queued if j.id in TrackedSlurm.submitted]
+    assert [(j.id, j.cores, j.walltime, j.state) for j in queued] == [
+        (first, local_cores, 60.0, JobState.QUEUED),
+        (second, 1, 3600.0, JobState.QUEUED),
+    ]
+    assert queued[0].priority > queued[1].priority
+
+
+def test_dynamic_node_add_drain_undrain_remove_idempotent(slurm: SlurmBatch) -> None:
+    slurm.add_node("t-dyn1", 3)
+    slurm.add_node("t-dyn1", 3)  # exists: no-op
+    created = node(slurm.snapshot(), "t-dyn1")
+    assert created is not None
+    assert (created.cores, created.state, created.registered_at) == (3, NodeState.DOWN, None)
+    slurm.drain("t-dyn1", "scale in")
+    slurm.drain("t-dyn1", "scale in")
+    drained = node(slurm.snapshot(), "t-dyn1")
+    assert drained is not None and (drained.state, drained.reason) == (
+        NodeState.DRAINED, "scale in"
+    )  # fmt: skip
+    slurm.undrain("t-dyn1")
+    slurm.undrain("t-dyn1")
+    assert getattr(node(slurm.snapshot(), "t-dyn1"), "state", None) is NodeState.DOWN
+    slurm.remove_node("t-dyn1")
+    slurm.remove_node("t-dyn1")
+    assert node(slurm.snapshot(), "t-dyn1") is None
+
+
+def test_real_dynamic_node_runs_a_job_drain_keeps_it_remove_requeues_it(
+    slurm: SlurmBatch, slurm_cluster: Path
+) -> None:
+    slurm.add_node("t-dyn2", 1)
+    started = subprocess.run(
+        ["bash", str(slurm_cluster / "dynnode.sh"), "start", "t-dyn2", "elastic", "1"],
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    up = wait_for(
+        lambda: (n := node(slurm.snapshot(), "t-dyn2")) and n.state is NodeState.IDLE and n,
+        what="the slurmd -Z node to register",
+    )
+    assert up.registered_at is not None and up.free_cores == 1
+    elastic = tracked("elastic")
+    job_id = elastic.submit(JobRequest(SLEEP, cores=1, walltime=300))
+    wait_for(lambda: running_job(slurm, job_id), what="the job to run on t-dyn2")
+    view = slurm.snapshot()
+    job = next(j for j in view.running if j.id == job_id)
+    assert job.node == "t-dyn2"
+    assert getattr(node(view, "t-dyn2"), "state", None) is NodeState.BUSY
+
+    slurm.drain("t-dyn2", "scale in")
+    view = slurm.snapshot()
+    still = next((j for j in view.running if j.id == job_id), None)
+    assert still is not None and still.started_at == job.started_at  # not interrupted
+    assert getattr(node(view, "t-dyn2"), "state", None) is NodeState.DRAINING
+
+    slurm.remove_node("t-dyn2")  # the job goes back to the queue first
+    view = slurm.snapshot()
+    assert node(view, "t-dyn2") is None
+    assert job_id in {j.id for j in view.queued}
+
+
+def test_drain_never_interrupts_a_running_job(slurm: SlurmBatch, local_cores: int) -> None:
+    job_id = slurm.submit(JobRequest(["sleep", "3"], cores=local_cores, walltime=60))
+    wait_for(lambda: running_job(slurm, job_id), what="the job to run")
+    slurm.drain("localhost", "maintenance")
+    waiting = slurm.submit(JobRequest(["true"], cores=1, walltime=60))
+    view = slurm.snapshot()
+    assert getattr(node(view, "localhost"), "state", None) is NodeState.DRAINING
+    assert job_id in {j.id for j in view.running}
+    # the job ends by itself; nothing new starts on the drained node
+    wait_for(
+        lambda: getattr(node(slurm.snapshot(), "localhost"), "state", None) is NodeState.DRAINED,
+        what="localhost to be drained",
+    )
+    assert waiting in {j.id for j in slurm.snapshot().queued}
+    slurm.undrain("localhost")
+    wait_for(
+        lambda: waiting not in {j.id for j in slurm.snapshot().queued},
+        what="the waiting job to start after undrain",
+    )
+
+
+def test_unknown_jobs_and_nodes(slurm: SlurmBatch) -> None:
+    with pytest.raises(UnknownNode):
+        slurm.drain("t-nosuch", "x")
+    with pytest.raises(UnknownNode):
+        slurm.undrain("t-nosuch")
+    slurm.remove_node("t-nosuch")  # already gone: no-op
+    for call in (
+        lambda: slurm.set_priority("987654", 5),
+        lambda: slurm.move_to_front("987654"),
+        lambda: slurm.preempt("987654"),
+    ):
+        with pytest.raises(UnknownJob, match="987654"):
+            call()
+    with pytest.raises(BatchError, match="node name"):
+        slurm.add_node("bad name", 1)
+
+
+def test_submit_to_a_missing_partition_is_a_clear_error(slurm: SlurmBatch) -> None:
+    with pytest.raises(BatchError, match="nosuchpart"):
+        tracked("nosuchpart").submit(JobRequest(["true"]))
+
+
+@pytest.mark.skipif(os.environ.get("ELASTICSITE_SLURM_SKIP_POWER") == "1", reason="asked")
+def test_native_power_saving_starts_a_cloud_node_for_a_job(slurm: SlurmBatch) -> None:
+    """power.sh (no power.env: it starts ``slurmd -b -N cloudN`` itself) powers a node up."""
+    job_id = tracked("cloud").submit(JobRequest(["sleep", "2"], walltime=60))
+    # the job is given a powered-down node at once (CONFIGURING: running, on a DOWN node)
+    wait_for(lambda: running_job(slurm, job_id), what="the job to get a cloud node")
+    job = next(j for j in slurm.snapshot().running if j.id == job_id)
+    assert job.node is not None and job.node.startswith("cloud")
+    # slurmctld runs ResumeProgram at once and re-checks configuring jobs every 30 s
+    powered = wait_for(
+        lambda: (n := node(slurm.snapshot(), str(job.node))) and n.state is NodeState.BUSY and n,
+        75,
+        "the cloud node to power up and run the job",
+    )
+    assert powered.registered_at is not None and powered.running_jobs == 1
