@@ -4,8 +4,8 @@ The session fixture installs Slurm if needed (``scripts/slurm/install.sh``, root
 Debian packages), starts it with ``scripts/slurm/start.sh`` and, at the end, stops
 with ``scripts/slurm/stop.sh`` only what it started: a Slurm that was already up
 is left running, and stop.sh itself leaves running a Slurm that another live
-process started it for (start.sh records each caller as a holder). Without root, or when the packages cannot
-be installed, every test here is skipped with the reason.
+process started it for (start.sh records each caller as a holder). Without root,
+or when the packages cannot be installed, every test here is skipped with the reason.
 
 Tests cancel only the jobs they submitted and delete only the nodes they created
 (named ``t-...``), so another user of the same Slurm is left alone.
