@@ -432,15 +432,19 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        too_big = f"the request body exceeds {self.max_body} bytes"
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
-                    too_big = int(value) > self.max_body
+                    declared = int(value)
                 except ValueError:
                     await _reject(send, 400, "the Content-Length header is not a number")
                     return
-                if too_big:
-                    await _reject(send, 413, f"the request body exceeds {self.max_body} bytes")
+                if declared > self.max_body:
+                    # Read (and drop) a moderately large body so the client, still sending,
+                    # gets the 413 rather than a reset connection; refuse huge ones at once.
+                    drained = declared <= _DRAIN and await _drain(receive)
+                    await _reject(send, 413, too_big, close=not drained)
                     return
         chunks: list[bytes] = []
         size = 0
@@ -451,7 +455,9 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                await _reject(send, 413, f"the request body exceeds {self.max_body} bytes")
+                more = message.get("more_body", False)
+                drained = await _drain(receive, size) if more else True
+                await _reject(send, 413, too_big, close=not drained)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -468,19 +474,33 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-async def _reject(send: Send, status: int, detail: str) -> None:
+_DRAIN = 1024 * 1024
+"""Largest oversized body read and dropped before answering 413 (bytes)."""
+
+
+async def _drain(receive: Receive, already: int = 0) -> bool:
+    """Read the rest of a request body up to ``_DRAIN`` bytes; False if it was longer
+    or the client went away (then the connection is closed after the answer)."""
+    size = already
+    while size <= _DRAIN:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return False
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return True
+    return False
+
+
+async def _reject(send: Send, status: int, detail: str, *, close: bool = True) -> None:
     body = JSONResponse({"detail": detail}).body
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
