@@ -56,7 +56,7 @@ else
     install -d -o munge -g munge -m 0755 /run/munge
     install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
     rm -f /run/munge/munged.pid
-    runuser -u munge -- /usr/sbin/munged </dev/null >/dev/null 2>&1
+    runuser -u munge -- /usr/sbin/munged </dev/null >/dev/null 2>&1 8>&-
     wait_for 10 munge -n || { echo "start.sh: munged did not come up" >&2; exit 1; }
     cp /run/munge/munged.pid "$RUN_DIR/munged.pid"   # ours: stop.sh stops it
     echo "munged started (pid $(cat "$RUN_DIR/munged.pid"))"
@@ -68,7 +68,7 @@ if alive "$RUN_DIR/slurmctld.pid" slurmctld; then
 else
     [ "${ELASTICSITE_SLURM_KEEP_STATE:-0}" = 1 ] || rm -rf "${STATE_DIR:?}"/ctld/* "${STATE_DIR:?}"/d-*
     # slurmctld daemonizes and writes its PID file; keep none of our fds
-    /usr/sbin/slurmctld </dev/null >/dev/null 2>&1
+    /usr/sbin/slurmctld </dev/null >/dev/null 2>&1 8>&-
     wait_for 30 bash -c 'scontrol ping | grep -q UP' ||
         { echo "start.sh: slurmctld did not answer; end of $LOG_DIR/slurmctld.log:" >&2
           tail -20 "$LOG_DIR/slurmctld.log" >&2; exit 1; }
@@ -77,7 +77,7 @@ fi
 
 # ---- slurmd of the static node ------------------------------------------------
 if ! alive "$RUN_DIR/slurmd-localhost.pid" slurmd; then
-    /usr/sbin/slurmd -N localhost </dev/null >/dev/null 2>&1
+    /usr/sbin/slurmd -N localhost </dev/null >/dev/null 2>&1 8>&-
     wait_for 10 test -s "$RUN_DIR/slurmd-localhost.pid"
     echo "slurmd started (pid $(cat "$RUN_DIR/slurmd-localhost.pid" 2>/dev/null))"
 fi
