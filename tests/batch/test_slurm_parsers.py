@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from elasticsite.batch.slurm import (
     node_state,
     parse_nodes,
     parse_squeue,
+    parse_squeue_format,
 )
 from elasticsite.model import JobState
 
@@ -140,6 +142,41 @@ def test_22_05_idle_and_draining() -> None:
     draining = {n.name: n for n in parse_nodes(text("22.05/sinfo-draining-dynamic.json"))}
     assert draining["localhost"].state is NodeState.DRAINING
     assert draining["localhost"].reason == "maintenance test"
+
+
+def test_22_05_formatted_squeue_matches_json_of_the_same_instant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "UTC")  # squeue printed local times on a UTC machine
+    time.tzset()
+    try:
+        fast = parse_squeue_format(text("22.05/squeue-format.txt"), include_held=True)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    slow = parse_squeue(text("22.05/squeue-format-same-instant.json"), include_held=True)
+    assert fast[0] == slow[0] and fast[1] == slow[1]
+    assert [j.id for j in fast[0]] == ["20043", "20045", "20042_0", "20042_1", "20042_2", "20042_3"]
+    wide, running = fast[0][0], fast[1][0]
+    assert (wide.cores, wide.walltime, wide.priority) == (2, 26 * 3600 + 4 * 60, 4294881721)
+    assert (running.id, running.node, running.walltime) == ("20044", "localhost", 1800.0)
+    assert fast[2]["20044"].partition == "urgent" and fast[2]["20042_1"].name == "held|array"
+    assert fast[2]["20044"] == slow[2]["20044"]
+    held_out = parse_squeue_format(text("22.05/squeue-format.txt"))[0]
+    assert [j.id for j in held_out] == ["20043", "20045"]
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("20043\x1fPENDING\x1f2", "has 3 fields"),
+        ("\x1f".join(["x", "PENDING", *["1"] * 14]), "not a job line"),
+        ("squeue: error: Invalid user: nobody", "has 1 fields"),
+    ],
+)
+def test_malformed_formatted_squeue_is_one_clear_error(output: str, message: str) -> None:
+    with pytest.raises(BatchError, match=message):
+        parse_squeue_format(output)
 
 
 # ---- later releases (slurmrestd recordings) --------------------------------------------
@@ -290,7 +327,7 @@ def test_snapshot_is_two_commands() -> None:
             "sinfo --json": text("22.05/sinfo-mixed-elastic.json"),
         }
     )
-    batch = SlurmBatch(runner=replay, clock=lambda: 42.0)
+    batch = SlurmBatch(runner=replay, clock=lambda: 42.0, jobs_from="json")
     view = batch.snapshot()
     assert replay.calls == [("squeue", "--json"), ("sinfo", "--json")]
     assert view.taken_at == 42.0
@@ -345,3 +382,18 @@ def test_from_options_rejects_unknown_names() -> None:
     assert "\n" not in str(err.value)
     with pytest.raises(BatchError, match="node_feature"):
         SlurmBatch.from_options({"node_feature": "a b"})
+    with pytest.raises(BatchError, match="jobs_from"):
+        SlurmBatch.from_options({"jobs_from": "xml"})
+
+
+def test_default_snapshot_reads_the_formatted_squeue() -> None:
+    replay = Replay(
+        {
+            "squeue --noheader --array": text("22.05/squeue-format.txt"),
+            "sinfo --json": text("22.05/sinfo-idle.json"),
+        }
+    )
+    view = SlurmBatch(runner=replay).snapshot()
+    assert replay.calls[0][:3] == ("squeue", "--noheader", "--array")
+    assert [j.id for j in view.queued] == ["20043", "20045"]
+    assert [j.id for j in view.running] == ["20044"]
