@@ -16,7 +16,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from elasticsite import __version__
-from elasticsite.context.broker import BodyLimit, Broker, install, open_broker
+from elasticsite.context.broker import BodyLimit, Broker, UpdatesFastPath, install, open_broker
 from elasticsite.context.models import MAX_BODY
 
 __all__ = ["BrokerServer", "build_server", "create_app", "raise_open_files_limit"]
@@ -37,6 +37,7 @@ def create_app(
     broker = open_broker(state_dir, admin_token=admin_token, public_url=public_url, history=history)
     install(app, broker)
     app.add_middleware(BodyLimit, max_body=max_body)
+    app.add_middleware(UpdatesFastPath, broker=broker)  # outermost: the long polls' hot path
     return app
 
 

@@ -422,3 +422,29 @@ def test_healthz_needs_no_credentials(live_broker: LiveBroker) -> None:
         assert r.status_code == 200 and r.json() == {"status": "ok"}
         schema = json.loads(http.get("/openapi.json").text)
         assert "/ctx/{cid}/updates" in schema["paths"]
+
+
+def test_fast_path_and_route_answer_alike(live_broker: LiveBroker) -> None:
+    """Plain long-poll queries are served beneath FastAPI; any other spelling goes through
+    the documented route. A client cannot tell which one answered."""
+    with live_broker.admin() as admin:
+        ctx = admin.create()
+    for n in range(1, 4):
+        live_broker.node(ctx).join(node_info(f"w{n}", n))
+    auth = (ctx.key, ctx.secret)
+    url = f"/ctx/{ctx.id}/updates"
+    with raw(live_broker) as http:
+        for since in range(4):
+            fast = http.get(f"{url}?since={since}", auth=auth)
+            routed = http.get(f"{url}?since={since}&unused=1", auth=auth)
+            assert fast.status_code == routed.status_code == 200
+            assert fast.content == routed.content
+            assert fast.headers["content-type"] == routed.headers["content-type"]
+        started = time.monotonic()
+        routed = http.get(f"{url}?wait=0.4&since=3&unused=1", auth=auth)
+        assert routed.json() == {"last_id": 3, "snapshot": False, "entries": []}
+        assert time.monotonic() - started >= 0.4
+        for query in ("since=9", "since=0&wait=nan", "since=0&wait=inf", "since=-1"):
+            fast = http.get(f"{url}?{query}", auth=auth)
+            assert fast.status_code in (409, 422), query
+        assert http.get(f"{url}?since=0", auth=(ctx.key, "x")).status_code == 401
