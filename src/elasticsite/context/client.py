@@ -60,14 +60,17 @@ class BrokerUnavailable(ContextError):
         super().__init__(None, detail)
 
 
-CA = str | Path | None
+CA = str | Path | ssl.SSLContext | None
 
 
 def tls_context(ca: CA) -> ssl.SSLContext | bool:
     """What to check the broker's certificate against: a PEM file (``Path`` or a path
-    string), PEM text (a string holding ``-----BEGIN``), or None for the system store."""
+    string), PEM text (a string holding ``-----BEGIN``), a ready ``SSLContext`` (shared
+    by many clients, as building one costs a millisecond), or None for the system store."""
     if ca is None:
         return True
+    if isinstance(ca, ssl.SSLContext):
+        return ca
     if isinstance(ca, str) and "-----BEGIN" in ca:
         return ssl.create_default_context(cadata=ca)
     try:
