@@ -311,6 +311,9 @@ def broker(
         access_log=access_log,
         log_level="debug" if verbose > 1 else "info",
     )
-    server.run()
+    try:
+        server.run()
+    except SystemExit:
+        pass  # uvicorn exits when it cannot bind; said below in one line
     if not server.started:
         raise _fail(f"the broker could not listen on {host}:{port} (see the log above)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -192,3 +193,19 @@ def test_context_uris_are_checked() -> None:
     for bad in ("ftp://b/ctx/abc", "https://b.example/ctx/", "https://b.example/nodes/abc"):
         with pytest.raises(ContextError, match="is not a context URI"):
             split_context_uri(bad)
+
+
+def test_broker_says_so_when_its_port_is_taken(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "elasticsite", "broker", "--state-dir", str(tmp_path),
+             "--port", str(port)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.strip().endswith(
+        f"error: the broker could not listen on 127.0.0.1:{port} (see the log above)"
+    )
