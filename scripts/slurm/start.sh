@@ -66,7 +66,12 @@ fi
 if alive "$RUN_DIR/slurmctld.pid" slurmctld; then
     if [ "$conf_changed" = 1 ]; then scontrol reconfigure; echo "slurmctld reconfigured"; fi
 else
-    [ "${ELASTICSITE_SLURM_KEEP_STATE:-0}" = 1 ] || rm -rf "${STATE_DIR:?}"/ctld/* "${STATE_DIR:?}"/d-*
+    if [ "${ELASTICSITE_SLURM_KEEP_STATE:-0}" != 1 ]; then   # a fresh cluster
+        rm -rf "${STATE_DIR:?}"/ctld/*
+        for d in "$STATE_DIR"/d-*; do   # spool dirs of slurmds that are not running
+            [ -e "$d" ] && ! alive "$RUN_DIR/slurmd-${d##*/d-}.pid" slurmd && rm -rf "$d"
+        done
+    fi
     # slurmctld daemonizes and writes its PID file; keep none of our fds
     /usr/sbin/slurmctld </dev/null >/dev/null 2>&1 8>&-
     wait_for 30 bash -c 'scontrol ping | grep -q UP' ||

@@ -110,6 +110,9 @@ class TrackedSlurm(SlurmBatch):
 def _cleanup(batch: SlurmBatch) -> None:
     mine = sorted(TrackedSlurm.submitted)
     if mine:
+        # queued ones first: a job started by the blocker's end and cancelled at once
+        # leaves a launch request that holds up slurmctld's next launches for seconds
+        subprocess.run(["scancel", "--state=PENDING", *mine], check=False, capture_output=True)
         subprocess.run(["scancel", *mine], check=False, capture_output=True)
     for entry in RUN_DIR.glob(f"dyn-{TEST_NODE_PREFIX}*.idx"):
         _script("dynnode.sh", "stop", entry.name[4:-4], "--delete")

@@ -168,3 +168,17 @@ def test_native_power_saving_starts_a_cloud_node_for_a_job(slurm: SlurmBatch) ->
         "the cloud node to power up and run the job",
     )
     assert powered.registered_at is not None and powered.running_jobs == 1
+
+
+def test_both_job_readers_agree_on_a_live_queue(slurm: SlurmBatch, local_cores: int) -> None:
+    """The default formatted squeue and ``squeue --json`` see the same jobs, field for field."""
+    blocker = slurm.submit(JobRequest(SLEEP, cores=local_cores, walltime=300))
+    wait_for(lambda: running_job(slurm, blocker), what="the blocker to run")
+    waiting = [slurm.submit(JobRequest(["true"], cores=c, walltime=60 * c)) for c in (1, 2)]
+    fast = SlurmBatch(include_held=True, jobs_from="format").snapshot()
+    slow = SlurmBatch(include_held=True, jobs_from="json").snapshot()
+    mine = {blocker, *waiting}
+    assert [j for j in fast.queued if j.id in mine] == [j for j in slow.queued if j.id in mine]
+    assert [j for j in fast.running if j.id in mine] == [j for j in slow.running if j.id in mine]
+    assert [j.id for j in fast.queued if j.id in mine] == waiting
+    assert {n.name for n in fast.nodes} == {n.name for n in slow.nodes}
