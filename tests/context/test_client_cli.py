@@ -3,6 +3,7 @@ own behaviour (certificate pinning, error values) against them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -13,17 +14,20 @@ import time
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from elasticsite.context.client import (
     AdminClient,
+    AsyncNodeClient,
     BrokerUnavailable,
     ContextError,
     NodeClient,
     split_context_uri,
 )
-from elasticsite.context.tls import fingerprint
+from elasticsite.context.tls import ensure_certificate, fingerprint
 
-from .conftest import BrokerProcess, free_port, node_info
+from .conftest import BrokerProcess, LiveBroker, free_port, node_info
 
 pytestmark = pytest.mark.slow
 
@@ -209,3 +213,40 @@ def test_broker_says_so_when_its_port_is_taken(tmp_path: Path) -> None:
     assert out.stderr.strip().endswith(
         f"error: the broker could not listen on 127.0.0.1:{port} (see the log above)"
     )
+
+
+def test_self_signed_certificate_names_the_host_and_loopbacks(tmp_path: Path) -> None:
+    cert_path, key_path = ensure_certificate(tmp_path, ["10.1.2.3", "broker.example.org"])
+    assert stat.S_IMODE(key_path.stat().st_mode) == 0o600
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    ips = {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    names = set(sans.get_values_for_type(x509.DNSName))
+    assert {"127.0.0.1", "::1", "10.1.2.3"} <= ips
+    assert {"broker.example.org", "localhost", socket.gethostname()} <= names
+    assert ensure_certificate(tmp_path) == (cert_path, key_path)  # made once, then kept
+    assert cert_path.read_bytes() == cert.public_bytes(serialization.Encoding.PEM)
+    assert len(fingerprint(cert_path).split(":")) == 32
+
+
+def test_async_node_client_joins_polls_and_leaves(live_broker: LiveBroker) -> None:
+    with live_broker.admin() as admin:
+        ctx = admin.create()
+
+    async def scenario() -> list[tuple[int, str]]:
+        async with (
+            AsyncNodeClient(ctx.uri, ctx.key, ctx.secret, ca=live_broker.cert) as a,
+            AsyncNodeClient(ctx.uri, ctx.key, ctx.secret, ca=live_broker.cert) as b,
+        ):
+            await a.join(node_info("a", 1))
+            waiting = asyncio.create_task(a.updates(since=1, wait=20))
+            await asyncio.sleep(0.2)
+            await b.join(node_info("b", 2))
+            first = await waiting
+            await b.leave()
+            rest = await a.updates(since=first.last_id)
+            members = await a.members()
+            assert [m.short_hostname for m in members.members] == ["a"]
+            return [(e.id, e.op) for e in first.entries + rest.entries]
+
+    assert asyncio.run(scenario()) == [(2, "join"), (3, "leave")]
