@@ -250,3 +250,39 @@ def test_async_node_client_joins_polls_and_leaves(live_broker: LiveBroker) -> No
             return [(e.id, e.op) for e in first.entries + rest.entries]
 
     assert asyncio.run(scenario()) == [(2, "join"), (3, "leave")]
+
+
+def test_async_polls_survive_a_broker_restart(live_broker: LiveBroker) -> None:
+    """The async client's kept-alive polling connection is replaced after a restart,
+    and while the broker is down it says so as BrokerUnavailable."""
+    with live_broker.admin() as admin:
+        ctx = admin.create()
+
+    async def before() -> int:
+        await poller.join(node_info("a", 1))
+        return (await poller.updates(since=0)).last_id
+
+    async def while_down() -> None:
+        with pytest.raises(BrokerUnavailable):
+            await poller.updates(since=1)
+
+    async def after(since: int) -> list[tuple[int, str]]:
+        got = await poller.updates(since=since)
+        return [(e.id, e.node.short_hostname) for e in got.entries]
+
+    poller = AsyncNodeClient(ctx.uri, ctx.key, ctx.secret, ca=live_broker.cert)
+    loop = asyncio.new_event_loop()
+    try:
+        assert loop.run_until_complete(before()) == 1
+        live_broker.stop(force=True)
+        loop.run_until_complete(while_down())
+        live_broker.start()
+        live_broker.node(ctx).join(node_info("b", 2))
+        assert loop.run_until_complete(after(1)) == [(2, "b")]
+        live_broker.stop(force=True)  # the kept-alive connection goes stale
+        live_broker.start()
+        live_broker.node(ctx).join(node_info("c", 3))
+        assert loop.run_until_complete(after(2)) == [(3, "c")]
+        loop.run_until_complete(poller.aclose())
+    finally:
+        loop.close()
