@@ -140,8 +140,12 @@ def list_contexts(
         console.print("no contexts")
         return
     t = Table(header_style="bold")
-    for col in ("id", "name", "members", "last entry", "created", "uri"):
-        t.add_column(col, justify="right" if col in ("members", "last entry") else "left")
+    t.add_column("id", no_wrap=True, min_width=16)  # ids are copied: never cut them
+    t.add_column("name")
+    t.add_column("members", justify="right")
+    t.add_column("last entry", justify="right")
+    t.add_column("created")
+    t.add_column("uri", overflow="fold")
     for c in contexts:
         t.add_row(c.id, c.name, str(c.members), str(c.last_id), _when(c.created_at), c.uri)
     console.print(t)
@@ -182,8 +186,9 @@ def members(
         console.print(f"no members (last entry {m.last_id})", highlight=False)
         return
     t = Table(header_style="bold", title=f"{len(m.members)} members, last entry {m.last_id}")
-    for col in ("node id", "short", "hostname", "address", "ssh key", "joined", "data"):
-        t.add_column(col)
+    t.add_column("node id", no_wrap=True, min_width=16)
+    for col in ("short", "hostname", "address", "ssh key", "joined", "data"):
+        t.add_column(col, overflow="fold")
     for n in m.members:
         key_type = n.ssh_host_key.split(" ", 1)[0]
         data = n.data if len(n.data) <= 40 else n.data[:37] + "..."
