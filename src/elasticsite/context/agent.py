@@ -176,15 +176,17 @@ def _route_address(uri: str) -> str:
 def read_ssh_key(root: Path, given: str | None) -> str:
     """The SSH public host key: ``given`` (a key line or a .pub file), else the first
     of the usual host key files under ``root``/etc/ssh."""
+    candidates = [root / "etc" / "ssh" / name for name in SSH_KEY_FILES]
     if given is not None:
-        path = Path(given)
-        if not given.startswith(("ssh-", "ecdsa-", "sk-")) and path.is_file():
-            given = path.read_text(encoding="utf-8")
-        return given.strip()
-    for name in SSH_KEY_FILES:
-        path = root / "etc" / "ssh" / name
+        if given.startswith(("ssh-", "ecdsa-", "sk-")) or not Path(given).is_file():
+            return given.strip()
+        candidates = [Path(given)]
+    for path in candidates:
         if path.is_file():
-            return path.read_text(encoding="utf-8").strip()
+            try:
+                return path.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise AgentError(f"cannot read SSH host key {path}: {exc}") from None
     raise AgentError(f"no SSH host key in {root / 'etc' / 'ssh'}; pass --ssh-host-key")
 
 
