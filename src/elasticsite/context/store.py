@@ -56,6 +56,8 @@ CREATE TABLE IF NOT EXISTS entries (
 
 _RESPONSE_CACHE = 64
 """Distinct ``since`` answers kept per context between two changes."""
+_RESPONSE_CACHE_BYTES = 16 * 1024 * 1024
+"""Bytes of cached answers per context; long catch-ups are rare and not worth keeping."""
 
 
 def new_secret() -> str:
@@ -146,9 +148,12 @@ class ContextState:
             b"true" if snapshot else b"false",
             b",".join(parts),
         )
-        if len(self.cache) >= _RESPONSE_CACHE:
+        if len(self.cache) >= _RESPONSE_CACHE or (
+            sum(map(len, self.cache.values())) + len(body) > _RESPONSE_CACHE_BYTES
+        ):
             self.cache.clear()
-        self.cache[key] = body
+        if len(body) <= _RESPONSE_CACHE_BYTES // 4:
+            self.cache[key] = body
         return body
 
     def members_body(self) -> bytes:
