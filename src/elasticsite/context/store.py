@@ -56,8 +56,9 @@ CREATE TABLE IF NOT EXISTS entries (
 
 _RESPONSE_CACHE = 64
 """Distinct ``since`` answers kept per context between two changes."""
-_RESPONSE_CACHE_BYTES = 16 * 1024 * 1024
-"""Bytes of cached answers per context; long catch-ups are rare and not worth keeping."""
+_RESPONSE_CACHE_BYTES = 64 * 1024 * 1024
+"""Bytes of cached answers per context (a snapshot of 10,000 members is a few MiB, and
+every agent starting at once asks for it)."""
 
 
 def new_secret() -> str:
@@ -152,7 +153,7 @@ class ContextState:
             sum(map(len, self.cache.values())) + len(body) > _RESPONSE_CACHE_BYTES
         ):
             self.cache.clear()
-        if len(body) <= _RESPONSE_CACHE_BYTES // 4:
+        if len(body) <= _RESPONSE_CACHE_BYTES // 2:
             self.cache[key] = body
         return body
 
