@@ -223,3 +223,38 @@ def test_killed_agent_neither_repeats_nor_skips_after_restart(
     with live_broker.admin() as admin:  # still the same member: it did not join twice
         assert [m.short_hostname for m in admin.members(ctx.id).members] == ["w1", "w3", "w4"]
     assert w1.stop() == 0
+
+
+def test_agent_command_says_what_is_wrong_in_one_line(
+    tmp_path: Path, ctx: ContextCreated, live_broker: LiveBroker
+) -> None:
+    def agent(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200"}
+        return subprocess.run(
+            [sys.executable, "-m", "elasticsite", "agent", "--root", str(tmp_path), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+
+    out = agent()
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        "error: no context given: pass --userdata FILE (or set ELASTICSITE_USERDATA), "
+        "or --uri, --key and --secret"
+    )
+    userdata = tmp_path / "ud.json"
+    userdata.write_text('{"context_uri": "x"}')
+    out = agent("--userdata", str(userdata))
+    assert out.returncode == 1
+    assert out.stderr.strip() == (f"error: user data {userdata} lacks context_key, context_secret")
+    out = agent(
+        "--uri", ctx.uri, "--key", ctx.key, "--secret", "wrong", "--ca", str(live_broker.cert),
+        "--address", "10.0.0.1", "--ssh-host-key", "ssh-ed25519 AAAA", "--once", "-q",
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        f"error: broker refused the context key/secret for {ctx.uri} "
+        "(context deleted, or wrong user data)"
+    )
