@@ -240,6 +240,29 @@ def test_state_round_trips_atomically_and_privately(tmp_path: Path) -> None:
         AgentState.load(path, "https://b/ctx/1")
 
 
+def test_journal_replays_over_the_saved_state_and_ignores_a_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "agent.json"
+    state = AgentState("u", init_done=True, last_id=2, members={"id-a": info("a", 1)})
+    state.save(path)
+    state.record(path, {"add": info("b", 2).model_dump(), "last_id": 3, "restart_pending": True})
+    state.record(path, {"delete": "id-a", "last_id": 4})
+    journal = AgentState.journal_path(path)
+    assert len(journal.read_text().splitlines()) == 2
+    with journal.open("a") as f:
+        f.write('{"delete": "id-b", "last_id": 5')  # torn by a crash: never happened
+    again = AgentState.load(path, "u")
+    assert (again.last_id, sorted(again.members), again.restart_pending) == (4, ["id-b"], True)
+    again.save(path)  # the whole state supersedes the journal
+    assert not journal.exists()
+    assert AgentState.load(path, "u").members.keys() == {"id-b"}
+    # Replaying changes the saved file already holds changes nothing.
+    again.record(path, {"add": info("c", 3).model_dump(), "last_id": 6})
+    again.save(path)
+    journal.write_text(json.dumps({"add": info("c", 3).model_dump(), "last_id": 6}) + "\n")
+    replayed = AgentState.load(path, "u")
+    assert (replayed.last_id, sorted(replayed.members)) == (6, ["id-b", "id-c"])
+
+
 def test_user_data_errors_name_the_file_and_the_keys(tmp_path: Path) -> None:
     ud = tmp_path / "ud.json"
     ud.write_text(json.dumps({"context_uri": "https://b/ctx/1", "context_key": "k"}))
@@ -413,10 +436,12 @@ def test_removed_node_joins_again_and_confused_agent_resynchronises(
     assert runs(log) == ["delete/10-a w1", "add/10-a w1", "add/20-b w1", "restart/10-a"]
 
     # A state claiming entries the broker never wrote, and a member it never had (409).
-    raw = json.loads(settings.state.read_text())
-    raw["last_id"] = 999
-    raw["members"].append({**raw["members"][0], "node_id": "ghost", "short_hostname": "gh"})
-    settings.state.write_text(json.dumps(raw))
+    state = AgentState.load(settings.state, ctx.uri)
+    state.last_id = 999
+    one = next(iter(state.members.values()))
+    ghost = NodeInfo(**{**one.model_dump(), "node_id": "ghost", "short_hostname": "gh"})
+    state.members["ghost"] = ghost
+    state.save(settings.state)
     log.unlink()
     agent = run_once(settings)
     assert runs(log) == ["delete/10-a gh", "restart/10-a"]
