@@ -12,10 +12,10 @@ file + fsync + rename, only when the journal grows as long as the membership), s
 a crash loses at most the entry being applied, whose scripts run again after the
 restart: scripts must be idempotent, and the shipped ones are. Entries saved as
 applied are never run again. Restart scripts run once after a batch; a crash
-before they finish runs them again at the next start. A snapshot is applied as a diff against the known members, and until
-it is complete the state asks for a new snapshot (``since=0``), so a crash in the
-middle only finishes the diff. ``init/`` runs once per state file, before the
-first join.
+before they finish runs them again at the next start. A snapshot is applied as a
+diff against the known members, and until it is complete the state asks for a new
+snapshot (``since=0``), so a crash in the middle only finishes the diff.
+``init/`` runs once per state file, before the first join.
 """
 
 from __future__ import annotations
