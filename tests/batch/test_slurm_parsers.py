@@ -106,9 +106,12 @@ def test_22_05_pending_array_counts_each_task_and_requeued_job_waits() -> None:
     assert info["7_3"].partition == "debug" and info["7_3"].state == "PENDING"
 
 
-def test_22_05_configuring_job_on_a_powering_up_cloud_node_is_running() -> None:
-    _, running, _ = parse_squeue(text("22.05/squeue-configuring.json"))
-    assert ("6", "cloud1") in [(j.id, j.node) for j in running]
+def test_22_05_configuring_job_waits_for_its_powering_up_cloud_node() -> None:
+    queued, running, info = parse_squeue(text("22.05/squeue-configuring.json"))
+    assert "6" not in {j.id for j in running}
+    waiting = next(j for j in queued if j.id == "6")
+    assert (waiting.state, waiting.node, waiting.started_at) == (JobState.QUEUED, None, None)
+    assert (info["6"].state, info["6"].nodes) == ("CONFIGURING", ("cloud1",))
 
 
 def test_22_05_nodes_exact() -> None:
@@ -344,6 +347,7 @@ def test_slurm_errors_become_unknown_job_and_node() -> None:
             "scontrol top": (1, "Invalid job id specified for job 999"),
             "scontrol requeue": (1, "Invalid job id specified for job 999"),
             "scontrol delete": (1, "delete_node nodename=nosuch: Invalid node name specified"),
+            "scontrol show node": (1, "Node nosuch not found"),
         }
     )
     batch = SlurmBatch(runner=replay)

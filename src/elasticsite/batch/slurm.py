@@ -311,8 +311,13 @@ class SlurmJobInfo:
     held: bool
 
 
-_QUEUED = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT"})
-_RUNNING = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "STAGE_OUT"})
+_QUEUED = frozenset(
+    {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT"}
+)
+"""Waiting to start. CONFIGURING: given nodes that are still booting (powered down,
+or declared and not yet registered); it has not started, and ``SlurmJobInfo.nodes``
+says which nodes it waits for."""
+_RUNNING = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "RESIZING", "STAGE_OUT"})
 # Everything else (COMPLETED, CANCELLED, FAILED, TIMEOUT, NODE_FAIL, PREEMPTED, BOOT_FAIL,
 # DEADLINE, OUT_OF_MEMORY, ...) has finished: the snapshot leaves it out.
 
@@ -378,7 +383,7 @@ def parse_squeue(
             limit = _num(raw.get("time_limit"))
             walltime = limit * 60.0 if limit else default_walltime
             submitted = _time(raw.get("submit_time")) or 0.0
-            nodes = _job_nodes(raw) if state is JobState.RUNNING else ()
+            nodes = _job_nodes(raw) if base in _RUNNING or base == "CONFIGURING" else ()
             info = SlurmJobInfo(
                 partition=_text(raw.get("partition")),
                 qos=_text(raw.get("qos")),
@@ -397,6 +402,7 @@ def parse_squeue(
                 ids = [(f"{array_id}_{t}", t) for t in _array_tasks(raw["array_task_string"])]
             else:
                 ids = [(str(job_id), 0)]
+            running_now = state is JobState.RUNNING and bool(nodes)
             for jid, order in ids:
                 job = Job(
                     id=jid,
@@ -405,8 +411,8 @@ def parse_squeue(
                     submitted_at=submitted,
                     state=state,
                     command=_text(raw.get("command")) or info.name,
-                    started_at=_time(raw.get("start_time")) if nodes else None,
-                    node=nodes[0] if nodes else None,
+                    started_at=_time(raw.get("start_time")) if running_now else None,
+                    node=nodes[0] if running_now else None,
                     priority=priority,
                     user=_text(raw.get("user_name")),
                 )
@@ -496,7 +502,8 @@ def parse_squeue_format(
             raise BatchError(f"squeue: line {number} is not a job line: {line[:80]!r}")
         priority = int(prio)
         held = reason.startswith("JobHeld") or (state is JobState.QUEUED and priority == 0)
-        nodes = tuple(expand_hostlist(nodes_text)) if state is JobState.RUNNING else ()
+        nodes = tuple(expand_hostlist(nodes_text))
+        running_now = state is JobState.RUNNING and bool(nodes)
         submitted = _local_time(submit) or 0.0
         info = SlurmJobInfo(
             partition=partition,
@@ -517,8 +524,8 @@ def parse_squeue_format(
             submitted_at=submitted,
             state=state,
             command=name,
-            started_at=_local_time(start) if nodes else None,
-            node=nodes[0] if nodes else None,
+            started_at=_local_time(start) if running_now else None,
+            node=nodes[0] if running_now else None,
             priority=priority,
             user=user,
         )
@@ -695,7 +702,11 @@ class SlurmBatch:
 
     def _node_exists(self, name: str) -> bool:
         ok, out = self._try("scontrol", "show", "node", name, "--oneliner")
-        return ok and f"NodeName={name} " in out
+        if ok:
+            return f"NodeName={name} " in out
+        if "not found" in out:
+            return False
+        raise BatchError(f"node {name}: cannot ask slurm about it: {out}")
 
     def add_node(self, name: str, cores: int) -> None:
         """Create a dynamic node (powered down, DOWN) that a ``slurmd -Z`` will fill."""
@@ -721,6 +732,10 @@ class SlurmBatch:
         self._node_update(name, "state=undrain")
 
     def _node_update(self, name: str, *settings: str) -> None:
+        # Ask first: slurmctld 22.05 was seen to crash (in slurm_conf_get_nodename) on
+        # ``scontrol update nodename=X`` for an unknown X after dynamic nodes came and went.
+        if not self._node_exists(name):
+            raise UnknownNode(f"no node {name!r} in slurm")
         ok, out = self._try("scontrol", "update", f"nodename={name}", *settings)
         if not ok:
             if "Invalid node name" in out:
@@ -730,6 +745,8 @@ class SlurmBatch:
     def remove_node(self, name: str) -> None:
         """Requeue what still runs there, then ``scontrol delete``; an unknown node: no-op."""
         _check_name(name)
+        if not self._node_exists(name):  # already gone (and see _node_update)
+            return
         deadline = time.monotonic() + self.remove_timeout
         requeued = False
         while True:
@@ -785,6 +802,11 @@ class SlurmBatch:
     def _job_update(self, verb: str, job_id: str, *argv: str) -> tuple[bool, str]:
         _check_job(job_id)
         ok, out = self._try(*argv)
+        if not ok and "configuration not available now" in out:
+            # Slurm re-checks the job after the change and finds its partition without a
+            # usable node yet (elastic nodes not booted): the change itself was applied.
+            log.debug("%s %s: applied; slurm notes: %s", verb, job_id, out)
+            ok = True
         if not ok and "Invalid job id" in out:
             raise UnknownJob(f"no job {job_id!r} in slurm")
         if not ok and "already completed" in out.lower():
@@ -792,9 +814,14 @@ class SlurmBatch:
         return ok, out
 
     def set_priority(self, job_id: str, priority: int) -> None:
-        """``scontrol update jobid=X priority=N`` (Slurm's absolute priority; admin only)."""
+        """Raise (or lower) a job ``priority`` points above its normal Slurm priority.
+
+        Done with ``nice=-priority`` (``scontrol update jobid=X nice=N``), the same knob
+        :meth:`submit` turns: ``set_priority(job, 0)`` restores Slurm's own order, and
+        the job keeps aging as usual. Negative nice values need a Slurm administrator.
+        """
         ok, out = self._job_update(
-            "set_priority", job_id, "scontrol", "update", f"jobid={job_id}", f"priority={priority}"
+            "set_priority", job_id, "scontrol", "update", f"jobid={job_id}", f"nice={-priority}"
         )
         if not ok:
             raise BatchError(f"set_priority: job {job_id}: {out}")
@@ -816,9 +843,14 @@ class SlurmBatch:
         mine = next((j for j in queued if j.id == job_id), None)
         if mine is None:
             raise BatchError(f"move_to_front: job {job_id} is not queued")
-        if ahead and queued[0].id != job_id:
+        if ahead and queued[0].id != job_id:  # fix its Slurm priority above all others
             top = max(j.priority for j in ahead)
-            self.set_priority(job_id, min(top + 1, 0xFFFFFFFD))
+            ok, out = self._job_update(
+                "move_to_front", job_id, "scontrol", "update", f"jobid={job_id}",
+                f"priority={min(top + 1, 0xFFFFFFFD)}",
+            )  # fmt: skip
+            if not ok:
+                raise BatchError(f"move_to_front: job {job_id}: {out}")
 
     def preempt(self, job_id: str) -> None:
         """``scontrol requeue``: the running job is killed and queued again. Queued: no-op."""

@@ -13,6 +13,7 @@ Tests cancel only the jobs they submitted and delete only the nodes they created
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -30,6 +31,18 @@ SCRIPTS = Path(__file__).resolve().parents[3] / "scripts" / "slurm"
 RUN_DIR = Path(os.environ.get("ELASTICSITE_SLURM_RUN_DIR", "/run/elasticsite-slurm"))
 TEST_NODE_PREFIX = "t-"
 """Dynamic nodes the tests create are named t-...; cleanup deletes them."""
+_names = itertools.count(1)
+
+
+def fresh_node_name(label: str) -> str:
+    """A dynamic node name never used before on this Slurm.
+
+    Slurm 22.05's slurmctld was seen to crash (core dump) on ``scontrol create node``
+    reusing the name of a dynamic node deleted moments before while a requeued or
+    cancelled job still remembered it; real cloud workers get fresh names too.
+    """
+    return f"{TEST_NODE_PREFIX}{label}-{os.getpid() % 100000}-{next(_names)}"
+
 
 T = TypeVar("T")
 

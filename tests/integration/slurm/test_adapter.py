@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.integration.slurm.conftest import TrackedSlurm, node, tracked, wait_for
+from tests.integration.slurm.conftest import TrackedSlurm, fresh_node_name, node, tracked, wait_for
 
 from elasticsite.batch.base import BatchError, JobRequest, NodeState, UnknownJob, UnknownNode
 from elasticsite.batch.slurm import SlurmBatch
@@ -57,56 +57,58 @@ def test_queued_jobs_in_slurm_priority_order(slurm: SlurmBatch, local_cores: int
 
 
 def test_dynamic_node_add_drain_undrain_remove_idempotent(slurm: SlurmBatch) -> None:
-    slurm.add_node("t-dyn1", 3)
-    slurm.add_node("t-dyn1", 3)  # exists: no-op
-    created = node(slurm.snapshot(), "t-dyn1")
+    name = fresh_node_name("dyn")
+    slurm.add_node(name, 3)
+    slurm.add_node(name, 3)  # exists: no-op
+    created = node(slurm.snapshot(), name)
     assert created is not None
     assert (created.cores, created.state, created.registered_at) == (3, NodeState.DOWN, None)
-    slurm.drain("t-dyn1", "scale in")
-    slurm.drain("t-dyn1", "scale in")
-    drained = node(slurm.snapshot(), "t-dyn1")
+    slurm.drain(name, "scale in")
+    slurm.drain(name, "scale in")
+    drained = node(slurm.snapshot(), name)
     assert drained is not None and (drained.state, drained.reason) == (
         NodeState.DRAINED, "scale in"
     )  # fmt: skip
-    slurm.undrain("t-dyn1")
-    slurm.undrain("t-dyn1")
-    assert getattr(node(slurm.snapshot(), "t-dyn1"), "state", None) is NodeState.DOWN
-    slurm.remove_node("t-dyn1")
-    slurm.remove_node("t-dyn1")
-    assert node(slurm.snapshot(), "t-dyn1") is None
+    slurm.undrain(name)
+    slurm.undrain(name)
+    assert getattr(node(slurm.snapshot(), name), "state", None) is NodeState.DOWN
+    slurm.remove_node(name)
+    slurm.remove_node(name)
+    assert node(slurm.snapshot(), name) is None
 
 
 def test_real_dynamic_node_runs_a_job_drain_keeps_it_remove_requeues_it(
     slurm: SlurmBatch, slurm_cluster: Path
 ) -> None:
-    slurm.add_node("t-dyn2", 1)
+    name = fresh_node_name("dyn")
+    slurm.add_node(name, 1)
     started = subprocess.run(
-        ["bash", str(slurm_cluster / "dynnode.sh"), "start", "t-dyn2", "elastic", "1"],
+        ["bash", str(slurm_cluster / "dynnode.sh"), "start", name, "elastic", "1"],
         capture_output=True, text=True, check=False, timeout=30,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
     up = wait_for(
-        lambda: (n := node(slurm.snapshot(), "t-dyn2")) and n.state is NodeState.IDLE and n,
+        lambda: (n := node(slurm.snapshot(), name)) and n.state is NodeState.IDLE and n,
         what="the slurmd -Z node to register",
     )
     assert up.registered_at is not None and up.free_cores == 1
     elastic = tracked("elastic")
     job_id = elastic.submit(JobRequest(SLEEP, cores=1, walltime=300))
-    wait_for(lambda: running_job(slurm, job_id), what="the job to run on t-dyn2")
+    wait_for(lambda: running_job(slurm, job_id), what=f"the job to run on {name}")
     view = slurm.snapshot()
     job = next(j for j in view.running if j.id == job_id)
-    assert job.node == "t-dyn2"
-    assert getattr(node(view, "t-dyn2"), "state", None) is NodeState.BUSY
+    assert job.node == name
+    assert getattr(node(view, name), "state", None) is NodeState.BUSY
 
-    slurm.drain("t-dyn2", "scale in")
+    slurm.drain(name, "scale in")
     view = slurm.snapshot()
     still = next((j for j in view.running if j.id == job_id), None)
     assert still is not None and still.started_at == job.started_at  # not interrupted
-    assert getattr(node(view, "t-dyn2"), "state", None) is NodeState.DRAINING
+    assert getattr(node(view, name), "state", None) is NodeState.DRAINING
 
-    slurm.remove_node("t-dyn2")  # the job goes back to the queue first
+    slurm.remove_node(name)  # the job goes back to the queue first
     view = slurm.snapshot()
-    assert node(view, "t-dyn2") is None
+    assert node(view, name) is None
     assert job_id in {j.id for j in view.queued}
 
 

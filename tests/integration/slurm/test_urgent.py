@@ -43,8 +43,7 @@ def test_higher_priority_reorders_the_queue_and_runs_first(
         slurm.submit(JobRequest(["sleep", "30"], cores=local_cores, walltime=60)) for _ in range(3)
     ]
     assert queued_ids(slurm) == jobs
-    top = max(j.priority for j in slurm.snapshot().queued)
-    slurm.set_priority(jobs[2], top + 10)
+    slurm.set_priority(jobs[2], 10)
     assert queued_ids(slurm) == [jobs[2], jobs[0], jobs[1]]
     slurm.cancel(blocker)
     assert next_started(slurm, set(jobs)) == jobs[2]
@@ -80,9 +79,12 @@ def test_urgent_partition_preempts_and_requeues_the_running_job(
 def test_preempt_puts_a_running_job_back_in_the_queue(slurm: SlurmBatch, local_cores: int) -> None:
     job = fill_localhost(slurm, local_cores)
     slurm.preempt(job)
-    view = slurm.snapshot()
+    # the job is killed (COMPLETING, still running for a moment), then queued again
+    view = wait_for(
+        lambda: (v := slurm.snapshot()) and job in {j.id for j in v.queued} and v,
+        what="the preempted job to be queued again",
+    )
     assert job not in {j.id for j in view.running}
-    assert job in {j.id for j in view.queued}
     slurm.preempt(job)  # queued: no-op
     slurm.cancel(job)
     with pytest.raises(BatchError):
