@@ -115,10 +115,12 @@ _warned: set[str] = set()
 
 
 def _warn_once(kind: str, value: str) -> None:
+    """Log an untranslatable state or flag once per process, not once per snapshot."""
     key = f"{kind}:{value}"
     if key not in _warned:
         _warned.add(key)
-        log.warning("slurm: unknown %s %r, treated as %s", kind, value, "UNKNOWN/ignored")
+        effect = "the node is UNKNOWN" if kind == "node state" else "ignored"
+        log.warning("slurm: unknown %s %r: %s (see docs/slurm.md)", kind, value, effect)
 
 
 def node_state(tokens: Sequence[str], alloc_cpus: int = 0) -> NodeState:
