@@ -401,3 +401,21 @@ def test_default_snapshot_reads_the_formatted_squeue() -> None:
     assert replay.calls[0][:3] == ("squeue", "--noheader", "--array")
     assert [j.id for j in view.queued] == ["20043", "20045"]
     assert [j.id for j in view.running] == ["20044"]
+
+
+def test_newer_slurm_nodes_come_from_scontrol_when_sinfo_lists_partitions() -> None:
+    # From 23.02 ``sinfo --json`` answers with a "sinfo" list of partition/state groups
+    # (shape only here: no recorded copy); the adapter then asks scontrol, once.
+    grouped = '{"sinfo": [{"nodes": {"nodes": ["cn1"]}}], "errors": []}'
+    replay = Replay(
+        {
+            "squeue --noheader": "",
+            "sinfo --json": grouped,
+            "scontrol show nodes --json": text("24.11/slurmrestd-nodes.json"),
+        }
+    )
+    batch = SlurmBatch(runner=replay)
+    first = batch.snapshot()
+    second = batch.snapshot()
+    assert [c[0] for c in replay.calls] == ["squeue", "sinfo", "scontrol", "squeue", "scontrol"]
+    assert {n.name for n in first.nodes} == {n.name for n in second.nodes} >= {"cn1", "ia2"}

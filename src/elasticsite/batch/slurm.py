@@ -44,7 +44,7 @@ from elasticsite.batch.base import (
     UnknownJob,
     UnknownNode,
 )
-from elasticsite.batch.command import CommandError, Runner, run
+from elasticsite.batch.command import CommandError, CommandResult, Runner, run
 from elasticsite.model import Job, JobState
 
 __all__ = [
@@ -557,7 +557,10 @@ def parse_nodes(text: str, running_jobs: Mapping[str, int] | None = None) -> lis
 
     ``running_jobs`` (from the same snapshot) gives each node its count of running jobs.
     """
-    data = _load(text, "slurm node list")
+    return _nodes_from(_load(text, "slurm node list"), running_jobs)
+
+
+def _nodes_from(data: Mapping[str, Any], running_jobs: Mapping[str, int] | None) -> list[Node]:
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list):
         raise BatchError("slurm node list: no 'nodes' list in the output")
@@ -654,7 +657,7 @@ class SlurmBatch:
         if timeout is not None:
             seconds = float(timeout)
 
-            def timed(argv: Sequence[str]) -> Any:
+            def timed(argv: Sequence[str]) -> CommandResult:
                 return run(argv, timeout=seconds)
 
             kwargs["runner"] = timed
@@ -690,13 +693,11 @@ class SlurmBatch:
         """Queued and running jobs and all nodes: one ``squeue`` and one node query."""
         taken = self.clock()
         queued, running, info = self._read_jobs(self.include_held)
-        nodes_text = self._cmd(*self._nodes_argv)
-        if self._nodes_argv[0] == "sinfo" and '"nodes"' not in nodes_text[:4096]:
-            data = _load(nodes_text, "sinfo --json")
-            if "nodes" not in data:  # 23.02+: sinfo --json lists partitions
-                self._nodes_argv = ("scontrol", "show", "nodes", "--json")
-                nodes_text = self._cmd(*self._nodes_argv)
-        nodes = parse_nodes(nodes_text, jobs_per_node(running, info))
+        data = _load(self._cmd(*self._nodes_argv), " ".join(self._nodes_argv))
+        if "nodes" not in data and "sinfo" in data:  # 23.02+: sinfo --json lists partitions
+            self._nodes_argv = ("scontrol", "show", "nodes", "--json")
+            data = _load(self._cmd(*self._nodes_argv), " ".join(self._nodes_argv))
+        nodes = _nodes_from(data, jobs_per_node(running, info))
         self.jobs_info = info
         return BatchView(taken_at=taken, queued=queued, running=running, nodes=nodes)
 
