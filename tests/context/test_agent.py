@@ -423,6 +423,26 @@ def test_crash_in_the_middle_of_a_batch_reruns_only_the_entry_being_applied(
     ]  # fmt: skip
 
 
+def test_journal_is_folded_into_the_state_file_as_it_grows(
+    live_broker: LiveBroker, ctx: ContextCreated, tmp_path: Path, log: Path
+) -> None:
+    for n, name in enumerate(("w2", "w3", "w4", "w5"), start=2):
+        live_broker.node(ctx).join(node_info(name, n))
+    settings = make_settings(live_broker, ctx, tmp_path, "w1", 1)
+    journal = AgentState.journal_path(settings.state)
+    c = settings.context
+    with NodeClient(c.uri, c.key, c.secret, ca=c.ca_pem) as link:
+        agent = Agent(settings, link)
+        agent.journal_slack = 0
+        assert agent.run() == 0
+    # 5 members: at most 5 lines pending, the rest folded into the state file.
+    assert 0 < len(journal.read_text().splitlines()) <= 5
+    saved = json.loads(settings.state.read_text())
+    assert len(saved["members"]) >= 1
+    assert AgentState.load(settings.state, ctx.uri).members == agent.state.members
+    assert len(agent.state.members) == 5
+
+
 def test_removed_node_joins_again_and_confused_agent_resynchronises(
     live_broker: LiveBroker, ctx: ContextCreated, tmp_path: Path, log: Path
 ) -> None:

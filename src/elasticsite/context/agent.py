@@ -564,6 +564,9 @@ class _Interrupted(BaseException):
 class Agent:
     """One node's agent. :meth:`run` returns the process exit code."""
 
+    journal_slack = 100
+    """Journal lines allowed beyond the membership's size before a full rewrite."""
+
     def __init__(
         self,
         settings: AgentSettings,
@@ -770,7 +773,7 @@ class Agent:
         as long as the membership (so the cost per entry stays constant)."""
         self.state.record(self.settings.state, change)
         self._journaled += 1
-        if self._journaled > 100 + len(self.state.members):
+        if self._journaled > self.journal_slack + len(self.state.members):
             self._save()
 
     def _leave(self) -> None:
