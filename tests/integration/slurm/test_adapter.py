@@ -157,18 +157,41 @@ def test_submit_to_a_missing_partition_is_a_clear_error(slurm: SlurmBatch) -> No
 
 @pytest.mark.skipif(os.environ.get("ELASTICSITE_SLURM_SKIP_POWER") == "1", reason="asked")
 def test_native_power_saving_starts_a_cloud_node_for_a_job(slurm: SlurmBatch) -> None:
-    """power.sh (no power.env: it starts ``slurmd -b -N cloudN`` itself) powers a node up."""
-    job_id = tracked("cloud").submit(JobRequest(["sleep", "2"], walltime=60))
-    # the job is given a powered-down node at once (CONFIGURING: running, on a DOWN node)
-    wait_for(lambda: running_job(slurm, job_id), what="the job to get a cloud node")
-    job = next(j for j in slurm.snapshot().running if j.id == job_id)
-    assert job.node is not None and job.node.startswith("cloud")
+    """power.sh (no power.env: it starts ``slurmd -b -N cloudN`` itself) powers a node up.
+
+    Needs a powered-down cloud node: one powered up by an earlier run is suspended
+    after SuspendTime (30 s) idle.
+    """
+    down = [
+        n.name
+        for n in slurm.snapshot().nodes
+        if n.name.startswith("cloud") and n.state is NodeState.DOWN
+    ]
+    if not down:
+        pytest.skip("no powered-down cloud node (all were powered up less than 30 s ago)")
+    sbatch = ["sbatch", "--parsable", "--partition=cloud", f"--nodelist={down[0]}",
+              "--time=1", "--output=/dev/null", "--wrap", "sleep 5"]  # fmt: skip
+    job_id = subprocess.run(sbatch, capture_output=True, text=True, check=True).stdout.strip()
+    TrackedSlurm.submitted.add(job_id)
+
+    def waiting_for_node() -> str | None:
+        """The node Slurm gave the job while it boots (CONFIGURING: still queued)."""
+        view = slurm.snapshot()
+        info = slurm.jobs_info.get(job_id)
+        if info and info.state == "CONFIGURING" and job_id in {j.id for j in view.queued}:
+            return info.nodes[0]
+        return None
+
+    booting = wait_for(waiting_for_node, what="the job to be given a powered-down cloud node")
+    assert booting == down[0]
+    assert getattr(node(slurm.snapshot(), booting), "state", None) is NodeState.DOWN
     # slurmctld runs ResumeProgram at once and re-checks configuring jobs every 30 s
-    powered = wait_for(
-        lambda: (n := node(slurm.snapshot(), str(job.node))) and n.state is NodeState.BUSY and n,
-        75,
-        "the cloud node to power up and run the job",
-    )
+    wait_for(lambda: running_job(slurm, job_id), 75, "the cloud node to power up and run it")
+    view = slurm.snapshot()
+    job = next(j for j in view.running if j.id == job_id)
+    assert job.node == booting
+    powered = node(view, booting)
+    assert powered is not None and powered.state is NodeState.BUSY
     assert powered.registered_at is not None and powered.running_jobs == 1
 
 
