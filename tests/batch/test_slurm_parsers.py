@@ -339,6 +339,25 @@ def test_snapshot_is_two_commands() -> None:
     assert {n.name for n in view.nodes} >= {"localhost", "dyn1"}
 
 
+def test_demand_partitions_keep_only_jobs_cloud_workers_can_serve() -> None:
+    replay = Replay(
+        {
+            "squeue --json": text("22.05/squeue-mixed-elastic.json"),
+            "sinfo --json": text("22.05/sinfo-mixed-elastic.json"),
+        }
+    )
+    batch = SlurmBatch(runner=replay, jobs_from="json", demand_partitions=["elastic"])
+    view = batch.snapshot()
+    assert [j.id for j in view.running] == ["5"] and view.queued == []
+    # Node load still counts every job, whatever its partition.
+    everyone = SlurmBatch(runner=replay, jobs_from="json").snapshot()
+    assert [(n.name, n.running_jobs) for n in view.nodes] == [
+        (n.name, n.running_jobs) for n in everyone.nodes
+    ]
+    with pytest.raises(BatchError, match="demand_partitions"):
+        SlurmBatch.from_options({"demand_partitions": "elastic"})
+
+
 def test_slurm_errors_become_unknown_job_and_node() -> None:
     replay = Replay(
         {

@@ -31,7 +31,7 @@ import math
 import re
 import shlex
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,7 @@ from elasticsite.batch.base import (
     UnknownNode,
 )
 from elasticsite.batch.command import CommandError, CommandResult, Runner, run
+from elasticsite.batch.hostlist import HostlistError, expand
 from elasticsite.model import Job, JobState
 
 __all__ = [
@@ -217,48 +218,12 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-_RANGE = re.compile(r"\[([^\[\]]*)\]")
-
-
 def expand_hostlist(expr: str) -> list[str]:
     """Slurm's compact host list (``"n[01-03,7],gpu1"``) as a list of names."""
-    names: list[str] = []
-    for part in _split_top(expr):
-        names.extend(_expand_one(part))
-    return names
-
-
-def _split_top(expr: str) -> Iterator[str]:
-    depth, start = 0, 0
-    for i, ch in enumerate(expr):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            if expr[start:i]:
-                yield expr[start:i]
-            start = i + 1
-    if expr[start:]:
-        yield expr[start:]
-
-
-def _expand_one(name: str) -> list[str]:
-    match = _RANGE.search(name)
-    if match is None:
-        return [name]
-    head, tail = name[: match.start()], name[match.end() :]
-    out: list[str] = []
-    for item in match.group(1).split(","):
-        lo, _, hi = item.partition("-")
-        if hi and lo.isdigit() and hi.isdigit():
-            width = len(lo)
-            values = [str(i).zfill(width) for i in range(int(lo), int(hi) + 1)]
-        else:
-            values = [item]
-        for value in values:
-            out.extend(_expand_one(head + value + tail))
-    return out
+    try:
+        return expand(expr)
+    except HostlistError as exc:
+        raise BatchError(f"slurm: {exc}") from None
 
 
 def _array_tasks(spec: str) -> list[int]:
@@ -600,6 +565,7 @@ _OPTIONS = frozenset(
         "default_walltime",
         "include_held",
         "jobs_from",
+        "demand_partitions",
         "remove_timeout",
         "command_timeout",
     }
@@ -615,6 +581,10 @@ class SlurmBatch:
     ``jobs_info`` holds what the last snapshot learnt beyond :class:`Job`'s fields
     (partition, QOS, features, nodes ...), by job id. ``jobs_from`` picks how jobs
     are read: ``"format"`` (fast, the default) or ``"json"`` (``squeue --json``).
+    ``demand_partitions``, when given, limits the jobs a snapshot reports to those
+    submitted to one of these partitions (a job submitted to several counts if any is
+    listed): the jobs cloud workers can serve, so jobs waiting for the static part of
+    the cluster do not make the manager launch workers that cannot take them.
     """
 
     def __init__(
@@ -625,6 +595,7 @@ class SlurmBatch:
         default_walltime: float = 3600.0,
         include_held: bool = False,
         jobs_from: str = "format",
+        demand_partitions: Sequence[str] | None = None,
         remove_timeout: float = 15.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -633,6 +604,15 @@ class SlurmBatch:
         if jobs_from not in ("format", "json"):
             raise BatchError(f"slurm: jobs_from must be 'format' or 'json', got {jobs_from!r}")
         self.jobs_from = jobs_from
+        if isinstance(demand_partitions, str) or (
+            demand_partitions is not None
+            and not all(isinstance(p, str) and p for p in demand_partitions)
+        ):
+            raise BatchError(
+                f"slurm: demand_partitions must be a list of partition names, "
+                f"got {demand_partitions!r}"
+            )
+        self.demand_partitions = frozenset(demand_partitions or ())
         self._run = runner
         self.partition = partition
         self.node_feature = node_feature
@@ -699,6 +679,15 @@ class SlurmBatch:
             data = _load(self._cmd(*self._nodes_argv), " ".join(self._nodes_argv))
         nodes = _nodes_from(data, jobs_per_node(running, info))
         self.jobs_info = info
+        if self.demand_partitions:
+            wanted = self.demand_partitions
+
+            def served(job: Job) -> bool:
+                i = info.get(job.id)
+                return i is not None and not wanted.isdisjoint(i.partition.split(","))
+
+            queued = [j for j in queued if served(j)]
+            running = [j for j in running if served(j)]
         return BatchView(taken_at=taken, queued=queued, running=running, nodes=nodes)
 
     # -- nodes -------------------------------------------------------------------------
