@@ -13,7 +13,15 @@ from typing import Protocol, runtime_checkable
 
 from elasticsite.model import Job
 
-__all__ = ["BatchError", "BatchSystem", "BatchView", "JobRequest", "Node", "NodeState"]
+__all__ = [
+    "BatchError",
+    "BatchSystem",
+    "BatchView",
+    "JobRequest",
+    "Node",
+    "NodeState",
+    "checked_command",
+]
 
 
 class BatchError(Exception):
@@ -82,6 +90,19 @@ class JobRequest:
     walltime: float = 3600.0
     user: str = ""
     priority: int = 0
+
+
+def checked_command(request: JobRequest) -> list[str]:
+    """The request's command as a list, once the checks every adapter's ``submit`` makes
+    have passed (non-empty list of strings, cores >= 1, walltime > 0); else BatchError."""
+    argv = list(request.command)
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise BatchError(f"submit: command must be a non-empty list of strings, got {argv!r}")
+    if request.cores < 1:
+        raise BatchError(f"submit: cores must be >= 1, got {request.cores}")
+    if not request.walltime > 0:
+        raise BatchError(f"submit: walltime must be > 0 seconds, got {request.walltime}")
+    return argv
 
 
 @runtime_checkable

@@ -55,6 +55,7 @@ from elasticsite.batch.base import (
     NodeState,
     UnknownJob,
     UnknownNode,
+    checked_command,
 )
 from elasticsite.model import Job, JobState
 
@@ -608,13 +609,7 @@ class CondorBatch:
     # -- jobs ---------------------------------------------------------------------------
 
     def submit(self, request: JobRequest) -> str:
-        argv = list(request.command)
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise BatchError(f"submit: command must be a non-empty list of strings, got {argv!r}")
-        if request.cores < 1:
-            raise BatchError(f"submit: cores must be >= 1, got {request.cores}")
-        if not request.walltime > 0:
-            raise BatchError(f"submit: walltime must be > 0 seconds, got {request.walltime}")
+        checked_command(request)
         description = submit_description(request, self.submit_attributes)
         cluster = self._call("submit", lambda: self.pool.submit(description))
         return f"{cluster}.0"

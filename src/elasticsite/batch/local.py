@@ -32,6 +32,7 @@ from elasticsite.batch.base import (
     NodeState,
     UnknownJob,
     UnknownNode,
+    checked_command,
 )
 from elasticsite.batch.scheduling import POLICIES, schedule
 from elasticsite.model import Job, JobState
@@ -362,13 +363,7 @@ class LocalBatch:
 
     def submit(self, request: JobRequest) -> str:
         """Queue a job and run a scheduling pass; returns the new job's id."""
-        argv = list(request.command)
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise BatchError(f"submit: command must be a non-empty list of strings, got {argv!r}")
-        if request.cores < 1:
-            raise BatchError(f"submit: cores must be >= 1, got {request.cores}")
-        if not request.walltime > 0:
-            raise BatchError(f"submit: walltime must be > 0 seconds, got {request.walltime}")
+        argv = checked_command(request)
         with self._tx(write=True) as tx:
             now = self.clock()
             cursor = tx.execute(

@@ -50,6 +50,7 @@ from elasticsite.batch.base import (
     NodeState,
     UnknownJob,
     UnknownNode,
+    checked_command,
 )
 from elasticsite.batch.command import CommandError, Runner, run
 from elasticsite.model import Job, JobState
@@ -671,13 +672,7 @@ class PbsBatch:
 
     def submit(self, request: JobRequest) -> str:
         """Write a script running ``request.command`` and ``qsub`` it; returns the job id."""
-        argv = list(request.command)
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise BatchError(f"submit: command must be a non-empty list of strings, got {argv!r}")
-        if request.cores < 1:
-            raise BatchError(f"submit: cores must be >= 1, got {request.cores}")
-        if not request.walltime > 0:
-            raise BatchError(f"submit: walltime must be > 0 seconds, got {request.walltime}")
+        argv = checked_command(request)
         _check_priority(request.priority)
         script = f"#!/bin/sh\nexec {shlex.join(argv)}\n"
         fd, path = tempfile.mkstemp(prefix="elasticsite-", suffix=".sh", dir=self.script_dir)

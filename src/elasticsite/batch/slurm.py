@@ -43,6 +43,7 @@ from elasticsite.batch.base import (
     NodeState,
     UnknownJob,
     UnknownNode,
+    checked_command,
 )
 from elasticsite.batch.command import CommandError, CommandResult, Runner, run
 from elasticsite.batch.hostlist import HostlistError, expand
@@ -768,13 +769,7 @@ class SlurmBatch:
 
     def submit(self, request: JobRequest) -> str:
         """``sbatch --parsable --wrap``: one task with ``cores`` CPUs, walltime in minutes."""
-        argv = list(request.command)
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise BatchError(f"submit: command must be a non-empty list of strings, got {argv!r}")
-        if request.cores < 1:
-            raise BatchError(f"submit: cores must be >= 1, got {request.cores}")
-        if not request.walltime > 0:
-            raise BatchError(f"submit: walltime must be > 0 seconds, got {request.walltime}")
+        argv = checked_command(request)
         sbatch = [
             "sbatch", "--parsable", "--ntasks=1", f"--cpus-per-task={request.cores}",
             f"--time={max(1, math.ceil(request.walltime / 60.0))}",
