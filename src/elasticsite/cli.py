@@ -17,7 +17,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from elasticsite import __version__
-from elasticsite.cli_slurm import slurm_app
+from elasticsite.cli_slurm import ConfigOpt, slurm_app
 
 app = typer.Typer(
     help="Extend a batch cluster into IaaS clouds on demand.",
@@ -28,16 +28,6 @@ app = typer.Typer(
 app.add_typer(slurm_app, name="slurm")
 console = Console()
 err = Console(stderr=True)
-
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        "-c",
-        help="Site configuration (TOML). Default: $ELASTICSITE_CONFIG, else ./elasticsite.toml.",
-        show_default=False,
-    ),
-]
 
 
 def _setup_logging(verbose: int) -> None:

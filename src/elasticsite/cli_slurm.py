@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["slurm_app"]
+__all__ = ["ConfigOpt", "slurm_app"]
 
 slurm_app = typer.Typer(
     help="Slurm's power saving hooks: set these as ResumeProgram, SuspendProgram and "
@@ -27,7 +27,7 @@ slurm_app = typer.Typer(
     no_args_is_help=True,
 )
 
-ConfigOpt = Annotated[
+ConfigOpt = Annotated[  # shared by every command that reads a site configuration
     Path | None,
     typer.Option(
         "--config",
