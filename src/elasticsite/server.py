@@ -7,7 +7,6 @@ that let one process keep many thousands of agents in long polls.
 
 from __future__ import annotations
 
-import asyncio.sslproto
 import logging
 import resource
 import socket
@@ -24,7 +23,6 @@ __all__ = [
     "BrokerServer",
     "build_server",
     "create_app",
-    "lean_tls_buffers",
     "raise_open_files_limit",
 ]
 
@@ -62,22 +60,6 @@ class BrokerServer(uvicorn.Server):
         await super().shutdown(sockets=sockets)
 
 
-_TLS_READ_BUFFER = 32 * 1024
-
-
-def lean_tls_buffers() -> None:
-    """Shrink asyncio's per-connection TLS read buffer from 256 KiB to 32 KiB.
-
-    asyncio allocates that buffer for every TLS connection when it opens; with ten
-    thousand agents holding connections it is 2.5 GB of a broker's memory and most of
-    the cost of accepting a connection. TLS records are at most 16 KiB, so 32 KiB reads
-    lose nothing. Process-wide, which suits a process that is a server.
-    """
-    protocol = getattr(asyncio.sslproto, "SSLProtocol", None)
-    if protocol is not None and getattr(protocol, "max_size", 0) > _TLS_READ_BUFFER:
-        protocol.max_size = _TLS_READ_BUFFER
-
-
 def raise_open_files_limit() -> int:
     """Raise the soft limit on open files to the hard limit (one socket per agent)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -106,8 +88,6 @@ def build_server(
     Keep-alive outlives the longest long poll, there is no concurrency cap and the
     listen backlog is deep, because every agent holds a connection open.
     """
-    if certfile is not None:
-        lean_tls_buffers()
     config = uvicorn.Config(
         app,
         host=host,
