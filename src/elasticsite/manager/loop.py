@@ -42,6 +42,9 @@ from elasticsite.model import (
 from elasticsite.policies import Policy, PolicySettings, evaluate
 from elasticsite.policies.power_save import decide_power
 
+POWER_DOWN_GRACE = 15.0
+"""Seconds a joined node may look down under power saving before it counts as lost."""
+
 if TYPE_CHECKING:
     from elasticsite.manager.context_link import ContextLink
 
@@ -107,6 +110,7 @@ class Manager:
         self.userdata = dict(userdata or {})
         self.context = context
         self.power_save = power_save
+        self._down_since: dict[str, float] = {}
         """Slurm's power saving decides when nodes come and go (``elasticsite slurm``);
         the policy is not consulted and the batch system keeps its own node list."""
         self._pool = ThreadPoolExecutor(config.launch_threads, thread_name_prefix="es-cloud")
@@ -308,6 +312,13 @@ class Manager:
 
             if st in (S.IDLE, S.BUSY, S.DRAINING):
                 lost_heartbeat = node is None or node.state is NodeState.DOWN
+                if lost_heartbeat and self.power_save:
+                    # Slurm marks a node powering down before its SuspendProgram has told
+                    # us: wait a little for that request before calling the node lost.
+                    since = self._down_since.setdefault(w.id, now)
+                    if now - since < POWER_DOWN_GRACE:
+                        continue
+                self._down_since.pop(w.id, None)
                 if lost_heartbeat or (cloud_ok and self._vanished(inst, w, now, grace)):
                     self._move(rec, S.FAILED, now, Cause.LOST)
                     continue

@@ -157,26 +157,35 @@ def power_save_site(slurm_cluster: Path, tmp_path: Path) -> Iterator[LiveSite]:
     finally:
         (RUN_DIR / "power.env").unlink(missing_ok=True)
         live.close()
-        for n in ("cloud1", "cloud2"):
-            subprocess.run(
-                ["scontrol", "update", f"nodename={n}", "state=power_down_force"],
-                capture_output=True,
-                check=False,
-            )
+        subprocess.run(
+            ["scontrol", "update", "nodename=cloud[1-4]", "state=power_down_force"],
+            capture_output=True,
+            check=False,
+        )
 
 
 def test_power_saving_resumes_and_suspends_cloud_nodes_through_elasticsite(
     power_save_site: LiveSite,
 ) -> None:
     live = power_save_site
-    job = live.site.batch.submit(JobRequest(["sleep", "3"], cores=1, walltime=120))
+    # A node that is powered down now: another test may have left one of them up.
+    states = subprocess.run(
+        ["sinfo", "-h", "-N", "-p", "cloud", "-o", "%N %t"], capture_output=True, text=True
+    ).stdout.split("\n")
+    down = sorted(line.split()[0] for line in states if line.endswith(" idle~"))
+    assert down, f"no powered-down cloud node to resume: {states}"
+    job = subprocess.run(
+        ["sbatch", "--parsable", "-p", "cloud", "-w", down[0], "-o", "/dev/null",
+         "--wrap", "sleep 3"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
     started = time.monotonic()
 
     def joined() -> Any:
         return next((w for w in live.workers() if w.state.joined), None)
 
     worker = wait_for(joined, 90, "slurmctld's resume to bring up a worker for a cloud node")
-    assert worker.node.startswith("cloud"), worker.node
+    assert worker.node == down[0], worker.node
     wait_for(lambda: job_state(job) == "COMPLETED 0:0", 90, "the job to complete")
     log = (live.site.state_dir / "power.log").read_text()
     assert f"resume {worker.node}" in log
