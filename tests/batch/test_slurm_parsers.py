@@ -17,8 +17,8 @@ import pytest
 
 from elasticsite.batch.base import BatchError, JobRequest, NodeState, UnknownJob, UnknownNode
 from elasticsite.batch.command import CommandError, CommandResult
-from elasticsite.batch.slurm import (
-    SlurmBatch,
+from elasticsite.batch.slurm import SlurmBatch
+from elasticsite.batch.slurm_output import (
     expand_hostlist,
     jobs_per_node,
     node_state,

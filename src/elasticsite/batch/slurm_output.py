@@ -1,0 +1,544 @@
+"""Reading Slurm's output: jobs from ``squeue``, nodes from ``sinfo``/``scontrol``.
+
+Jobs are read by default from ``squeue --array --format`` with a field separator
+(:data:`SQUEUE_FIELDS`): those format codes have not changed in a decade, and at
+10,000 queued jobs ``squeue --json`` costs seconds and 3 kB of JSON per job
+(benchmarks/slurm_sense.py). ``squeue --json`` is read too. The JSON is read with
+plain dict access and no schema: its layout changed between releases (22.05's plain
+numbers became ``{"set", "infinite", "number"}`` objects in 23.02, ``job_state`` a
+list, ``job_resources`` a tree in 24.05), and a monitoring loop must keep working
+on whatever version a site runs.
+
+Every native node state, with its flags, is translated by :func:`node_state` (the
+table is in its docstring and in docs/slurm.md). Malformed output is one
+:class:`BatchError` naming the command.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from elasticsite.batch.base import (
+    BatchError,
+    Node,
+    NodeState,
+)
+from elasticsite.batch.hostlist import HostlistError, expand
+from elasticsite.model import Job, JobState
+
+__all__ = [
+    "SQUEUE_FORMAT_ARGV",
+    "SlurmJobInfo",
+    "expand_hostlist",
+    "jobs_per_node",
+    "load_json",
+    "node_state",
+    "nodes_from",
+    "parse_nodes",
+    "parse_squeue",
+    "parse_squeue_format",
+]
+
+log = logging.getLogger(__name__)
+
+# ---- the node state table --------------------------------------------------------
+
+_BASE: dict[str, NodeState] = {
+    "IDLE": NodeState.IDLE,
+    "ALLOCATED": NodeState.BUSY,
+    "MIXED": NodeState.BUSY,
+    "COMPLETING": NodeState.BUSY,
+    "DOWN": NodeState.DOWN,
+    "FUTURE": NodeState.DOWN,
+    "UNKNOWN": NodeState.DOWN,
+    "ERROR": NodeState.DOWN,
+}
+"""Slurm's base node state (the first word of ``sinfo``'s state) -> ours."""
+
+_NOT_THERE = frozenset(
+    {
+        "NOT_RESPONDING",
+        "POWERED_DOWN",
+        "POWERING_UP",
+        "POWERING_DOWN",
+        "POWER_DOWN",
+        "INVALID_REG",
+        "REBOOT_ISSUED",
+        "DYNAMIC_FUTURE",
+    }
+)
+"""Flags saying the node's slurmd is not (or no longer) reporting: the node is DOWN."""
+
+_NO_NEW_JOBS = frozenset({"DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING"})
+"""Flags (or compact states) saying the node takes no new job."""
+
+_HARMLESS = frozenset(
+    {
+        "CLOUD",
+        "DYNAMIC_NORM",
+        "COMPLETING",
+        "RESERVED",
+        "MAINTENANCE",
+        "MAINT",
+        "PLANNED",
+        "REBOOT_REQUESTED",
+        "POWER_UP",
+        "POWER_DRAIN",
+        "RESUME",
+        "UNDRAIN",
+        "BLOCKED",
+        "EXTERNAL",
+    }
+)
+"""Flags that do not change what the manager may do with the node (see node_state)."""
+
+_warned: set[str] = set()
+
+
+def _warn_once(kind: str, value: str) -> None:
+    """Log an untranslatable state or flag once per process, not once per snapshot."""
+    key = f"{kind}:{value}"
+    if key not in _warned:
+        _warned.add(key)
+        effect = "the node is UNKNOWN" if kind == "node state" else "ignored"
+        log.warning("slurm: unknown %s %r: %s (see docs/slurm.md)", kind, value, effect)
+
+
+def node_state(tokens: Sequence[str], alloc_cpus: int = 0) -> NodeState:
+    """Translate Slurm's node state and flags, in this order of precedence:
+
+    ====================================================  ==========================
+    Slurm (base state + flags)                            NodeState
+    ====================================================  ==========================
+    any base + ``DRAIN``/``FAIL``, cores allocated or     DRAINING
+    base ALLOCATED/MIXED/COMPLETING
+    any base + ``DRAIN``/``FAIL``, nothing allocated      DRAINED
+    ``DOWN``, ``FUTURE``, ``UNKNOWN`` (not registered)    DOWN
+    any base + ``NOT_RESPONDING``, ``POWERED_DOWN``,      DOWN
+    ``POWERING_UP``, ``POWERING_DOWN``, ``POWER_DOWN``,
+    ``INVALID_REG``, ``REBOOT_ISSUED``, ``DYNAMIC_FUTURE``
+    ``IDLE``                                              IDLE
+    ``ALLOCATED``, ``MIXED``, ``COMPLETING``              BUSY
+    flags ``CLOUD``, ``DYNAMIC_NORM``, ``RESERVED``,      (no effect)
+    ``MAINTENANCE``, ``PLANNED``, ``REBOOT_REQUESTED``,
+    ``POWER_UP``, ``COMPLETING`` ...
+    a base state not listed here                          UNKNOWN (warned once)
+    ====================================================  ==========================
+
+    A drained node that is also powered down is DRAINED, not DOWN: it runs nothing
+    and takes nothing, which is what the manager needs to know to remove it. An
+    unknown flag is ignored with a warning (once per flag).
+    """
+    words = [t.upper() for t in tokens if t]
+    if not words:
+        _warn_once("node state", "")
+        return NodeState.UNKNOWN
+    base, flags = words[0], set(words[1:])
+    if base in ("DRAINED", "DRAINING"):  # compact forms: the drain is the base word
+        flags.add(base)
+        base = "ALLOCATED" if base == "DRAINING" else "IDLE"
+    for flag in flags - _NOT_THERE - _NO_NEW_JOBS - _HARMLESS:
+        _warn_once("node flag", flag)
+    mapped = _BASE.get(base)
+    if mapped is None:
+        _warn_once("node state", base)
+        return NodeState.UNKNOWN
+    if flags & _NO_NEW_JOBS:
+        busy = mapped is NodeState.BUSY or alloc_cpus > 0 or "COMPLETING" in flags
+        return NodeState.DRAINING if busy else NodeState.DRAINED
+    if mapped is NodeState.DOWN or flags & _NOT_THERE:
+        return NodeState.DOWN
+    if mapped is NodeState.IDLE and "COMPLETING" in flags:
+        return NodeState.BUSY
+    return mapped
+
+
+# ---- version-tolerant field access -------------------------------------------------
+
+
+def _num(value: Any, default: float | None = None) -> float | None:
+    """A number as any Slurm version writes it: plain, or ``{"set", "infinite", "number"}``.
+
+    Unset and infinite values, and 22.05's NO_VAL/INFINITE sentinels, give ``default``.
+    """
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite", False):
+            return default
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    if value in (0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFE):
+        return default  # INFINITE / NO_VAL (32 and 64 bit)
+    return value
+
+
+def _int(value: Any, default: int = 0) -> int:
+    number = _num(value)
+    return default if number is None else int(number)
+
+
+def _time(value: Any) -> float | None:
+    """An epoch time; 0 (never) and unset give None."""
+    number = _num(value)
+    return float(number) if number else None
+
+
+def _words(value: Any) -> list[str]:
+    """A state as a list of words: 22.05 writes ``"RUNNING"``, 23.02+ ``["RUNNING"]``."""
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return []
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):  # 24.05+ writes features as a list
+        return ",".join(str(v) for v in value)
+    return value if isinstance(value, str) else ""
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Slurm's compact host list (``"n[01-03,7],gpu1"``) as a list of names."""
+    try:
+        return expand(expr)
+    except HostlistError as exc:
+        raise BatchError(f"slurm: {exc}") from None
+
+
+def _array_tasks(spec: str) -> list[int]:
+    """Task ids of a pending array: ``"0-9999"``, ``"1,3,5-9:2"``, ``"0-4%2"``."""
+    spec = spec.split("%", 1)[0]
+    tasks: list[int] = []
+    for item in spec.split(","):
+        rng, _, step = item.partition(":")
+        lo, _, hi = rng.partition("-")
+        if not lo.strip().isdigit():
+            continue
+        end = int(hi) if hi.strip().isdigit() else int(lo)
+        tasks.extend(range(int(lo), end + 1, int(step) if step.isdigit() and step != "0" else 1))
+    return tasks
+
+
+# ---- parsing -------------------------------------------------------------------
+
+
+def load_json(text: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise BatchError(f"{what}: output is not JSON ({exc}); got {text[:80]!r}") from exc
+    if not isinstance(data, dict):
+        raise BatchError(f"{what}: expected a JSON object, got {type(data).__name__}")
+    errors = data.get("errors") or []
+    if errors:
+        first = errors[0]
+        detail = (
+            first.get("description") or first.get("error") if isinstance(first, dict) else first
+        )
+        raise BatchError(f"{what}: slurm reported an error: {detail}")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJobInfo:
+    """What Slurm knows about a job beyond :class:`~elasticsite.model.Job`'s fields."""
+
+    partition: str
+    qos: str
+    account: str
+    features: str
+    name: str
+    nodes: tuple[str, ...]
+    node_count: int
+    state: str
+    """Slurm's own state words, e.g. ``"PENDING"`` or ``"RUNNING"``."""
+    reason: str
+    """Why a job waits (``Priority``, ``Resources``, ``JobHeldUser`` ...)."""
+    held: bool
+
+
+_QUEUED = frozenset(
+    {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT"}
+)
+"""Waiting to start. CONFIGURING: given nodes that are still booting (powered down,
+or declared and not yet registered); it has not started, and ``SlurmJobInfo.nodes``
+says which nodes it waits for."""
+_RUNNING = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "RESIZING", "STAGE_OUT"})
+# Everything else (COMPLETED, CANCELLED, FAILED, TIMEOUT, NODE_FAIL, PREEMPTED, BOOT_FAIL,
+# DEADLINE, OUT_OF_MEMORY, ...) has finished: the snapshot leaves it out.
+
+
+def _job_nodes(raw: dict[str, Any]) -> tuple[str, ...]:
+    resources = raw.get("job_resources")
+    if isinstance(resources, dict):
+        nodes = resources.get("nodes")
+        if isinstance(nodes, dict):  # 24.05+: {"list": "...", "allocation": [{"name"}]}
+            names = [a.get("name") for a in nodes.get("allocation") or [] if isinstance(a, dict)]
+            if all(names) and names:
+                return tuple(str(n) for n in names)
+        allocated = resources.get("allocated_nodes")
+        if isinstance(allocated, list):  # 22.05 - 23.11
+            names = [a.get("nodename") for a in allocated if isinstance(a, dict)]
+            if all(names) and names:
+                return tuple(str(n) for n in names)
+    nodes_text = raw.get("nodes")
+    return tuple(expand_hostlist(nodes_text)) if isinstance(nodes_text, str) else ()
+
+
+def parse_squeue(
+    text: str, default_walltime: float = 3600.0, include_held: bool = False
+) -> tuple[list[Job], list[Job], dict[str, SlurmJobInfo]]:
+    """``squeue --json`` output -> (queued in priority order, running, details by job id).
+
+    A pending job array not yet split into tasks counts as one queued job per task
+    (ids ``ARRAY_TASK``); held jobs are left out of the queue unless ``include_held``,
+    since no added node would start them.
+    """
+    data = load_json(text, "squeue --json")
+    jobs = data.get("jobs")
+    if not isinstance(jobs, list):
+        raise BatchError("squeue --json: no 'jobs' list in the output")
+    queued: list[tuple[float, float, int, int, Job]] = []
+    running: list[Job] = []
+    details: dict[str, SlurmJobInfo] = {}
+    try:
+        for raw in jobs:
+            words = [w.upper() for w in _words(raw.get("job_state"))]
+            if not words:
+                continue
+            base = words[0]
+            if base in _QUEUED:
+                state = JobState.QUEUED
+            elif base in _RUNNING:
+                state = JobState.RUNNING
+            else:
+                continue
+            job_id = int(raw["job_id"])
+            array_id = _int(raw.get("array_job_id"))
+            task = _num(raw.get("array_task_id"))
+            priority = _int(raw.get("priority"))
+            reason = _text(raw.get("state_reason"))
+            held = (
+                bool(raw.get("hold"))
+                or reason.startswith("JobHeld")
+                or (state is JobState.QUEUED and priority == 0)
+            )
+            cores = _int(raw.get("cpus"))
+            if cores <= 0:
+                cores = max(1, _int(raw.get("tasks"), 1) * _int(raw.get("cpus_per_task"), 1))
+            limit = _num(raw.get("time_limit"))
+            walltime = limit * 60.0 if limit else default_walltime
+            submitted = _time(raw.get("submit_time")) or 0.0
+            nodes = _job_nodes(raw) if base in _RUNNING or base == "CONFIGURING" else ()
+            info = SlurmJobInfo(
+                partition=_text(raw.get("partition")),
+                qos=_text(raw.get("qos")),
+                account=_text(raw.get("account")),
+                features=_text(raw.get("features")),
+                name=_text(raw.get("name")),
+                nodes=nodes,
+                node_count=_int(raw.get("node_count"), 1),
+                state=" ".join(words),
+                reason=reason,
+                held=held,
+            )
+            if task is not None:
+                ids = [(f"{array_id}_{int(task)}", int(task))]
+            elif array_id and _text(raw.get("array_task_string")):
+                ids = [(f"{array_id}_{t}", t) for t in _array_tasks(raw["array_task_string"])]
+            else:
+                ids = [(str(job_id), 0)]
+            running_now = state is JobState.RUNNING and bool(nodes)
+            for jid, order in ids:
+                job = Job(
+                    id=jid,
+                    cores=cores,
+                    walltime=walltime,
+                    submitted_at=submitted,
+                    state=state,
+                    command=_text(raw.get("command")) or info.name,
+                    started_at=_time(raw.get("start_time")) if running_now else None,
+                    node=nodes[0] if running_now else None,
+                    priority=priority,
+                    user=_text(raw.get("user_name")),
+                )
+                details[jid] = info
+                if state is JobState.RUNNING:
+                    running.append(job)
+                elif include_held or not held:
+                    queued.append((-priority, submitted, job_id, order, job))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BatchError(f"squeue --json: unexpected job record ({exc!r})") from exc
+    queued.sort(key=lambda q: q[:4])
+    return [q[4] for q in queued], running, details
+
+
+SEP = "\x1f"
+"""Field separator of the formatted squeue (ASCII unit separator: in no name or feature)."""
+SQUEUE_FIELDS = ("%i", "%T", "%C", "%l", "%Q", "%V", "%S", "%P", "%q", "%a", "%u", "%D", "%r",
+                 "%N", "%f", "%j")  # fmt: skip
+"""Job id (ARRAY_TASK for array tasks), state, CPUs, time limit, priority, submit and
+start time, partition, QOS, account, user, node count, reason, nodes, features, name."""
+SQUEUE_STATES = ",".join(sorted(_QUEUED | _RUNNING))
+SQUEUE_FORMAT_ARGV = (
+    "squeue", "--noheader", "--array", f"--states={SQUEUE_STATES}",
+    f"--format={SEP.join(SQUEUE_FIELDS)}",
+)  # fmt: skip
+"""The command behind ``jobs_from="format"`` (the default)."""
+
+
+def _duration(text: str) -> float | None:
+    """Slurm's ``[D-]HH:MM:SS`` / ``MM:SS`` / ``MM`` in seconds; UNLIMITED and the like: None."""
+    days, _, clock = text.rpartition("-")
+    parts = clock.split(":")
+    if not all(p.isdigit() for p in parts) or len(parts) > 3 or (days and not days.isdigit()):
+        return None
+    if len(parts) == 1:  # minutes
+        seconds = int(parts[0]) * 60
+    else:
+        seconds = 0
+        for part in parts:
+            seconds = seconds * 60 + int(part)
+    return seconds + int(days or 0) * 86400.0
+
+
+def _local_time(text: str) -> float | None:
+    """squeue's local ``YYYY-MM-DDTHH:MM:SS`` as epoch seconds; N/A, Unknown, None: None."""
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def _field(text: str) -> str:
+    return "" if text in ("(null)", "N/A") else text
+
+
+def parse_squeue_format(
+    text: str, default_walltime: float = 3600.0, include_held: bool = False
+) -> tuple[list[Job], list[Job], dict[str, SlurmJobInfo]]:
+    """Output of :data:`SQUEUE_FORMAT_ARGV` -> (queued in priority order, running, details).
+
+    Same result as :func:`parse_squeue` on ``squeue --json``; pending arrays come one
+    line per task already (``--array``).
+    """
+    queued: list[tuple[float, float, int, int, Job]] = []
+    running: list[Job] = []
+    details: dict[str, SlurmJobInfo] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split(SEP)
+        if len(fields) != len(SQUEUE_FIELDS):
+            raise BatchError(
+                f"squeue: line {number} has {len(fields)} fields, expected "
+                f"{len(SQUEUE_FIELDS)} (not the --format elasticsite asked for?): {line[:80]!r}"
+            )
+        (jid, state_text, cpus, limit, prio, submit, start, partition, qos, account, user,
+         node_count, reason, nodes_text, features, name) = fields  # fmt: skip
+        base = state_text.split()[0].upper() if state_text.strip() else ""
+        if base in _QUEUED:
+            state = JobState.QUEUED
+        elif base in _RUNNING:
+            state = JobState.RUNNING
+        else:
+            continue
+        head, _, task = jid.partition("_")
+        if not head.isdigit() or not cpus.isdigit() or not prio.isdigit():
+            raise BatchError(f"squeue: line {number} is not a job line: {line[:80]!r}")
+        priority = int(prio)
+        held = reason.startswith("JobHeld") or (state is JobState.QUEUED and priority == 0)
+        nodes = tuple(expand_hostlist(nodes_text))
+        running_now = state is JobState.RUNNING and bool(nodes)
+        submitted = _local_time(submit) or 0.0
+        info = SlurmJobInfo(
+            partition=partition,
+            qos=_field(qos),
+            account=_field(account),
+            features=_field(features),
+            name=name,
+            nodes=nodes,
+            node_count=int(node_count) if node_count.isdigit() else 1,
+            state=base,
+            reason=reason,
+            held=held,
+        )
+        job = Job(
+            id=jid,
+            cores=max(1, int(cpus)),
+            walltime=_duration(limit) or default_walltime,
+            submitted_at=submitted,
+            state=state,
+            command=name,
+            started_at=_local_time(start) if running_now else None,
+            node=nodes[0] if running_now else None,
+            priority=priority,
+            user=user,
+        )
+        details[jid] = info
+        if state is JobState.RUNNING:
+            running.append(job)
+        elif include_held or not held:
+            order = int(task) if task.isdigit() else 0
+            queued.append((-priority, submitted, int(head), order, job))
+    queued.sort(key=lambda q: q[:4])
+    return [q[4] for q in queued], running, details
+
+
+def jobs_per_node(running: Iterable[Job], info: Mapping[str, SlurmJobInfo]) -> dict[str, int]:
+    """How many running jobs each node holds (a multi-node job counts on each)."""
+    counts: dict[str, int] = {}
+    for job in running:
+        details = info.get(job.id)
+        names = details.nodes if details else ((job.node,) if job.node else ())
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def parse_nodes(text: str, running_jobs: Mapping[str, int] | None = None) -> list[Node]:
+    """``sinfo --json`` (22.05) or ``scontrol show nodes --json`` (23.02+) -> nodes.
+
+    ``running_jobs`` (from the same snapshot) gives each node its count of running jobs.
+    """
+    return nodes_from(load_json(text, "slurm node list"), running_jobs)
+
+
+def nodes_from(data: Mapping[str, Any], running_jobs: Mapping[str, int] | None) -> list[Node]:
+    raw_nodes = data.get("nodes")
+    if not isinstance(raw_nodes, list):
+        raise BatchError("slurm node list: no 'nodes' list in the output")
+    per_node = running_jobs or {}
+    nodes: list[Node] = []
+    try:
+        for raw in raw_nodes:
+            name = str(raw["name"])
+            cores = _int(raw.get("cpus"))
+            alloc = _int(raw.get("alloc_cpus"))
+            tokens = _words(raw.get("state")) + _words(raw.get("state_flags"))
+            state = node_state(tokens, alloc)
+            free = max(0, cores - alloc) if state in (NodeState.IDLE, NodeState.BUSY) else 0
+            nodes.append(
+                Node(
+                    name=name,
+                    cores=cores,
+                    state=state,
+                    running_jobs=per_node.get(name, 0),
+                    free_cores=free,
+                    reason=_text(raw.get("reason")),
+                    heartbeat_at=None,
+                    registered_at=_time(raw.get("slurmd_start_time")),
+                )
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BatchError(f"slurm node list: unexpected node record ({exc!r})") from exc
+    return nodes
+
+
+# ---- the adapter ---------------------------------------------------------------------
