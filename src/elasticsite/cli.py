@@ -26,8 +26,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(slurm_app, name="slurm")
-console = Console()
-err = Console(stderr=True)
+console = Console(emoji=False)  # job commands and ids are shown as they are
+err = Console(stderr=True, emoji=False)
 
 
 def _setup_logging(verbose: int) -> None:

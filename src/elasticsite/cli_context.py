@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["broker", "context_app"]
 
-console = Console()
-err = Console(stderr=True)
+# No emoji codes: fingerprints and keys hold sequences such as ":CD:".
+console = Console(emoji=False)
+err = Console(stderr=True, emoji=False)
 
 context_app = typer.Typer(
     help="Manage recontextualization contexts on a broker.",
@@ -192,9 +194,10 @@ def members(
     for n in m.members:
         key_type = n.ssh_host_key.split(" ", 1)[0]
         data = n.data if len(n.data) <= 40 else n.data[:37] + "..."
-        t.add_row(
-            n.node_id, n.short_hostname, n.hostname, n.address, key_type, _when(n.joined_at), data
-        )
+        t.add_row(  # the data field is free text from a node: never markup
+            n.node_id, n.short_hostname, n.hostname, n.address, key_type, _when(n.joined_at),
+            escape(data),
+        )  # fmt: skip
     console.print(t)
 
 

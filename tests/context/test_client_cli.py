@@ -286,3 +286,12 @@ def test_async_polls_survive_a_broker_restart(live_broker: LiveBroker) -> None:
         loop.run_until_complete(poller.aclose())
     finally:
         loop.close()
+
+
+def test_members_show_a_nodes_free_text_as_it_is(broker_process: BrokerProcess) -> None:
+    ctx = json.loads(cli(broker_process, "create", "site-c", "--json").stdout)
+    node = NodeClient(ctx["uri"], ctx["key"], ctx["secret"], ca=broker_process.cert)
+    node.join(node_info("w1", 1, data="[red]gpu[/red] :cd:"))
+    shown = cli(broker_process, "members", ctx["id"])
+    assert shown.returncode == 0, shown.stderr
+    assert "[red]gpu[/red] :cd:" in shown.stdout
