@@ -13,7 +13,7 @@ import base64
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -122,21 +122,13 @@ def _node_body(node: NodeIn | Mapping[str, Any]) -> dict[str, Any]:
     return node.model_dump() if isinstance(node, NodeIn) else dict(node)
 
 
-class AdminClient:
-    """An administrator's view of a broker (bearer token)."""
+class _Sync:
+    """One httpx client, closed with the object; every failure a :class:`ContextError`."""
 
-    def __init__(
-        self, broker_url: str, token: str, *, ca: CA = None, timeout: float = _TIMEOUT
-    ) -> None:
-        self.url = broker_url.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {token}"},
-            verify=tls_context(ca),
-            timeout=timeout,
-        )
+    _http: httpx.Client
+    url: str
 
-    def __enter__(self) -> AdminClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -151,6 +143,21 @@ class AdminClient:
         except httpx.HTTPError as exc:
             raise _unavailable(self.url, exc) from None
         return _checked(response)
+
+
+class AdminClient(_Sync):
+    """An administrator's view of a broker (bearer token)."""
+
+    def __init__(
+        self, broker_url: str, token: str, *, ca: CA = None, timeout: float = _TIMEOUT
+    ) -> None:
+        self.url = broker_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token}"},
+            verify=tls_context(ca),
+            timeout=timeout,
+        )
 
     def create(self, name: str = "") -> ContextCreated:
         """A new context; its key and secret are only in this answer."""
@@ -235,7 +242,7 @@ class _NodeBase:
         return httpx.Timeout(_TIMEOUT, read=wait + _TIMEOUT)
 
 
-class NodeClient(_NodeBase):
+class NodeClient(_NodeBase, _Sync):
     """A node of one context: join, update, leave, and fetch updates (synchronous)."""
 
     def __init__(
@@ -249,23 +256,8 @@ class NodeClient(_NodeBase):
         node_secret: str | None = None,
     ) -> None:
         super().__init__(context_uri, key, secret, node_id=node_id, node_secret=node_secret)
+        self.url = self.base_url
         self._http = httpx.Client(base_url=self.base_url, verify=tls_context(ca), timeout=_TIMEOUT)
-
-    def __enter__(self) -> NodeClient:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._http.close()
-
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise _unavailable(self.base_url, exc) from None
-        return _checked(response)
 
     def join(self, node: NodeIn | Mapping[str, Any]) -> JoinResult:
         """Join with the context's key and secret; remembers the node credential."""
