@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -214,7 +215,7 @@ def submit(
     walltime: Annotated[float, typer.Option(min=1, help="Requested time limit, s.")] = 3600,
     count: Annotated[int, typer.Option(min=1, help="Submit this many copies.")] = 1,
 ) -> None:
-    """Queue a job on the embedded site: elasticsite submit --cores 1 --walltime 60 -- sleep 30"""
+    """Queue a job on the site's batch system: submit --cores 1 --walltime 60 -- sleep 30"""
     from elasticsite.batch.base import JobRequest
 
     site = _open(config)
@@ -229,9 +230,19 @@ def queue(
     config: ConfigOpt = None,
     all_jobs: Annotated[bool, typer.Option("--all", help="Include finished jobs.")] = False,
 ) -> None:
-    """Show the embedded site's jobs."""
+    """Show the site's queued and running jobs (with --all, finished ones too on the
+    embedded site), in the order the batch system would start them."""
+    from elasticsite.batch.local import LocalBatch
+
     site = _open(config)
-    jobs = site.batch.jobs(None if all_jobs else ["queued", "running"])
+    local = isinstance(site.batch, LocalBatch)
+    if all_jobs and not local:
+        raise _fail("--all needs the embedded batch system; use the batch system's own tools")
+    if local:
+        jobs = site.batch.jobs(None if all_jobs else ["queued", "running"])
+    else:
+        view = _sense(site)
+        jobs = [*view.running, *view.queued]
     now = time.time()
     t = Table(show_header=True, header_style="bold")
     for col in ("job", "state", "cores", "walltime", "node", "waited", "command"):
@@ -248,8 +259,27 @@ def queue(
             j.command,
         )
     console.print(t)
-    counts = site.batch.counts()
+    counts = _job_counts(site)
     console.print(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no jobs")
+
+
+def _sense(site: Any) -> Any:
+    from elasticsite.batch.base import BatchError
+
+    try:
+        return site.batch.snapshot()
+    except BatchError as exc:
+        raise _fail(f"cannot read the batch system: {exc}") from None
+
+
+def _job_counts(site: Any) -> dict[str, int]:
+    """Jobs by state: the embedded system counts them all, others what a snapshot shows."""
+    from elasticsite.batch.local import LocalBatch
+
+    if isinstance(site.batch, LocalBatch):
+        return dict(site.batch.counts())
+    view = _sense(site)
+    return {k: v for k, v in (("queued", len(view.queued)), ("running", len(view.running))) if v}
 
 
 @app.command()
@@ -262,12 +292,13 @@ def status(
     records = site.store.load(include_done=False)
     now = time.time()
     t = Table(show_header=True, header_style="bold", title=f"site {site.config.manager.site_id}")
-    for col in ("worker", "cloud", "state", "for", "jobs", "instance", "note"):
+    for col in ("worker", "node", "cloud", "state", "for", "jobs", "instance", "note"):
         t.add_column(col)
     for r in records:
         w = r.worker
         t.add_row(
             w.id,
+            w.node if w.node != w.id else "",
             w.cloud,
             w.state.value,
             f"{now - w.state_since:.0f}s",
@@ -276,8 +307,15 @@ def status(
             r.last_error,
         )
     console.print(t)
-    counts = site.batch.counts()
+    counts = _job_counts(site)
     console.print("queue: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "empty"))
+    context_uri = site.store.get_meta("context.uri")
+    if context_uri:
+        pending = json.loads(site.store.get_meta("context.pending_removals") or "[]")
+        console.print(
+            f"context: {context_uri} ({len(pending)} departures waiting for the broker)",
+            highlight=False,
+        )
     counters = site.store.counters()
     if counters:
         console.print("counters: " + ", ".join(f"{k} {v}" for k, v in sorted(counters.items())))

@@ -201,3 +201,30 @@ def test_power_saving_resumes_and_suspends_cloud_nodes_through_elasticsite(
     assert any(t.cause == Cause.POWER_UP for t in w.history)
     assert time.monotonic() - started < 240
     assert live.site.store.counters().get("launched") == 1
+
+
+def test_submit_queue_and_status_work_against_slurm(slurm_cluster: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from elasticsite.cli import app
+
+    batch = '[batch]\ntype = "slurm"\noptions = { partition = "elastic" }'
+    config = _write_site(tmp_path, "slurm-cli", batch)
+    (RUN_DIR / "power.env").unlink(missing_ok=True)
+    runner = CliRunner()
+    submitted = runner.invoke(
+        app, ["submit", "-c", str(config), "--walltime", "60", "--", "sleep", "1"]
+    )
+    assert submitted.exit_code == 0, submitted.output
+    job = submitted.output.strip()
+    try:
+        queue = runner.invoke(app, ["queue", "-c", str(config)], env={"COLUMNS": "200"})
+        assert queue.exit_code == 0, queue.output
+        assert job in queue.output and "queued" in queue.output
+        status = runner.invoke(app, ["status", "-c", str(config)], env={"COLUMNS": "200"})
+        assert status.exit_code == 0, status.output
+        assert "queue: queued" in status.output
+        refused = runner.invoke(app, ["queue", "--all", "-c", str(config)])
+        assert refused.exit_code == 2 and "embedded" in refused.output
+    finally:
+        subprocess.run(["scancel", job], check=False)
