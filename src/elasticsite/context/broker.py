@@ -2,9 +2,8 @@
 
 :class:`Broker` holds the store, the admin token's digest and the long-poll waiters;
 :func:`build_router` turns it into a FastAPI router, :func:`install` adds that router
-and the contract's error answers to an application, and :func:`create_app` builds a
-stand-alone broker application (``elasticsite.server`` mounts the same router in the
-project's one application).
+and the contract's error answers to an application (``elasticsite.server`` builds the
+project's one application around it).
 
 Long polls wait on an in-memory future per request, registered in a per-context set
 and all resolved at once when the context changes; nothing polls the database.
@@ -49,7 +48,6 @@ __all__ = [
     "BrokerError",
     "UpdatesFastPath",
     "build_router",
-    "create_app",
     "install",
     "load_admin_token",
 ]
@@ -615,20 +613,3 @@ def open_broker(
     token = admin_token if admin_token is not None else load_admin_token(state_dir)[0]
     store = Store(state_dir / "broker.sqlite3", history=history)
     return Broker(store, token, public_url=public_url)
-
-
-def create_app(
-    state_dir: Path,
-    *,
-    admin_token: str | None = None,
-    public_url: str | None = None,
-    history: int = 10_000,
-    max_body: int = MAX_BODY,
-) -> FastAPI:
-    """A stand-alone broker application keeping its state in ``state_dir``."""
-    app = FastAPI(title="elasticsite recontextualization broker", version="1")
-    broker = open_broker(state_dir, admin_token=admin_token, public_url=public_url, history=history)
-    install(app, broker)
-    app.add_middleware(BodyLimit, max_body=max_body)
-    app.add_middleware(UpdatesFastPath, broker=broker)
-    return app
