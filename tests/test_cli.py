@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,3 +104,79 @@ def test_simulate_reads_swf_and_names_bad_input(tmp_path: Path) -> None:
     assert "needs 2 processors but a VM has 1" in bad.stderr
     bad = run("simulate", "--boot", "9:1", cwd=tmp_path, check=False)
     assert bad.returncode == 2 and "bad duration '9:1'" in bad.stderr
+
+
+def _site(tmp_path: Path, clouds: str = '[[clouds]]\nname = "local"\n') -> Path:
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(f'[manager]\nstate_dir = "{tmp_path / "state"}"\n{clouds}')
+    return cfg
+
+
+def _one_error_line(out: subprocess.CompletedProcess[str]) -> str:
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+def test_unusable_state_files_are_one_error_line_each(tmp_path: Path) -> None:
+    cfg = _site(tmp_path)
+    state = tmp_path / "state"
+    run("submit", "-c", str(cfg), "--", "true", cwd=tmp_path)  # the state exists
+    commands = (["run"], ["status"], ["queue"], ["submit", "--", "true"])
+    garbage = b"not a database at all\n" + bytes(range(256)) * 16
+    for name in ("manager.db", "batch.db"):
+        path = state / name
+        kept = path.read_bytes()
+        for suffix in ("-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        path.write_bytes(garbage)
+        for command in commands:
+            out = run(command[0], "-c", str(cfg), *command[1:], cwd=tmp_path, check=False)
+            line = _one_error_line(out)
+            assert line == f"error: {path}: not an SQLite database (corrupt?)", command
+        path.write_bytes(kept)
+    # Unwritable: as root no mode stops a write, so a directory stands where the file goes.
+    manager_db = state / "manager.db"
+    manager_db.unlink()
+    manager_db.mkdir()
+    for command in commands:
+        out = run(command[0], "-c", str(cfg), *command[1:], cwd=tmp_path, check=False)
+        assert _one_error_line(out) == f"error: {manager_db}: cannot write (is a directory)"
+
+
+def test_a_state_directory_that_cannot_be_made_is_one_error_line(tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("")
+    cfg = tmp_path / "site.toml"
+    cfg.write_text('[manager]\nstate_dir = "blocker/state"\n[[clouds]]\nname = "local"\n')
+    out = run("status", "-c", str(cfg), cwd=tmp_path, check=False)
+    line = _one_error_line(out)
+    assert line.startswith(f"error: {tmp_path}/blocker/state: cannot create directory ("), line
+    out = run("demo", "--out", "blocker/out", cwd=tmp_path, check=False)
+    assert _one_error_line(out) == "error: blocker/out: cannot write (not a directory)"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ("fail_boot = 2.0", "options.fail_boot: must be a probability in [0, 1] (got 2.0)"),
+        ('seed = "x"', "options.seed: must be an integer (got 'x')"),
+        ('boot_delay = "soon"', "options.boot_delay: must be a number of seconds in [0, 86400]"),
+        ("poll_interval = inf", "options.poll_interval: must be in [0.001, 3600] s (got inf)"),
+    ],
+)
+def test_bad_cloud_options_are_one_error_line(tmp_path: Path, options: str, message: str) -> None:
+    cfg = _site(tmp_path, f'[[clouds]]\nname = "local"\noptions = {{ {options} }}\n')
+    out = run("run", "-c", str(cfg), cwd=tmp_path, check=False)
+    assert _one_error_line(out).startswith(f"error: {cfg}: clouds.local.{message}"), out.stderr
+
+
+def test_a_broken_gzip_trace_is_one_error_line(tmp_path: Path) -> None:
+    jobs = "".join(f"{i} 0 -1 100 1 -1 -1 1 200 -1 1 1 1 -1 1 -1 -1 -1\n" for i in range(1, 500))
+    whole = gzip.compress(jobs.encode())
+    (tmp_path / "cut.swf.gz").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "junk.gz").write_bytes(b"\x1f\x8b" + bytes(range(256)) * 4)
+    for name in ("cut.swf.gz", "junk.gz"):
+        out = run("simulate", "--workload", name, "--out", "o", cwd=tmp_path, check=False)
+        assert _one_error_line(out) == f"error: {name}: not a valid gzip stream (truncated?)"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,3 +82,47 @@ def test_duplicate_cloud_names_and_inverted_thresholds() -> None:
         parse_config(
             {"policy": {"steady_up_factor": 2, "steady_down_factor": 3}, "clouds": [{"name": "a"}]}
         )
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "7200.0", "0.0"])
+def test_interval_is_a_finite_duration_within_an_hour(tmp_path: Path, value: str) -> None:
+    p = _write(tmp_path, f'[manager]\ninterval = {value}\n[[clouds]]\nname = "a"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert msg.count("\n") == 0, msg
+    assert msg.startswith(f"{p}: manager.interval: "), msg
+
+
+@pytest.mark.parametrize(
+    "section, field",
+    [
+        ("manager", "stall_timeout"),
+        ("manager", "heartbeat_timeout"),
+        ("manager", "retry_backoff"),
+        ("manager", "retry_backoff_max"),
+        ("manager", "shutdown_timeout"),
+        ("policy", "billing_margin"),
+        ("clouds", "boot_time"),
+        ("clouds", "shutdown_time"),
+        ("clouds", "billing_increment"),
+    ],
+)
+def test_every_duration_is_finite_and_bounded(section: str, field: str) -> None:
+    for value in (math.inf, math.nan, 1e12):
+        data: dict[str, Any] = {"clouds": [{"name": "a"}]}
+        if section == "clouds":
+            data["clouds"][0][field] = value
+            where = f"clouds[0].{field}"
+        else:
+            data[section] = {field: value}
+            where = f"{section}.{field}"
+        with pytest.raises(ConfigError) as err:
+            parse_config(data, "x.toml")
+        assert str(err.value).startswith(f"x.toml: {where}: "), (value, str(err.value))
+        assert "\n" not in str(err.value)
+
+
+def test_spend_cap_must_be_finite() -> None:
+    with pytest.raises(ConfigError, match=r"policy\.spend_cap_per_hour: .*finite"):
+        parse_config({"policy": {"spend_cap_per_hour": math.inf}, "clouds": [{"name": "a"}]})

@@ -8,16 +8,17 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.live import Live
-from rich.logging import RichHandler
 from rich.table import Table
 
-from elasticsite import __version__
+from elasticsite import __version__, logs
 from elasticsite.cli_slurm import ConfigOpt, slurm_app
 
 app = typer.Typer(
@@ -33,12 +34,7 @@ err = Console(stderr=True, emoji=False)
 
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(
-        level=level,
-        format="%(message)s",
-        datefmt="[%X]",
-        handlers=[RichHandler(console=err, show_path=False)],
-    )
+    logs.setup(level, err)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -46,10 +42,28 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+@contextmanager
+def _state_errors() -> Iterator[None]:
+    """A state file that cannot be used (corrupt, locked by another process, unwritable)
+    ends the command with its one-line ``FILE: cause``, exit status 2, no traceback.
+
+    Decorates every command that opens the site's state."""
+    from elasticsite.files import StateFileError
+
+    try:
+        yield
+    except StateFileError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _config_path(config: Path | None) -> Path:
+    return config or Path(os.environ.get("ELASTICSITE_CONFIG", "elasticsite.toml"))
+
+
 def _load(config: Path | None) -> Any:
     from elasticsite.config import ConfigError, load_config
 
-    path = config or Path(os.environ.get("ELASTICSITE_CONFIG", "elasticsite.toml"))
+    path = _config_path(config)
     if not path.exists():
         raise _fail(
             f"no configuration at {path}; pass --config FILE "
@@ -62,6 +76,8 @@ def _load(config: Path | None) -> Any:
 
 
 def _open(config: Path | None) -> Any:
+    """The configured site; a bad option (named with its file) or an unusable state file
+    is one error line."""
     from elasticsite.config import ConfigError
     from elasticsite.manager.site import open_site
 
@@ -69,7 +85,7 @@ def _open(config: Path | None) -> Any:
     try:
         return open_site(cfg)
     except ConfigError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(f"{_config_path(config)}: {exc}") from None
 
 
 @app.callback(invoke_without_command=True)
@@ -82,6 +98,7 @@ def main(
 
 
 @app.command()
+@_state_errors()
 def demo(
     policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
     workload: Annotated[str, typer.Option(help="Built-in workload (paper 000).")] = "workload1",
@@ -138,8 +155,17 @@ def demo(
         )
         return t
 
-    with Live(console=console, refresh_per_second=4, transient=False) as live:
-        result = run_demo(opts, on_progress=lambda p: live.update(render(p)))
+    from elasticsite.config import ConfigError
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _fail(f"{out}: cannot write ({(exc.strerror or str(exc)).lower()})") from None
+    try:
+        with Live(console=console, refresh_per_second=4, transient=False) as live:
+            result = run_demo(opts, on_progress=lambda p: live.update(render(p)))
+    except ConfigError as exc:  # a setting out of bounds, e.g. --boot-time inf
+        raise _fail(f"demo: {exc}") from None
     console.print()
     _print_metrics(result.metrics)
     console.print(f"plot: {result.plot}")
@@ -166,6 +192,7 @@ def _print_metrics(metrics: Any) -> None:
 
 
 @app.command()
+@_state_errors()
 def run(
     config: ConfigOpt = None,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 1,
@@ -176,7 +203,7 @@ def run(
     try:
         manager = site.manager()
     except ValueError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(f"{_config_path(config)}: {exc}") from None
 
     signals = 0
 
@@ -208,6 +235,7 @@ def run(
 
 
 @app.command()
+@_state_errors()
 def submit(
     command: Annotated[list[str], typer.Argument(help="The job's command and arguments.")],
     config: ConfigOpt = None,
@@ -216,16 +244,23 @@ def submit(
     count: Annotated[int, typer.Option(min=1, help="Submit this many copies.")] = 1,
 ) -> None:
     """Queue a job on the site's batch system: submit --cores 1 --walltime 60 -- sleep 30"""
-    from elasticsite.batch.base import JobRequest
+    from elasticsite.batch.base import BatchError, JobRequest
+    from elasticsite.files import StateFileError
 
     site = _open(config)
     user = os.environ.get("USER", "") or str(os.getuid())
     for _ in range(count):
-        job_id = site.batch.submit(JobRequest(command, cores, walltime, user))
+        try:
+            job_id = site.batch.submit(JobRequest(command, cores, walltime, user))
+        except StateFileError:
+            raise  # said as FILE: cause
+        except BatchError as exc:
+            raise _fail(f"cannot submit: {exc}") from None
         console.print(job_id)
 
 
 @app.command()
+@_state_errors()
 def queue(
     config: ConfigOpt = None,
     all_jobs: Annotated[bool, typer.Option("--all", help="Include finished jobs.")] = False,
@@ -283,6 +318,7 @@ def _job_counts(site: Any) -> dict[str, int]:
 
 
 @app.command()
+@_state_errors()
 def status(
     config: ConfigOpt = None,
     events: Annotated[int, typer.Option(min=0, help="Show this many recent transitions.")] = 10,
@@ -629,10 +665,9 @@ def agent(
     """Keep this node in step with its context: join, then run scripts as nodes come and go."""
     from elasticsite.context.agent import DEFAULT_SCRIPTS, AgentError, configure, run_agent
 
-    logging.basicConfig(
-        level=logging.WARNING if quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+    logs.setup(
+        logging.WARNING if quiet else logging.INFO,
+        fmt="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
         settings = configure(

@@ -53,6 +53,7 @@ def _queue(action: str, nodelist: str, config: Path | None, label: str) -> None:
     _valid_fds()
     from elasticsite.batch.hostlist import HostlistError, expand
     from elasticsite.config import ConfigError, load_config
+    from elasticsite.files import StateFileError, private_dir
     from elasticsite.manager.store import StateStore
 
     path = config or Path(os.environ.get("ELASTICSITE_CONFIG", "elasticsite.toml"))
@@ -66,14 +67,18 @@ def _queue(action: str, nodelist: str, config: Path | None, label: str) -> None:
         raise typer.Exit(2) from None
     # Absolute in power_save mode (the configuration insists); else next to the config.
     state_dir = cfg.state_dir(path.resolve().parent)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    if cfg.batch.mode == "power_save":
-        store = StateStore(state_dir / "manager.db")
-        try:
-            store.add_power_requests(action, nodes, time.time())
-        finally:
-            store.close()
-    else:
+    try:
+        private_dir(state_dir)
+        if cfg.batch.mode == "power_save":
+            store = StateStore(state_dir / "manager.db")
+            try:
+                store.add_power_requests(action, nodes, time.time())
+            finally:
+                store.close()
+    except StateFileError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if cfg.batch.mode != "power_save":
         # External mode: the manager declared these nodes and brings them up (and down)
         # itself; Slurm's power saving only waits for them to register.
         label += " (external mode: acknowledged, the manager drives these nodes)"

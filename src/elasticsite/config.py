@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+HOUR = 3600.0
+DAY = 86400.0
+WEEK = 7 * DAY
 
 
 class ConfigError(ValueError):
@@ -39,7 +42,8 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Every number is finite: ``interval = inf`` or ``nan`` would pass a ``> 0`` check.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class VMTypeConfig(_Strict):
@@ -55,9 +59,9 @@ class CloudConfig(_Strict):
     driver: Literal["local"] = "local"
     max_instances: int = Field(10, ge=0)
     price_per_hour: float = Field(0.0, ge=0)
-    billing_increment: float = Field(1.0, gt=0, description="seconds; 3600 = hourly")
-    boot_time: float = Field(60.0, ge=0, description="estimate, seconds")
-    shutdown_time: float = Field(6.0, ge=0, description="estimate, seconds")
+    billing_increment: float = Field(1.0, gt=0, le=31 * DAY, description="seconds; 3600 = hourly")
+    boot_time: float = Field(60.0, ge=0, le=DAY, description="estimate, seconds")
+    shutdown_time: float = Field(6.0, ge=0, le=DAY, description="estimate, seconds")
     vm_types: list[VMTypeConfig] = Field(default_factory=lambda: [VMTypeConfig()], min_length=1)
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -95,7 +99,7 @@ class PolicyConfig(_Strict):
     dedicated_workers: int = Field(10, ge=0)
     spend_cap_per_hour: float | None = Field(None, ge=0)
     cloud_rule: Literal["cheapest", "fastest", "ordered", "balanced"] = "cheapest"
-    billing_margin: float = Field(120.0, ge=0)
+    billing_margin: float = Field(120.0, ge=0, le=31 * DAY, description="seconds")
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -147,6 +151,16 @@ class ContextConfig(_Strict):
     )
     ca: str | None = Field(None, description="PEM file the broker's certificate is checked against")
     name: str | None = Field(None, description="context name; default: the site id")
+    reserved: list[str] = Field(
+        default_factory=list,
+        description="host names and addresses no worker may take, besides this host's "
+        "own names and localhost (e.g. the head node's address)",
+    )
+    replace_on_rejoin: bool = Field(
+        False,
+        description="a worker rejoining under its old name with the same SSH host key "
+        "replaces its old record (else an administrator removes that first)",
+    )
 
     @field_validator("broker")
     @classmethod
@@ -161,15 +175,18 @@ class ManagerConfig(_Strict):
 
     site_id: str = "elasticsite"
     state_dir: str = "elasticsite-state"
-    interval: float = Field(10.0, gt=0)
+    # Durations, in seconds, bounded so that every wait and deadline stays computable.
+    interval: float = Field(10.0, gt=0, le=HOUR)
     launch_threads: int = Field(10, ge=1, le=256)
-    stall_timeout: float = Field(600.0, gt=0)
-    heartbeat_timeout: float = Field(60.0, gt=0)
+    stall_timeout: float = Field(600.0, gt=0, le=WEEK)
+    heartbeat_timeout: float = Field(60.0, gt=0, le=DAY)
     max_attempts: int = Field(5, ge=1)
-    retry_backoff: float = Field(5.0, gt=0, description="first retry delay, doubled per try")
-    retry_backoff_max: float = Field(300.0, gt=0)
+    retry_backoff: float = Field(
+        5.0, gt=0, le=DAY, description="first retry delay, doubled per try"
+    )
+    retry_backoff_max: float = Field(300.0, gt=0, le=WEEK)
     on_shutdown: Literal["leave", "drain"] = "leave"
-    shutdown_timeout: float = Field(3600.0, gt=0)
+    shutdown_timeout: float = Field(3600.0, gt=0, le=WEEK)
 
     @field_validator("site_id")
     @classmethod

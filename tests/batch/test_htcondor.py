@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import shlex
 from pathlib import Path
 from typing import Any
 
 import classad2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.batch.htcondor_fake import FakeCondorPool
 
 from elasticsite.batch import htcondor
@@ -182,6 +185,61 @@ def test_submit_description() -> None:
         "+ElasticsiteCommand": "\"/bin/echo 'two words' 'it'\\\"'\\\"'s' 'say \\\"hi\\\"'\"",
         "+VMType": '"small"',
     }
+
+
+TRICKY = [
+    "back\\slash",
+    'say "hi"',
+    '\\"',
+    '\\\\"',
+    "ends with \\",
+    'ends with \\"',
+    "tab\there\x01\x7f",
+    "é ü ∑",
+    "it's",
+    "",
+]
+
+
+def old_classad(literal: str) -> Any:
+    """What condor_submit makes of a ``+Attribute`` value: an old-ClassAd expression."""
+    return classad2.parseOne(f"A = {literal}", classad2.ParserType.Old)["A"]
+
+
+@pytest.mark.parametrize("value", TRICKY, ids=repr)
+def test_submit_strings_read_back_exactly(value: str) -> None:
+    assert old_classad(htcondor.submit_string(value)) == value
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x00")))
+def test_any_text_without_a_line_break_reads_back_exactly(value: str) -> None:
+    assert old_classad(htcondor.submit_string(value)) == value
+
+
+def test_the_command_attribute_holds_the_exact_command() -> None:
+    argv = ["/bin/echo", *TRICKY]
+    description = submit_description(JobRequest(argv, cores=1, walltime=60))
+    assert old_classad(description["+ElasticsiteCommand"]) == shlex.join(argv)
+    bindings, _ = htcondor.load_bindings()
+    submit = bindings.Submit(description)
+    assert sorted(submit.keys()) == sorted(k.replace("+", "MY.") for k in description)
+
+
+@pytest.mark.parametrize("where", ["executable", "argument", "attribute"])
+@pytest.mark.parametrize("brk", ["\n", "\r", "\x00"], ids=["LF", "CR", "NUL"])
+def test_a_line_break_never_reaches_the_submit_description(where: str, brk: str) -> None:
+    # A line of its own would change the universe, the executable or add attributes.
+    evil = f"x{brk}universe = local{brk}+Evil = true{brk}executable = /bin/sh"
+    argv = [evil, "a"] if where == "executable" else ["/bin/echo", evil]
+    extra = {"+VMType": f'"{evil}"'} if where == "attribute" else None
+    if where == "attribute":
+        argv = ["/bin/echo", "a"]
+    pool = FakeCondorPool()
+    batch = CondorBatch(pool, submit_attributes=extra)
+    with pytest.raises(BatchError, match="line break or NUL"):
+        batch.submit(JobRequest(argv, cores=1, walltime=60))
+    assert not [c for c in pool.calls if c[0] == "submit"]
 
 
 def test_the_submit_description_is_accepted_by_the_real_submit_object() -> None:

@@ -11,6 +11,7 @@ import dataclasses
 import gzip
 import logging
 import math
+import pickle
 import shutil
 import tempfile
 from pathlib import Path
@@ -401,6 +402,50 @@ def test_skipping_counts_and_logs_bad_lines_and_keeps_the_rest(
 def test_a_missing_file_is_an_os_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_swf(tmp_path / "missing.swf")
+
+
+def _broken_gzip(kind: str) -> bytes:
+    whole = gzip.compress(("".join(job_line(i) + "\n" for i in range(1, 3000))).encode())
+    if kind == "truncated":
+        return whole[: len(whole) // 2]
+    if kind == "no trailer":
+        return whole[:-4]
+    if kind == "bad checksum":
+        return whole[:-8] + bytes(8)
+    if kind == "garbage after the magic number":
+        return b"\x1f\x8b" + bytes(range(256)) * 8
+    assert kind == "garbage deflate data"
+    return whole[:10] + bytes(range(255, -1, -1)) * 8
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "truncated",
+        "no trailer",
+        "bad checksum",
+        "garbage after the magic number",
+        "garbage deflate data",
+    ],
+)
+@pytest.mark.parametrize("block_size", [64, 1 << 20])
+def test_a_broken_gzip_stream_is_one_error_naming_the_file(
+    tmp_path: Path, kind: str, block_size: int
+) -> None:
+    path = tmp_path / "trace.swf.gz"
+    path.write_bytes(_broken_gzip(kind))
+    with pytest.raises(SWFError) as caught:
+        list(SWFReader(path, block_size=block_size))
+    assert str(caught.value) == f"{path}: not a valid gzip stream (truncated?)"
+    assert caught.value.line is None
+    with pytest.raises(SWFError, match=r"not a valid gzip stream \(truncated\?\)$"):
+        read_swf(path)
+
+
+def test_swf_errors_survive_a_process_boundary() -> None:
+    for error in (SWFError("t.swf", 3, "bad"), SWFError("t.gz", None, "not gzip")):
+        copy = pickle.loads(pickle.dumps(error))
+        assert (str(copy), copy.line) == (str(error), error.line)
 
 
 # -- writing and round trips ----------------------------------------------------------

@@ -73,6 +73,7 @@ __all__ = [
     "parse_nodes",
     "slot_state",
     "submit_description",
+    "submit_string",
 ]
 
 log = logging.getLogger(__name__)
@@ -355,11 +356,36 @@ def condor_arguments(argv: Sequence[str]) -> str:
     return '"' + " ".join(quoted) + '"'
 
 
+_LINE_BREAKS = ("\n", "\r", "\0")
+
+
+def submit_string(text: str) -> str:
+    """``text`` as the string literal of a ``+Attribute`` line of a submit description.
+
+    condor_submit reads those values as old ClassAds (``ParseClassAdRvalExpr`` sets
+    ``SetOldClassAd(true)``), whose one escape is ``\\"``: a backslash stands for itself,
+    including one just before the closing quote. So only double quotes are escaped;
+    doubling backslashes, as new-ClassAd quoting (``classad.quote``) does, would put
+    two of them in the job ad. A line break cannot be written at all: the description
+    is read line by line, and one would end the value and start a line of its own
+    (another attribute, another executable). Such text is refused (BatchError).
+    """
+    if any(c in text for c in _LINE_BREAKS):
+        raise BatchError(f"submit: a line break or NUL cannot go into HTCondor: {text!r}")
+    return '"' + text.replace('"', '\\"') + '"'
+
+
 def submit_description(
     request: JobRequest, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The submit description for one request (what ``condor_submit`` would read)."""
     argv = list(request.command)
+    for i, arg in enumerate(argv):
+        if any(c in arg for c in _LINE_BREAKS):
+            raise BatchError(
+                f"submit: argument {i} of the command holds a line break or NUL, which "
+                f"HTCondor's line-based submit description cannot carry: {arg!r}"
+            )
     description = {
         "universe": "vanilla",
         "executable": argv[0],
@@ -367,9 +393,12 @@ def submit_description(
         "request_cpus": str(request.cores),
         "allowed_execute_duration": str(int(-(-request.walltime // 1))),
         "priority": str(request.priority),
-        "+ElasticsiteCommand": '"' + shlex.join(argv).replace('"', '\\"') + '"',
+        "+ElasticsiteCommand": submit_string(shlex.join(argv)),
     }
-    description.update(extra or {})
+    for key, value in (extra or {}).items():
+        if any(c in f"{key}{value}" for c in _LINE_BREAKS):
+            raise BatchError(f"submit: {key} = {value!r}: a line break or NUL cannot be sent")
+        description[key] = value
     return description
 
 

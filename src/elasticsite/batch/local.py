@@ -35,13 +35,16 @@ from elasticsite.batch.base import (
     checked_command,
 )
 from elasticsite.batch.scheduling import POLICIES, schedule
+from elasticsite.files import StateFileError, private_sqlite, state_file_error
 from elasticsite.model import Job, JobState
 
-__all__ = ["Assignment", "LocalBatch"]
+__all__ = ["Assignment", "BatchStateError", "LocalBatch"]
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+LOCK_TIMEOUT = 10.0
+"""Seconds to wait for another process's write lock before giving up as "locked"."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -79,6 +82,10 @@ _JOB_COLUMNS = (
     "finished_at, node, exit_code"
 )
 DEFAULT_SCHEDULER = "easy"
+
+
+class BatchStateError(BatchError, StateFileError):
+    """The batch file itself is unusable (corrupt, locked, unwritable): ``PATH: cause``."""
 
 
 class Assignment(NamedTuple):
@@ -149,7 +156,18 @@ class LocalBatch:
         self.clock = clock
         self.heartbeat_timeout = heartbeat_timeout
         self._local = threading.local()
+        try:
+            private_sqlite(self.path)  # 0600 before SQLite gives -wal and -shm its mode
+        except StateFileError as exc:
+            raise BatchStateError(exc.path, exc.cause) from exc
         self._setup(scheduler)
+
+    def _failure(self, exc: sqlite3.Error, doing: str = "") -> BatchError:
+        """What to raise for ``exc``: :class:`BatchStateError` when the file is the problem."""
+        state = state_file_error(self.path, exc)
+        if state is not None:
+            return BatchStateError(state.path, state.cause)
+        return BatchError(f"local batch {self.path}: {doing}{exc}")
 
     # -- connection and transactions ---------------------------------------------------
 
@@ -158,11 +176,11 @@ class LocalBatch:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None or self._local.pid != os.getpid():
             try:
-                conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-                conn.execute("PRAGMA busy_timeout = 10000")
+                conn = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT, isolation_level=None)
+                conn.execute(f"PRAGMA busy_timeout = {int(LOCK_TIMEOUT * 1000)}")
                 conn.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.Error as exc:
-                raise BatchError(f"local batch {self.path}: cannot open: {exc}") from exc
+                raise self._failure(exc, "cannot open: ") from exc
             self._local.conn = conn
             self._local.pid = os.getpid()
         return conn
@@ -184,7 +202,7 @@ class LocalBatch:
             if conn.in_transaction:
                 with suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
-            raise BatchError(f"local batch {self.path}: {exc}") from exc
+            raise self._failure(exc) from exc
 
     def _setup(self, scheduler: str | None) -> None:
         conn = self._conn()
@@ -193,12 +211,14 @@ class LocalBatch:
             if version == 0:
                 conn.execute("PRAGMA journal_mode = WAL")
         except sqlite3.Error as exc:
-            raise BatchError(f"local batch {self.path}: cannot set up: {exc}") from exc
+            raise self._failure(exc, "cannot set up: ") from exc
         if version not in (0, SCHEMA_VERSION):
             raise BatchError(
                 f"local batch {self.path}: schema version {version}, expected {SCHEMA_VERSION}; "
                 "use a new file"
             )
+        if version and scheduler is not None and scheduler == self.scheduler:
+            scheduler = None  # nothing to write: readers never wait for another's write lock
         if version == 0 or scheduler is not None:
             with self._tx(write=True) as tx:
                 for statement in _SCHEMA.split(";"):

@@ -5,6 +5,9 @@ provider's API state, independent of the manager, shared with the worker process
 (:mod:`elasticsite.clouds.local_worker`), which record their own progress in it.
 Workers run in their own session, so they outlive the process that launched them,
 as real instances outlive a crashed manager.
+
+User data carries the broker context's secret: each instance's file is written
+atomically and readable by its owner only, as are the registry and the directories.
 """
 
 from __future__ import annotations
@@ -23,9 +26,23 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
+from elasticsite.files import (
+    StateFileError,
+    private_dir,
+    private_opener,
+    private_sqlite,
+    state_file_error,
+    write_private,
+)
 from elasticsite.model import VMType
 
-__all__ = ["TERMINATED_RETENTION", "LocalCloud", "cloud_db", "set_instance_state"]
+__all__ = [
+    "TERMINATED_RETENTION",
+    "CloudStateError",
+    "LocalCloud",
+    "cloud_db",
+    "set_instance_state",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +69,10 @@ SPAWN_GRACE = 10.0
 _HAVE_PROC = os.path.isdir("/proc/self")
 
 
+class CloudStateError(CloudError, StateFileError):
+    """The registry or state directory itself is unusable: ``PATH: cause``."""
+
+
 @contextmanager
 def cloud_db(
     path: Path | str, write: bool = True, create: bool = True
@@ -64,6 +85,8 @@ def cloud_db(
     conn: sqlite3.Connection | None = None
     target = str(path) if create else f"{Path(path).absolute().as_uri()}?mode=rw"
     try:
+        if create:
+            private_sqlite(path)  # 0600 before SQLite gives -wal and -shm its mode
         conn = sqlite3.connect(target, timeout=10.0, isolation_level=None, uri=not create)
         conn.execute("PRAGMA busy_timeout = 10000")
         if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
@@ -75,7 +98,12 @@ def cloud_db(
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         yield conn
         conn.execute("COMMIT")
+    except StateFileError as exc:
+        raise CloudStateError(exc.path, exc.cause) from exc
     except sqlite3.Error as exc:
+        state = state_file_error(path, exc)
+        if state is not None:
+            raise CloudStateError(state.path, state.cause) from exc
         raise CloudError(f"local cloud registry {path}: {exc}") from exc
     finally:
         if conn is not None:
@@ -169,8 +197,11 @@ class LocalCloud:
         self.db_path = self.state_dir / f"cloud-{name}.db"
         self._rng = random.Random(seed)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
-        for sub in ("logs", "userdata", "jobs"):
-            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        try:
+            for sub in ("", "logs", "userdata", "jobs"):
+                private_dir(self.state_dir / sub)
+        except StateFileError as exc:
+            raise CloudStateError(exc.path, exc.cause) from exc
         with cloud_db(self.db_path):
             pass
 
@@ -228,7 +259,11 @@ class LocalCloud:
             delay += self._rng.uniform(-self.boot_jitter, self.boot_jitter)
         never_join = self._rng.random() < self.fail_boot
         userdata_path = self.state_dir / "userdata" / f"{name}.json"
-        userdata_path.write_text(json.dumps(dict(userdata), indent=2))
+        try:  # it may hold the context's secret: 0600, and never seen half-written
+            write_private(userdata_path, json.dumps(dict(userdata), indent=2))
+        except OSError as exc:
+            msg = f"local cloud {self.name}: cannot write {userdata_path}: {exc}"
+            raise CloudError(msg) from exc
         argv = [
             sys.executable, "-m", "elasticsite.clouds.local_worker",
             "--cloud-db", str(self.db_path), "--instance-id", instance_id, "--name", name,
@@ -245,7 +280,7 @@ class LocalCloud:
         env["ELASTICSITE_USERDATA"] = str(userdata_path)
         env["ELASTICSITE_INSTANCE_ID"] = instance_id
         try:
-            with open(self.state_dir / "logs" / f"{name}.log", "ab") as out:
+            with open(self.state_dir / "logs" / f"{name}.log", "ab", opener=private_opener) as out:
                 proc = subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,

@@ -5,7 +5,9 @@ When the user data names a context (``context_uri``, ``context_key``,
 cloud VM would at boot. Each instance has an identity of its own: a loopback address
 derived from its name (all of 127.0.0.0/8 reaches this machine), an SSH host key
 generated at first boot, and a root directory under the cloud's state directory where
-the agent's scripts keep its ``/etc/hosts`` block and ``ssh_known_hosts``.
+the agent's scripts keep its ``/etc/hosts`` block and ``ssh_known_hosts``. That root
+and the host key's directory are the owner's alone; the private key is written 0600,
+in one rename, so it is never readable by others nor seen half-written.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from elasticsite.context.validation import as_label
+from elasticsite.files import private_dir, private_file, private_opener, write_private
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +46,23 @@ def host_key(root: Path, name: str) -> str:
     """The instance's SSH host public key line, generated once under ``root``."""
     ssh = root / "etc" / "ssh"
     pub = ssh / "ssh_host_ed25519_key.pub"
+    secret = ssh / "ssh_host_ed25519_key"
     if pub.exists():
+        if secret.exists():
+            private_file(secret)  # one written by an older version may be looser
         return pub.read_text().strip()
     # Imported here: most instances run no agent, and every one should start fast.
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    ssh.mkdir(parents=True, exist_ok=True)
+    private_dir(ssh)
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.OpenSSH,
         serialization.NoEncryption(),
     )
-    fd = os.open(ssh / "ssh_host_ed25519_key", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(private)
+    write_private(secret, private)
     public = key.public_key().public_bytes(
         serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
     )
@@ -90,21 +96,22 @@ class LocalAgent:
     def start(self, address: str | None = None, preexec: Callable[[], None] | None = None) -> None:
         """Start the agent; ``preexec`` runs in the child (the worker makes it die with
         the instance, as an agent dies with its VM)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        site = self.userdata.get("site_id", "elasticsite")
+        private_dir(self.root)
+        short = as_label(self.node)
+        site = as_label(self.userdata.get("site_id", "elasticsite"))
         argv = [
             sys.executable, "-m", "elasticsite", "agent",
             "--userdata", str(self.userdata_path),
             "--root", str(self.root),
             "--state", str(self.root / "agent-state.json"),
-            "--short-hostname", self.node,
-            "--hostname", f"{self.node}.{site}.internal",
+            "--short-hostname", short,
+            "--hostname", f"{short}.{site}.internal",
             "--address", address or loopback_address(self.node),
             "--ssh-host-key", host_key(self.root, self.node),
         ]  # fmt: skip
         env = dict(os.environ)
         env["ELASTICSITE_FIREWALL"] = "off"  # the instance shares this machine's firewall
-        with open(self.log_path, "ab") as out:
+        with open(self.log_path, "ab", opener=private_opener) as out:
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,

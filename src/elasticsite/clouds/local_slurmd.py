@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from elasticsite.files import private_opener
+
 log = logging.getLogger(__name__)
 
 __all__ = ["SlurmdError", "SlurmdNode"]
@@ -103,7 +105,11 @@ class SlurmdNode:
                 'mount --bind "$0" /etc/hosts && exec "$1" -D -Z -b -N "$2" --conf "$3"',
                 str(hosts), self.slurmd, self.node, conf,
             ]  # fmt: skip
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        out = (
+            open(self.log_path, "ab", opener=private_opener)  # noqa: SIM115
+            if self.log_path
+            else subprocess.DEVNULL
+        )
         try:
             self.proc = subprocess.Popen(
                 argv,

@@ -28,12 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from elasticsite import logs
 from elasticsite.batch.base import BatchError
 from elasticsite.batch.local import Assignment, LocalBatch
 from elasticsite.clouds.base import CloudError
 from elasticsite.clouds.local import set_instance_state
 from elasticsite.clouds.local_agent import LocalAgent
 from elasticsite.clouds.local_slurmd import SlurmdError, SlurmdNode
+from elasticsite.files import StateFileError
 
 log = logging.getLogger("elasticsite.worker")
 
@@ -180,7 +182,7 @@ class Worker:
             try:
                 # Empty signal mask; dies with this process, as an agent with its VM.
                 self.agent.start(preexec=_job_preexec(os.getpid(), set()))
-            except OSError as exc:
+            except (OSError, StateFileError) as exc:
                 log.error("%s: cannot start the agent: %s", self.name, exc)
         if self.userdata.get("batch") == "slurm":
             return self._serve_slurm()
@@ -383,11 +385,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one worker to the end; returns its exit status."""
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s",
-    )
+    logs.setup(logging.INFO, fmt="%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s")
     try:
         return Worker(args).run()
     except CloudError as exc:

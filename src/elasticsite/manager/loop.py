@@ -27,7 +27,7 @@ from elasticsite.batch.base import BatchError, BatchSystem, Node, NodeState
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, Instance
 from elasticsite.clouds.base import InstanceState as IS
 from elasticsite.config import ManagerConfig
-from elasticsite.manager.store import StateStore, WorkerRecord
+from elasticsite.manager.store import StateStore, WorkerRecord, worker_number
 from elasticsite.model import (
     Cause,
     CloudSpec,
@@ -130,6 +130,7 @@ class Manager:
         store.set_meta("site_id", self.site_id)
         self.records: dict[str, WorkerRecord] = {r.worker.id: r for r in store.load()}
         self._known_ids = {r.worker.id for r in store.load(include_done=True)}
+        self._reserved = store.last_worker_number()
         if self.records:
             log.info("resuming with %d workers from %s", len(self.records), store.path)
 
@@ -191,6 +192,7 @@ class Manager:
                 self._bump("describe_errors")
                 continue
             instances[name] = {i.tags.get(WORKER_TAG) or i.name: i for i in found}
+        self._reserve_tagged(instances)
         report.sense_seconds = time.perf_counter() - t0
         nodes = {n.name: n for n in view.nodes}
         if self.power_save and not self.shutting_down:
@@ -378,6 +380,17 @@ class Manager:
             return now - w.state_since > grace
         return inst.state in (IS.TERMINATED, IS.ERROR)
 
+    def _reserve_tagged(self, instances: dict[str, dict[str, Instance]]) -> None:
+        """Keep the id counter beyond every worker id the clouds' tags show, before any
+        launch: an instance whose record was lost (with the counter's last bump) keeps
+        its id, and no new worker is given it."""
+        seen = (worker_number(wid) for found in instances.values() for wid in found)
+        highest = max((n for n in seen if n is not None), default=0)
+        if highest > self._reserved:
+            log.warning("worker ids up to %d are in use by instances; reserving them", highest)
+            self.store.reserve_worker_numbers(highest)
+            self._reserved = highest
+
     def _adopt(self, now: float, instances: dict[str, dict[str, Instance]]) -> None:
         """Tagged instances no live record knows of: adopt new ones, clean up stale ones."""
         for cloud_name, found in instances.items():
@@ -387,7 +400,7 @@ class Manager:
                     continue
                 if inst.state in (IS.TERMINATED, IS.STOPPING):
                     continue
-                if wid in self._known_ids or spec is None:
+                if wid in self._known_ids or spec is None or self.store.has_worker(wid):
                     # Its worker is finished; the instance must not outlive it.
                     if inst.id not in self._strays:
                         log.warning("terminating stray instance %s (%s)", inst.id, wid)
@@ -450,14 +463,12 @@ class Manager:
             to = S.BUSY if rec.worker.running_jobs else S.IDLE
             self._move(rec, to, now, u.cause)
         fresh: list[WorkerRecord] = []
-        total = sum(launch.count for launch in decision.launch)
-        seq = self.store.next_seq(count=total) if total else 0
         for launch in decision.launch:
             spec = self._spec[launch.cloud]
             vm = next((v for v in spec.vm_types if v.name == launch.vm_type), spec.default_vm)
-            for i in range(launch.count):
-                wid = f"{launch.cloud}-{seq:05d}"
-                seq += 1
+            ids = self.store.new_worker_ids(launch.cloud, launch.count, self._known_ids)
+            self._reserved = max([self._reserved, *(worker_number(i) or 0 for i in ids)])
+            for i, wid in enumerate(ids):
                 w = Worker(
                     id=wid, cloud=launch.cloud, vm_type=vm.name, cores=vm.cores, requested_at=now
                 )
@@ -469,12 +480,14 @@ class Manager:
                 self._record_new(rec, now, launch.cause)
                 fresh.append(rec)
         if fresh:
-            # Persist the rows before asking the cloud: a crash now leaves records that
-            # the next start relaunches (idempotently, by name) or adopts.
-            self._flush()
+            # Persist the rows, and their count in the same commit, before asking the
+            # cloud: a crash now leaves records that the next start relaunches
+            # (idempotently, by name) or adopts, and no launch goes uncounted.
+            with self.store.transaction():
+                self._flush()
+                self.store.bump("launched", len(fresh))
             for rec in fresh:
                 self._submit_launch(rec)
-            self._bump("launched", len(fresh))
 
     def _power_requests(self, now: float, report: StepReport) -> None:
         """Carry out what Slurm's ResumeProgram/SuspendProgram asked since the last step."""

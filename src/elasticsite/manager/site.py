@@ -1,8 +1,14 @@
-"""Building a running site (batch system, clouds, state store, manager) from its configuration."""
+"""Building a running site (batch system, clouds, state store, manager) from its configuration.
+
+The state directory is created for its owner alone (it holds the broker context's
+secret). Bad cloud options become one :class:`ConfigError` naming the option; a state
+file that cannot be used raises :class:`~elasticsite.files.StateFileError`.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +19,7 @@ from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import CloudDriver
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import BatchConfig, CloudConfig, ConfigError, SiteConfig
+from elasticsite.files import private_dir
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.store import StateStore
 
@@ -96,20 +103,41 @@ def _local_cloud(
             f"for the local driver (known: {', '.join(sorted(_LOCAL_OPTIONS))})"
         )
     opts = cfg.options
-    return LocalCloud(
-        name=cfg.name,
-        state_dir=state_dir,
-        site_id=config.manager.site_id,
-        batch_path=batch_path,
-        boot_delay=float(opts.get("boot_delay", cfg.boot_time)),
-        boot_jitter=float(opts.get("boot_jitter", 0.0)),
-        shutdown_delay=float(opts.get("shutdown_delay", cfg.shutdown_time)),
-        poll_interval=float(opts.get("poll_interval", 1.0)),
-        seed=opts.get("seed"),
-        fail_boot=float(opts.get("fail_boot", 0.0)),
-        fail_launch=float(opts.get("fail_launch", 0.0)),
-        api_delay=float(opts.get("api_delay", 0.0)),
-    )
+
+    def number(key: str, default: float, low: float, high: float, what: str) -> float:
+        """Option ``key`` as a finite float in [low, high]."""
+        value = opts.get(key, default)
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value) or not low <= value <= high:
+            raise ConfigError(f"clouds.{cfg.name}.options.{key}: must be {what} (got {value!r})")
+        return float(value)
+
+    def seconds(key: str, default: float) -> float:
+        return number(key, default, 0.0, 86400.0, "a number of seconds in [0, 86400]")
+
+    seed = opts.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ConfigError(f"clouds.{cfg.name}.options.seed: must be an integer (got {seed!r})")
+    checked = {
+        "boot_delay": seconds("boot_delay", cfg.boot_time),
+        "boot_jitter": seconds("boot_jitter", 0.0),
+        "shutdown_delay": seconds("shutdown_delay", cfg.shutdown_time),
+        "poll_interval": number("poll_interval", 1.0, 0.001, 3600.0, "in [0.001, 3600] s"),
+        "fail_boot": number("fail_boot", 0.0, 0.0, 1.0, "a probability in [0, 1]"),
+        "fail_launch": number("fail_launch", 0.0, 0.0, 1.0, "a probability in [0, 1]"),
+        "api_delay": seconds("api_delay", 0.0),
+    }
+    try:
+        return LocalCloud(
+            name=cfg.name,
+            state_dir=state_dir,
+            site_id=config.manager.site_id,
+            batch_path=batch_path,
+            seed=seed,
+            **checked,
+        )
+    except (TypeError, ValueError) as exc:  # whatever the driver itself refuses
+        raise ConfigError(f"clouds.{cfg.name}.options: {exc}") from None
 
 
 def _batch(config: SiteConfig, batch_path: Path) -> BatchSystem:
@@ -142,8 +170,7 @@ def _batch(config: SiteConfig, batch_path: Path) -> BatchSystem:
 
 def open_site(config: SiteConfig, base_dir: Path | None = None) -> Site:
     """Open (creating if needed) the state directory and every part of the site."""
-    state_dir = config.state_dir(base_dir).resolve()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir = private_dir(config.state_dir(base_dir).resolve())
     batch_path = Path(config.batch.path)
     if not batch_path.is_absolute():
         batch_path = state_dir / batch_path

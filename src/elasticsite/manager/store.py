@@ -4,20 +4,43 @@ Nothing the manager needs after a restart lives only in memory. A worker row is
 written *before* its instance is asked of the cloud, so a manager killed at any
 point finds, on restart, either the row (and adopts or relaunches its instance by
 name) or nothing to clean up.
+
+The file is written with ``synchronous=FULL``: a commit is on disk before the
+manager acts on it, so a power loss cannot take back a worker row whose instance
+was already requested. Worker ids come from a counter that only grows and is kept
+beyond every id the clouds' tags show (:meth:`StateStore.new_worker_ids`,
+:meth:`StateStore.reserve_worker_numbers`), so an id is never given twice.
+
+The file and its directory are private to their owner (the store holds the broker
+context's key and secret). A file that is corrupt, locked or unwritable raises
+:class:`~elasticsite.files.StateFileError`, ``PATH: cause``.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from elasticsite.files import StateFileError, private_dir, private_sqlite, state_file_error
 from elasticsite.model import Transition, Worker, WorkerState
 
-__all__ = ["StateStore", "WorkerRecord"]
+__all__ = [
+    "LOCK_TIMEOUT",
+    "StateFileError",
+    "StateStore",
+    "WorkerRecord",
+    "worker_id",
+    "worker_number",
+]
+
+LOCK_TIMEOUT = 30.0
+"""Seconds to wait for another process's write lock before giving up as "locked"."""
+_WORKER_SEQ = "seq:worker"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,6 +81,17 @@ CREATE TABLE IF NOT EXISTS power_requests (
 """
 
 
+def worker_id(cloud: str, number: int) -> str:
+    """The id of worker ``number`` of ``cloud``; its instance is named after it."""
+    return f"{cloud}-{number:05d}"
+
+
+def worker_number(wid: str) -> int | None:
+    """The number in a worker id made by :func:`worker_id`; None for any other name."""
+    head, sep, tail = wid.rpartition("-")
+    return int(tail) if head and sep and tail.isascii() and tail.isdigit() else None
+
+
 @dataclass(slots=True)
 class WorkerRecord:
     """A worker plus the manager's bookkeeping for retries and cleanup."""
@@ -72,35 +106,61 @@ class WorkerRecord:
 class StateStore:
     """One SQLite file holding the manager's state; safe to open from several processes."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, timeout: float | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout = LOCK_TIMEOUT if timeout is None else timeout
         self._local = threading.local()
-        self._db().executescript(_SCHEMA)  # commits on its own
+        private_dir(self.path.parent, tighten=False)  # the site's state directory is made so
+        private_sqlite(self.path)  # before SQLite creates -wal and -shm with its mode
+        with self._errors():
+            self._db().executescript(_SCHEMA)  # commits on its own
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """SQLite errors that say the file is unusable become :class:`StateFileError`."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            translated = state_file_error(self.path, exc)
+            if translated is None:
+                raise
+            raise translated from exc
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=FULL")
+            except sqlite3.Error:
+                db.close()
+                raise
             self._local.db = db
         return db
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """All writes inside commit together or not at all."""
-        db = self._db()
-        if db.in_transaction:
-            yield db
-            return
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        with self._errors():
+            db = self._db()
+            if db.in_transaction:
+                yield db
+                return
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:  # also after a failed COMMIT: never stay inside
+                    with suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
+                raise
+
+    def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        """All rows of one query, with the file's errors translated."""
+        with self._errors():
+            return self._db().execute(sql, args).fetchall()
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)
@@ -111,8 +171,8 @@ class StateStore:
     # -- meta and counters -------------------------------------------------
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
-        row = self._db().execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return row[0] if row else default
+        rows = self._read("SELECT value FROM meta WHERE key=?", (key,))
+        return rows[0][0] if rows else default
 
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction() as db:
@@ -130,6 +190,49 @@ class StateStore:
             row = db.execute("SELECT value FROM counters WHERE name=?", (key,)).fetchone()
             return int(row[0]) - count + 1
 
+    def new_worker_ids(self, cloud: str, count: int, taken: Collection[str] = ()) -> list[str]:
+        """Reserve ``count`` fresh worker ids on ``cloud``, in one commit.
+
+        The worker counter only grows, and a number whose id already has a record (or
+        is in ``taken``, the ids the caller holds in memory) is skipped: whatever was
+        lost, no id is given to a second worker.
+        """
+        out: list[str] = []
+        with self.transaction() as db:
+            row = db.execute("SELECT value FROM counters WHERE name=?", (_WORKER_SEQ,)).fetchone()
+            number = int(row[0]) if row else 0
+            while len(out) < count:
+                number += 1
+                wid = worker_id(cloud, number)
+                exists = db.execute("SELECT 1 FROM workers WHERE id=?", (wid,)).fetchone()
+                if exists or wid in taken:
+                    continue
+                out.append(wid)
+            db.execute(
+                "INSERT INTO counters(name, value) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
+                (_WORKER_SEQ, number),
+            )
+        return out
+
+    def last_worker_number(self) -> int:
+        """The highest worker number given so far (or reserved)."""
+        rows = self._read("SELECT value FROM counters WHERE name=?", (_WORKER_SEQ,))
+        return int(rows[0][0]) if rows else 0
+
+    def reserve_worker_numbers(self, at_least: int) -> None:
+        """Make sure no new worker gets a number up to ``at_least`` (seen in a cloud's tags)."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO counters(name, value) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
+                (_WORKER_SEQ, at_least),
+            )
+
+    def has_worker(self, wid: str) -> bool:
+        """Whether a record of worker ``wid`` exists, finished or not."""
+        return bool(self._read("SELECT 1 FROM workers WHERE id=?", (wid,)))
+
     def bump(self, name: str, by: int = 1) -> None:
         with self.transaction() as db:
             db.execute(
@@ -139,7 +242,7 @@ class StateStore:
             )
 
     def counters(self) -> dict[str, int]:
-        rows = self._db().execute("SELECT name, value FROM counters WHERE name NOT LIKE 'seq:%'")
+        rows = self._read("SELECT name, value FROM counters WHERE name NOT LIKE 'seq:%'")
         return {name: int(value) for name, value in rows}
 
     # -- power requests (from the batch system's power saving) --------------
@@ -222,7 +325,7 @@ class StateStore:
             sql += " WHERE state != 'terminated' AND NOT (state = 'failed' AND instance_gone = 1)"
         sql += " ORDER BY requested_at, id"
         out = []
-        for row in self._db().execute(sql):
+        for row in self._read(sql):
             w = Worker(
                 id=row[0],
                 cloud=row[1],
@@ -260,5 +363,5 @@ class StateStore:
             sql += " ORDER BY seq"
         return [
             Transition(r[1], WorkerState(r[2]) if r[2] else None, WorkerState(r[3]), r[4], r[5])
-            for r in self._db().execute(sql, args)
+            for r in self._read(sql, args)
         ]

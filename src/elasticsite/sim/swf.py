@@ -39,6 +39,7 @@ import math
 import os
 import re
 import warnings
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from types import TracebackType
@@ -82,11 +83,19 @@ Overrun = Literal["clip", "drop", "keep"]
 
 
 class SWFError(ValueError):
-    """A malformed trace line: the message reads ``path:line: what is wrong``."""
+    """A malformed trace: ``path:line: what is wrong``, or ``path: what is wrong`` for the
+    file as a whole (a gzip stream that is cut short or is not one)."""
 
-    def __init__(self, path: str, line: int, reason: str) -> None:
-        super().__init__(f"{path}:{line}: {reason}")
+    def __init__(self, path: str, line: int | None, reason: str) -> None:
+        super().__init__(f"{path}: {reason}" if line is None else f"{path}:{line}: {reason}")
         self.path, self.line, self.reason = path, line, reason
+
+    def __reduce__(self) -> tuple[type[SWFError], tuple[str, int | None, str]]:
+        # Rebuilt from its parts when it crosses a process boundary (experiment workers).
+        return type(self), (self.path, self.line, self.reason)
+
+
+_BAD_GZIP = "not a valid gzip stream (truncated?)"
 
 
 class SWFRecord(NamedTuple):
@@ -411,7 +420,7 @@ class SWFReader:
 
     def _parsed_blocks(self, block_size: int) -> Iterator[NDArray[np.void]]:
         line, rest = 1, b""
-        while chunk := self._file.read(block_size):
+        while chunk := self._read(block_size):
             data = rest + chunk
             cut = data.rfind(b"\n") + 1
             if cut:
@@ -422,6 +431,14 @@ class SWFReader:
                 rest = data
         if rest:
             yield _clean(self._parse(rest, line), self.rules, self.report)
+
+    def _read(self, size: int) -> bytes:
+        """Up to ``size`` bytes of the (decompressed) trace; a broken gzip stream is an
+        :class:`SWFError` naming the file, not the decompressor's own exception."""
+        try:
+            return self._file.read(size)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise SWFError(self.name, None, _BAD_GZIP) from exc
 
     def _parse(self, block: bytes, first_line: int) -> NDArray[np.void]:
         self._read_comments(block)
