@@ -18,7 +18,7 @@ import pytest
 from elasticsite.context.agent import DEFAULT_SCRIPTS
 from elasticsite.context.models import ContextCreated
 
-from .conftest import LiveBroker, node_info
+from .conftest import LiveBroker, node_info, ssh_key
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +92,7 @@ class AgentProc:
     def known(self) -> list[str]:
         path = self.root / "etc/ssh/ssh_known_hosts"
         text = path.read_text() if path.exists() else ""
-        return sorted(line.split(",")[1] for line in text.splitlines())
+        return sorted(line.split(",")[1] for line in text.splitlines() if line[:1] != "#")
 
     def stderr(self) -> str:
         return (self.root / "agent.err").read_text(errors="replace")
@@ -252,6 +252,15 @@ def test_agent_command_says_what_is_wrong_in_one_line(
     out = agent(
         "--uri", ctx.uri, "--key", ctx.key, "--secret", "wrong", "--ca", str(live_broker.cert),
         "--address", "10.0.0.1", "--ssh-host-key", "ssh-ed25519 AAAA", "--once", "-q",
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        "error: this node's record cannot be published: "
+        "ssh_host_key: not a valid ssh-ed25519 public key"
+    )
+    out = agent(
+        "--uri", ctx.uri, "--key", ctx.key, "--secret", "wrong", "--ca", str(live_broker.cert),
+        "--address", "10.0.0.1", "--ssh-host-key", ssh_key("w1"), "--once", "-q",
     )  # fmt: skip
     assert out.returncode == 1
     assert out.stderr.strip() == (
