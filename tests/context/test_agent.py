@@ -30,7 +30,11 @@ from elasticsite.context.agent import (
 from elasticsite.context.client import NodeClient
 from elasticsite.context.models import ContextCreated, Entry, NodeInfo, Updates
 
-from .conftest import LiveBroker, node_info
+from .conftest import LiveBroker, node_info, ssh_key
+
+W1_KEY = ssh_key("w1", "root@w1")
+ED_KEY = ssh_key("ed", "ed")
+OTHER_KEY = ssh_key("other", "other")
 
 RECORDER = """\
 #!/bin/sh
@@ -146,16 +150,16 @@ def test_scripts_run_in_name_order_with_arguments_and_environment(
         short_hostname="w1",
         hostname="w1.x",
         address="10.0.0.1",
-        ssh_host_key="ssh-ed25519 AAAA root@w1",
+        ssh_host_key=W1_KEY,
         data="two words",
         joined_at=1.0,
     )
     assert runner.run("add", Step("add", node, 7)) == 0
     assert runner.run("restart") == 0
     assert records(log) == [
-        ["add/10-a", "w1 w1.x 10.0.0.1 ssh-ed25519 AAAA root@w1 two words", "n1", "7", "w1.x",
+        ["add/10-a", f"w1 w1.x 10.0.0.1 {W1_KEY} two words", "n1", "7", "w1.x",
          "me.x", str(tmp_path / "root")],
-        ["add/20-b", "w1 w1.x 10.0.0.1 ssh-ed25519 AAAA root@w1 two words", "n1", "7", "w1.x",
+        ["add/20-b", f"w1 w1.x 10.0.0.1 {W1_KEY} two words", "n1", "7", "w1.x",
          "me.x", str(tmp_path / "root")],
         ["restart/10-a", "", "", "", "", "me.x", str(tmp_path / "root")],
     ]  # fmt: skip
@@ -285,14 +289,12 @@ def test_identity_reads_the_host_key_under_the_root_and_takes_overrides(tmp_path
         discover_identity(ref, tmp_path)
     (tmp_path / "etc/ssh").mkdir(parents=True)
     (tmp_path / "etc/ssh/ssh_host_rsa_key.pub").write_text("ssh-rsa BBBB rsa\n")
-    (tmp_path / "etc/ssh/ssh_host_ed25519_key.pub").write_text("ssh-ed25519 AAAA ed\n")
+    (tmp_path / "etc/ssh/ssh_host_ed25519_key.pub").write_text(ED_KEY + "\n")
     me = discover_identity(ref, tmp_path, short_hostname="w7", hostname="w7.x", data="d")
-    assert me == Identity("w7", "w7.x", "127.0.0.1", "ssh-ed25519 AAAA ed", "d")
+    assert me == Identity("w7", "w7.x", "127.0.0.1", ED_KEY, "d")
     pub = tmp_path / "other.pub"
-    pub.write_text("ssh-ed25519 CCCC other\n")
-    assert discover_identity(ref, tmp_path, ssh_host_key=str(pub)).ssh_host_key == (
-        "ssh-ed25519 CCCC other"
-    )
+    pub.write_text(OTHER_KEY + "\n")
+    assert discover_identity(ref, tmp_path, ssh_host_key=str(pub)).ssh_host_key == OTHER_KEY
 
 
 def test_backoff_doubles_with_jitter_up_to_its_cap() -> None:
@@ -459,7 +461,9 @@ def test_removed_node_joins_again_and_confused_agent_resynchronises(
     state = AgentState.load(settings.state, ctx.uri)
     state.last_id = 999
     one = next(iter(state.members.values()))
-    ghost = NodeInfo(**{**one.model_dump(), "node_id": "ghost", "short_hostname": "gh"})
+    ghost = NodeInfo(
+        **{**one.model_dump(), "node_id": "ghost", "short_hostname": "gh", "hostname": "gh.x"}
+    )
     state.members["ghost"] = ghost
     state.save(settings.state)
     log.unlink()

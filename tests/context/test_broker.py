@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
-import ssl
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from elasticsite.context.client import BrokerUnavailable, ContextError, NodeClient
 from elasticsite.context.models import Updates
 
-from .conftest import TOKEN, BrokerProcess, LiveBroker, free_port, node_info
+from .conftest import TOKEN, BrokerProcess, LiveBroker, free_port, node_info, raw
 
 
 def ops(updates: Updates) -> list[tuple[int, str, str]]:
@@ -71,19 +69,6 @@ def test_late_joiner_gets_a_snapshot_of_current_members(live_broker: LiveBroker)
         snap = live_broker.node(ctx).updates(since=0)
         assert snap.snapshot and snap.last_id == 4
         assert ops(snap) == [(1, "join", "a"), (4, "join", "c")]
-
-
-def test_same_hostname_replaces_the_old_record(live_broker: LiveBroker) -> None:
-    with live_broker.admin() as admin:
-        ctx = admin.create()
-        old, new = live_broker.node(ctx), live_broker.node(ctx)
-        old.join(node_info("w1", 1))
-        assert new.join(node_info("w1", 2)).entry_id == 3
-        assert ops(new.updates(since=1)) == [(2, "leave", "w1"), (3, "join", "w1")]
-        assert [m.address for m in admin.members(ctx.id).members] == ["10.0.0.2"]
-        with pytest.raises(ContextError) as err:
-            old.updates(since=0)
-        assert err.value.status == 401
 
 
 def test_long_poll_answers_when_a_node_joins(live_broker: LiveBroker) -> None:
@@ -180,12 +165,6 @@ def test_graceful_stop_answers_waiting_long_polls(live_broker: LiveBroker) -> No
     thread.join(timeout=30)
     assert got and got[0].entries == [] and got[0].last_id == 1
     assert time.monotonic() - started < 20
-
-
-def raw(broker: LiveBroker) -> httpx.Client:
-    return httpx.Client(
-        base_url=broker.url, verify=ssl.create_default_context(cafile=str(broker.cert)), timeout=10
-    )
 
 
 def test_wrong_key_or_secret_gets_401_and_no_data(live_broker: LiveBroker) -> None:

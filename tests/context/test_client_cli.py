@@ -59,6 +59,34 @@ def test_broker_prints_where_it_listens_and_keeps_keys_private(
     for private in ("admin.token", "broker.key", "broker.sqlite3"):
         mode = stat.S_IMODE((broker_process.state_dir / private).stat().st_mode)
         assert mode == 0o600, private
+    assert stat.S_IMODE(broker_process.state_dir.stat().st_mode) == 0o700
+
+
+def test_context_rules_are_set_at_creation_and_shown(broker_process: BrokerProcess) -> None:
+    made = cli(
+        broker_process, "create", "ruled", "--json", "--domain", "Cloud.Example.org",
+        "--host-pattern", "w-*.cloud.example.org", "--reserve", "head.cloud.example.org",
+        "--reserve", "10.1.0.1", "--max-members", "2", "--join-rate", "5",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    ctx = json.loads(made.stdout)
+    shown = cli(broker_process, "show", ctx["id"]).stdout.splitlines()
+    assert "domain      cloud.example.org" in shown
+    assert "pattern     w-*.cloud.example.org" in shown
+    assert "reserved    localhost, head.cloud.example.org, 10.1.0.1" in shown
+    assert "max members 2" in shown and "join rate   5/s" in shown
+    node = NodeClient(ctx["uri"], ctx["key"], ctx["secret"], ca=broker_process.cert)
+    with pytest.raises(ContextError) as err:
+        node.join({**node_info("w-1"), "hostname": "w-1.cluster.example.org"})
+    assert err.value.status == 422
+    node.join({**node_info("w-1"), "hostname": "w-1.cloud.example.org"})
+
+    bad = cli(broker_process, "create", "x", "--reserve", "not a name")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == (
+        "error: reserved.0: 'not a name' is not a host name (letters, digits and inner "
+        "hyphens, dot-separated labels of 1-63 characters, 253 in all)"
+    )
 
 
 def test_context_commands_against_a_running_broker(broker_process: BrokerProcess) -> None:
@@ -81,9 +109,10 @@ def test_context_commands_against_a_running_broker(broker_process: BrokerProcess
 
     shown = cli(broker_process, "show", ctx["id"])
     assert shown.returncode == 0
-    assert f"uri        {ctx['uri']}" in shown.stdout.splitlines()
-    assert "members    3" in shown.stdout.splitlines()
-    assert "last entry 3" in shown.stdout.splitlines()
+    assert f"uri         {ctx['uri']}" in shown.stdout.splitlines()
+    assert "members     3" in shown.stdout.splitlines()
+    assert "last entry  3" in shown.stdout.splitlines()
+    assert "rejoin      refused while held" in shown.stdout.splitlines()
 
     listed = cli(broker_process, "list")
     assert listed.returncode == 0 and ctx["id"] in listed.stdout and "site-b" in listed.stdout

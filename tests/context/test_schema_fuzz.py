@@ -4,6 +4,7 @@ a client sends, with whichever credential, the answer is never a server error.""
 from __future__ import annotations
 
 import base64
+import itertools
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,12 +17,14 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import APIOperation, Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 
+from elasticsite.context.client import NodeClient
 from elasticsite.context.models import ContextCreated
 
 from .conftest import TOKEN, LiveBroker, free_port, node_info
 
 pytestmark = pytest.mark.slow
 
+SERIAL = itertools.count(1)
 EXAMPLES = 25
 """Examples per operation and generation mode: about 20 s in all on two cores."""
 
@@ -116,6 +119,77 @@ def test_no_input_makes_the_broker_fail(
     assert must | {"GET /ctx/{cid}/updates"} <= fuzzed
     if mode is GenerationMode.POSITIVE:
         assert len(fuzzed) == len(operations) - 1
+
+
+NODE_OPERATIONS = {
+    ("GET", "/ctx/{cid}/updates"),
+    ("GET", "/ctx/{cid}/members"),
+    ("PUT", "/ctx/{cid}/nodes/{node_id}"),
+    ("DELETE", "/ctx/{cid}/nodes/{node_id}"),
+    ("POST", "/ctx/{cid}/nodes"),
+}
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_no_node_request_makes_the_broker_fail(
+    operations: list[APIOperation], target: Target, mode: GenerationMode
+) -> None:
+    """Every node endpoint, called with a joined node's own credential (a fresh node
+    for each leave, so the others keep theirs), never gets a server error."""
+    fuzzed: set[str] = set()
+    for operation in operations:
+        if (operation.method.upper(), operation.path) not in NODE_OPERATIONS:
+            continue
+
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(case=operation.as_strategy(generation_mode=mode))
+        def run(case: Case) -> None:
+            node_id, secret = target.node_id, target.node_secret
+            leaves = case.operation.method.upper() == "DELETE"
+            if leaves:
+                fresh = target.broker.node(target.ctx)
+                k = next(SERIAL)
+                fresh.join({**node_info(f"leaver{k}"), "address": f"10.9.{k // 250}.{k % 250 + 1}"})
+                node_id, secret = fresh.node_id or "", fresh.node_secret or ""
+            if case.path_parameters is not None:
+                case.path_parameters["cid"] = target.ctx.id
+                if "node_id" in case.path_parameters:
+                    case.path_parameters["node_id"] = node_id
+            if case.query and "wait" in case.query:
+                case.query["wait"] = 0.01
+            response = case.call(
+                base_url=target.broker.url,
+                headers={"Authorization": basic(node_id, secret)},
+                verify=str(target.broker.cert),
+                timeout=10,
+            )
+            case.validate_response(response, checks=[not_a_server_error])
+            if leaves and response.status_code >= 300:  # refused: take the fresh node out
+                with target.broker.admin() as admin:
+                    admin.remove_node(target.ctx.id, node_id)
+
+        try:
+            run()
+        except Unsatisfiable:
+            assert mode is GenerationMode.NEGATIVE
+            continue
+        fuzzed.add(operation.label)
+    assert {"GET /ctx/{cid}/updates", "PUT /ctx/{cid}/nodes/{node_id}"} <= fuzzed
+    # The anchor node kept its record and credential through it all.
+    anchor = NodeClient(
+        target.ctx.uri,
+        target.ctx.key,
+        target.ctx.secret,
+        ca=target.broker.cert,
+        node_id=target.node_id,
+        node_secret=target.node_secret,
+    )
+    assert target.node_id in {m.node_id for m in anchor.members().members}
 
 
 def test_the_broker_still_serves_after_fuzzing(target: Target) -> None:

@@ -35,10 +35,13 @@ from types import FrameType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
 from elasticsite.context.agent_state import AgentError, AgentState
 from elasticsite.context.applying import DEFAULT_SCRIPTS, SCRIPT_KINDS, ScriptRunner, Step, plan
 from elasticsite.context.client import ContextError
-from elasticsite.context.models import JoinResult, Updates
+from elasticsite.context.models import JoinResult, NodeIn, Updates
+from elasticsite.context.validation import describe_errors
 
 __all__ = [
     "DEFAULT_SCRIPTS",
@@ -174,6 +177,14 @@ def read_ssh_key(root: Path, given: str | None) -> str:
     raise AgentError(f"no SSH host key in {root / 'etc' / 'ssh'}; pass --ssh-host-key")
 
 
+def _own_hostname() -> str:
+    """This machine's fully qualified name, or its plain one when the resolver knows
+    it by another (``localhost`` on many cloud images)."""
+    name = socket.gethostname()
+    fqdn = socket.getfqdn()
+    return fqdn if fqdn.split(".")[0] == name.split(".")[0] else name
+
+
 def discover_identity(
     ref: ContextRef,
     root: Path,
@@ -185,15 +196,28 @@ def discover_identity(
     data: str = "",
 ) -> Identity:
     """This node's identity; every field may be given instead of discovered."""
-    host = hostname or socket.getfqdn() or socket.gethostname()
-    short = short_hostname or (hostname or socket.gethostname()).split(".")[0]
-    return Identity(
-        short,
-        host,
-        address or _route_address(ref.uri),
-        read_ssh_key(root, ssh_host_key),
-        data,
+    host = hostname or _own_hostname()
+    short = short_hostname or host.split(".")[0]
+    return checked_identity(
+        Identity(
+            short,
+            host,
+            address or _route_address(ref.uri),
+            read_ssh_key(root, ssh_host_key),
+            data,
+        )
     )
+
+
+def checked_identity(identity: Identity) -> Identity:
+    """``identity`` as the broker will take it (host names in lower case), or one
+    :class:`AgentError` naming the field the broker would refuse."""
+    try:
+        node = NodeIn.model_validate(identity.body())
+    except ValidationError as exc:
+        problem = describe_errors(exc.errors())
+        raise AgentError(f"this node's record cannot be published: {problem}") from None
+    return Identity(**node.model_dump())
 
 
 @dataclass(frozen=True)
@@ -392,7 +416,9 @@ class Agent:
                         self.link.update(body)
                         result = None
             except ContextError as exc:
-                if _retryable(exc):
+                if _retryable(exc) or exc.status in (409, 429):
+                    # 409: a current member holds our name (an administrator may remove
+                    # it); 429: the context's join budget is spent for now.
                     self._retry_later("cannot join yet", exc)
                 elif exc.status == 401 and self.state.node is not None:
                     self._forget_node()  # removed meanwhile: join afresh

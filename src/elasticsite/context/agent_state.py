@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from elasticsite.context.models import NodeInfo
+from elasticsite.files import private_dir
 
 __all__ = ["AgentError", "AgentState"]
 
@@ -127,7 +128,7 @@ class AgentState:
             "members": [m.model_dump() for m in self.members.values()],
             "restart_pending": self.restart_pending,
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:

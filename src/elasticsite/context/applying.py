@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pydantic import ValidationError
+
 from elasticsite.context.agent_state import AgentError
-from elasticsite.context.models import Entry, NodeInfo, Updates
+from elasticsite.context.models import Entry, NodeIn, NodeInfo, Updates
+from elasticsite.context.validation import describe_errors
 
 __all__ = ["DEFAULT_SCRIPTS", "SCRIPT_KINDS", "ScriptRunner", "Step", "plan", "plan_entry"]
 
@@ -106,6 +109,16 @@ def plan(members: Mapping[str, NodeInfo], updates: Updates) -> list[Step]:
 # --- scripts -------------------------------------------------------------------------
 
 
+def unsafe_field(node: NodeInfo) -> str | None:
+    """Why a node's record must not reach the scripts, or None when it is safe: the
+    broker's own checks, made again on this side."""
+    try:
+        NodeIn.model_validate(node.model_dump(exclude={"node_id", "joined_at"}))
+    except ValidationError as exc:
+        return describe_errors(exc.errors())
+    return None
+
+
 class ScriptRunner:
     """Runs the administrator's scripts with the contract's arguments and environment."""
 
@@ -162,6 +175,11 @@ class ScriptRunner:
                 ELASTICSITE_NODE_ID=n.node_id,
                 ELASTICSITE_ENTRY_ID=str(step.entry_id),
             )
+        if step is not None and (problem := unsafe_field(step.node)) is not None:
+            # Published by a broker that did not check it (an older one): no script
+            # may see it, since scripts write these fields into system files.
+            log.warning("not running %s scripts for node %s: %s", kind, step.node.node_id, problem)
+            return 1
         failures = 0
         for script in self.listing(kind):
             what = f"{kind}/{script.name}" + (f" {step.node.hostname}" if step else "")

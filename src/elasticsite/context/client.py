@@ -20,6 +20,7 @@ import httpx
 
 from elasticsite.context.models import (
     ContextCreated,
+    ContextPolicy,
     ContextSummary,
     JoinResult,
     Members,
@@ -159,9 +160,13 @@ class AdminClient(_Sync):
             timeout=timeout,
         )
 
-    def create(self, name: str = "") -> ContextCreated:
-        """A new context; its key and secret are only in this answer."""
-        r = self._request("POST", "/ctx", json={"name": name})
+    def create(self, name: str = "", policy: ContextPolicy | None = None) -> ContextCreated:
+        """A new context, with its admission rules; its key and secret are only in
+        this answer."""
+        body: dict[str, object] = {"name": name}
+        if policy is not None:
+            body.update(policy.model_dump(mode="json", exclude_defaults=True))
+        r = self._request("POST", "/ctx", json=body)
         return ContextCreated.model_validate_json(r.content)
 
     def list(self) -> list[ContextSummary]:

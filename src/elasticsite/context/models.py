@@ -7,14 +7,17 @@ pre-serialised bytes, so the output models here serve the OpenAPI schema and cli
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from elasticsite.context import validation
 
 __all__ = [
+    "RESERVED_NAMES",
     "ContextCreate",
     "ContextCreated",
+    "ContextPolicy",
     "ContextSummary",
     "Entry",
     "EntryRef",
@@ -30,52 +33,120 @@ __all__ = [
 MAX_BODY = 64 * 1024
 """Largest request body the broker reads (bytes); larger bodies answer 413."""
 
-_SHORT = r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$"
-_HOST = r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}(\.[A-Za-z0-9][A-Za-z0-9-]{0,62})*$"
-_SSH_KEY = r"^[A-Za-z0-9@._+-]+ [A-Za-z0-9+/]+={0,3}( [^\r\n]*)?$"
+MAX_DATA = 8 * 1024
+"""Largest ``data`` a node may publish (bytes of UTF-8): it is copied to every member."""
+
+RESERVED_NAMES = (
+    "localhost",
+    "localhost.localdomain",
+    "ip6-localhost",
+    "ip6-loopback",
+    "broadcasthost",
+)
+"""Names no node may take in any context, on top of those its administrator reserves."""
 
 
-def _plain_text(value: str) -> str:
-    """Refuse NUL and unpaired surrogates: agents pass fields as argv and environment,
-    and the store writes UTF-8; either would fail far from the request that caused it."""
-    if "\x00" in value:
-        raise ValueError("must not contain NUL characters")
+def _text(value: str) -> str:
+    """Free text: NUL, control characters and unpaired surrogates are refused, since
+    agents pass fields as argv and environment and the store writes UTF-8."""
+    return validation.check_text(value)
+
+
+def _reserved(value: str) -> str:
+    """A reserved name (host name or address), normalised."""
     try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode (no unpaired surrogates)") from None
-    return value
-
-
-def _ip_address(value: str) -> str:
-    try:
-        return str(ipaddress.ip_address(value))
+        return validation.check_address(value)
     except ValueError:
-        raise ValueError(f"{value[:60]!r} is not an IPv4 or IPv6 address") from None
+        return validation.check_hostname(value)
 
 
-Text = Annotated[str, AfterValidator(_plain_text)]
+Text = Annotated[str, AfterValidator(_text)]
+_LABEL = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HostName = Annotated[
+    str,
+    Field(
+        max_length=253,
+        json_schema_extra={"format": "hostname", "pattern": f"^{_LABEL}(\\.{_LABEL})*$"},
+    ),
+    AfterValidator(validation.check_hostname),
+]
+ShortHostName = Annotated[
+    str,
+    Field(max_length=63, json_schema_extra={"pattern": f"^{_LABEL}$"}),
+    AfterValidator(validation.check_short_hostname),
+]
+Address = Annotated[
+    str,
+    Field(max_length=45, json_schema_extra={"format": "ip-address"}),
+    AfterValidator(validation.check_address),
+]
+SshKey = Annotated[str, Field(max_length=4 * 1024), AfterValidator(validation.check_ssh_key)]
+Reserved = Annotated[str, Field(max_length=253), AfterValidator(_reserved)]
 
 
-class ContextCreate(BaseModel):
+class ContextPolicy(BaseModel):
+    """Who may join a context, and how much it may hold; chosen at its creation.
+
+    ``None`` limits follow the broker's defaults (``elasticsite broker --help``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    domain: HostName | None = Field(
+        default=None, description="Host names must lie in this domain (w1.DOMAIN, ...)."
+    )
+    host_pattern: Annotated[Text, Field(min_length=1, max_length=253)] | None = Field(
+        default=None,
+        description="Shell-style pattern host names must match (e.g. 'w-*.cloud.example.org').",
+    )
+    reserved: Annotated[list[Reserved], Field(max_length=64)] = Field(
+        default_factory=list,
+        description="Names and addresses no node may take (the head node's), besides localhost.",
+    )
+    bind_address: bool = Field(
+        default=False,
+        description="A node's address must be the one its join or update came from (no "
+        "NAT or proxy between nodes and broker).",
+    )
+    replace_on_rejoin: bool = Field(
+        default=False,
+        description="A join with a current member's host name replaces that member when it "
+        "presents the same SSH host key (the same machine rejoining); refused otherwise.",
+    )
+    max_members: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    join_rate: Annotated[float, Field(gt=0, le=100_000)] | None = Field(
+        default=None, description="Sustained joins and record updates per second."
+    )
+    join_burst: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(
+        default=None, description="Joins and updates allowed at once above the rate."
+    )
+
+
+class ContextCreate(ContextPolicy):
     """What an administrator sends to create a context."""
 
     name: Annotated[Text, Field(max_length=128)] = ""
 
 
 class NodeIn(BaseModel):
-    """What a node sends to join or to update its record."""
+    """What a node sends to join or to update its record (docs/recontext-api.md)."""
 
-    short_hostname: Annotated[str, Field(pattern=_SHORT, max_length=63)]
-    hostname: Annotated[str, Field(pattern=_HOST, max_length=253)]
-    address: Annotated[str, Field(max_length=64, json_schema_extra={"format": "ip-address"})]
-    ssh_host_key: Annotated[Text, Field(pattern=_SSH_KEY, max_length=16 * 1024)]
-    data: Annotated[Text, Field(max_length=32 * 1024)] = ""
+    short_hostname: ShortHostName
+    hostname: HostName
+    address: Address
+    ssh_host_key: SshKey
+    data: Annotated[Text, Field(max_length=MAX_DATA)] = ""
 
-    @field_validator("address")
-    @classmethod
-    def _address(cls, value: str) -> str:
-        return _ip_address(value)
+    @model_validator(mode="after")
+    def _short_is_first_label(self) -> NodeIn:
+        if validation.short_of(self.hostname) != self.short_hostname:
+            raise ValueError(
+                f"short_hostname {self.short_hostname!r} must be the first label of "
+                f"hostname {self.hostname!r}"
+            )
+        if len(self.data.encode("utf-8")) > MAX_DATA:
+            raise ValueError(f"data holds more than {MAX_DATA} bytes of UTF-8")
+        return self
 
 
 class NodeInfo(BaseModel):
@@ -125,8 +196,10 @@ class ContextCreated(BaseModel):
     secret: str
 
 
-class ContextSummary(BaseModel):
-    """A context as an administrator lists it."""
+class ContextSummary(ContextPolicy):
+    """A context as an administrator lists it, with the rules it was created with."""
+
+    model_config = ConfigDict(extra="ignore")
 
     id: str
     name: str

@@ -24,7 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elasticsite.context.models import NodeIn
+from elasticsite.context.admission import JoinBudget
+from elasticsite.context.models import ContextPolicy, NodeIn
+from elasticsite.files import private_dir
 
 __all__ = ["ContextState", "Member", "Store", "digest", "new_secret"]
 
@@ -35,7 +37,8 @@ CREATE TABLE IF NOT EXISTS contexts (
     created_at REAL NOT NULL,
     key_digest BLOB NOT NULL,
     secret_digest BLOB NOT NULL,
-    last_id INTEGER NOT NULL DEFAULT 0
+    last_id INTEGER NOT NULL DEFAULT 0,
+    policy TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS nodes (
     context_id TEXT NOT NULL,
@@ -93,6 +96,27 @@ class Member:
     def short_hostname(self) -> str:
         return str(self.info["short_hostname"])
 
+    @property
+    def address(self) -> str:
+        return str(self.info["address"])
+
+    @property
+    def ssh_host_key(self) -> str:
+        return str(self.info["ssh_host_key"])
+
+    @property
+    def size(self) -> int:
+        return len(self.info_json)
+
+    def names(self) -> tuple[tuple[str, str], ...]:
+        """How other members find this one: its index keys in :class:`ContextState`."""
+        return (
+            ("node_id", self.node_id),
+            ("hostname", self.hostname),
+            ("short_hostname", self.short_hostname),
+            ("address", self.address),
+        )
+
 
 @dataclass(slots=True)
 class ContextState:
@@ -109,6 +133,31 @@ class ContextState:
     members: dict[str, Member] = field(default_factory=dict)
     departed: dict[str, tuple[bytes, int]] = field(default_factory=dict)
     cache: dict[int, bytes] = field(default_factory=dict)
+    policy: ContextPolicy = field(default_factory=ContextPolicy)
+    budget: JoinBudget = field(default_factory=JoinBudget)
+    member_bytes: int = 0
+    index: dict[tuple[str, str], Member] = field(default_factory=dict)
+    """Current members by node id, host name, short host name and address."""
+
+    @property
+    def member_count(self) -> int:
+        return len(self.members)
+
+    def holder(self, kind: str, value: str) -> Member | None:
+        return self.index.get((kind, value))
+
+    def add_member(self, member: Member) -> None:
+        self.members[member.node_id] = member
+        self.member_bytes += member.size
+        for key in member.names():
+            self.index[key] = member
+
+    def drop_member(self, member: Member) -> None:
+        del self.members[member.node_id]
+        self.member_bytes -= member.size
+        for key in member.names():
+            if self.index.get(key) is member:
+                del self.index[key]
 
     def check_context(self, key: str, secret: str) -> bool:
         """Whether ``key``/``secret`` are this context's (constant time)."""
@@ -178,25 +227,37 @@ class Store:
         if history < 1:
             raise ValueError(f"history must keep at least 1 entry, not {history}")
         self.history = history
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(path.parent)
         if not path.exists():  # SQLite gives its -wal and -shm files the same mode
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        self._migrate()
         self.contexts: dict[str, ContextState] = {}
         self._load()
 
     def close(self) -> None:
         self._db.close()
 
+    def _migrate(self) -> None:
+        """Bring a database written by an older broker up to this schema."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(contexts)")}
+        if "policy" not in columns:
+            with self._db:
+                self._db.execute(
+                    "ALTER TABLE contexts ADD COLUMN policy TEXT NOT NULL DEFAULT '{}'"
+                )
+
     def _load(self) -> None:
         db = self._db
-        for cid, name, created, kd, sd, last in db.execute(
-            "SELECT id, name, created_at, key_digest, secret_digest, last_id FROM contexts"
+        for cid, name, created, kd, sd, last, policy in db.execute(
+            "SELECT id, name, created_at, key_digest, secret_digest, last_id, policy FROM contexts"
         ):
-            self.contexts[cid] = ContextState(cid, name, created, kd, sd, last, last + 1)
+            loaded = ContextState(cid, name, created, kd, sd, last, last + 1)
+            loaded.policy = ContextPolicy.model_validate_json(policy)
+            self.contexts[cid] = loaded
         for cid, nid, sd, info, join_entry, left_entry in db.execute(
             "SELECT context_id, id, secret_digest, info, join_entry, left_entry FROM nodes "
             "ORDER BY context_id, coalesce(left_entry, join_entry)"
@@ -217,8 +278,11 @@ class Store:
             if not ctx.entries:
                 ctx.first_id = eid
             ctx.entries.append(body.encode())
-        for ctx in self.contexts.values():
-            ctx.members = dict(sorted(ctx.members.items(), key=lambda kv: kv[1].join_entry))
+        for state in self.contexts.values():
+            ordered = sorted(state.members.values(), key=lambda m: m.join_entry)
+            state.members = {}
+            for member in ordered:
+                state.add_member(member)
 
     @staticmethod
     def _member(node_id: str, sd: bytes, info: dict[str, object], join_entry: int) -> Member:
@@ -228,18 +292,28 @@ class Store:
 
     # --- contexts -------------------------------------------------------------------
 
-    def create_context(self, name: str) -> tuple[ContextState, str, str]:
+    def create_context(
+        self, name: str, policy: ContextPolicy | None = None
+    ) -> tuple[ContextState, str, str]:
         """A new context and its key and secret (returned once, stored as digests)."""
         cid = secrets.token_hex(8)
         while cid in self.contexts:
             cid = secrets.token_hex(8)
         key, secret = new_secret(), new_secret()
         ctx = ContextState(cid, name, time.time(), digest(key), digest(secret))
+        ctx.policy = policy or ContextPolicy()
         with self._db:
             self._db.execute(
-                "INSERT INTO contexts (id, name, created_at, key_digest, secret_digest) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (cid, name, ctx.created_at, ctx.key_digest, ctx.secret_digest),
+                "INSERT INTO contexts (id, name, created_at, key_digest, secret_digest, policy) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    cid,
+                    name,
+                    ctx.created_at,
+                    ctx.key_digest,
+                    ctx.secret_digest,
+                    ctx.policy.model_dump_json(exclude_defaults=True),
+                ),
             )
         self.contexts[cid] = ctx
         return ctx, key, secret
@@ -256,26 +330,27 @@ class Store:
 
     # --- membership changes -----------------------------------------------------------
 
-    def join(self, ctx: ContextState, node: NodeIn) -> tuple[str, str, int]:
-        """Record a join; a current member with the same hostname leaves first.
+    def join(
+        self, ctx: ContextState, node: NodeIn, replacing: Iterable[str] = ()
+    ) -> tuple[str, str, int]:
+        """Record a join, after a leave of each member in ``replacing`` (ids).
 
-        Returns the new node's id, its secret, and the id of its join entry.
+        Admission (:func:`elasticsite.context.admission.admit`) has decided which
+        members a join replaces; the store only records it. Returns the new node's id,
+        its secret, and the id of its join entry.
         """
         node_id = secrets.token_hex(8)
         while node_id in ctx.members or node_id in ctx.departed:
             node_id = secrets.token_hex(8)
         secret = new_secret()
-        gone = [m for m in ctx.members.values() if m.hostname == node.hostname]
+        gone = [ctx.members[nid] for nid in replacing]
         entry_id = self._change(ctx, gone, (node_id, digest(secret), node))
         return node_id, secret, entry_id
 
     def update(self, ctx: ContextState, node_id: str, node: NodeIn) -> int:
         """Record ``leave`` of a member's old record and ``join`` of its new one."""
         member = ctx.members[node_id]
-        gone = [member] + [
-            m for m in ctx.members.values() if m.hostname == node.hostname and m is not member
-        ]
-        return self._change(ctx, gone, (node_id, member.secret_digest, node))
+        return self._change(ctx, [member], (node_id, member.secret_digest, node))
 
     def leave(self, ctx: ContextState, members: Iterable[Member]) -> int:
         """Record a ``leave`` for each member given; returns the last entry's id."""
@@ -337,11 +412,11 @@ class Store:
                 )
         # Committed: now the in-memory view follows.
         for member, eid in left:
-            del ctx.members[member.node_id]
+            ctx.drop_member(member)
             if new_member is None or member.node_id != new_member.node_id:
                 ctx.departed[member.node_id] = (member.secret_digest, eid)
         if new_member is not None:
-            ctx.members[new_member.node_id] = new_member
+            ctx.add_member(new_member)
         if not ctx.entries:
             ctx.first_id = ctx.last_id + 1
         ctx.entries.extend(body for _, body in new_entries)

@@ -21,6 +21,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from elasticsite.files import private_dir
+
 __all__ = ["CERT_FILE", "KEY_FILE", "ensure_certificate", "fingerprint"]
 
 CERT_FILE = "broker.crt"
@@ -57,7 +59,7 @@ def ensure_certificate(state_dir: Path, hosts: Iterable[str] = ()) -> tuple[Path
     cert_path, key_path = state_dir / CERT_FILE, state_dir / KEY_FILE
     if cert_path.exists() and key_path.exists():
         return cert_path, key_path
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(state_dir)
     key = ec.generate_private_key(ec.SECP256R1())
     host = socket.gethostname() or "localhost"
     subject = x509.Name(

@@ -2,8 +2,9 @@
 
 At its first start the manager creates a context on the broker and keeps the
 context's id, URI, key and secret in its state store (the broker shows the key and
-secret only once). Every worker it launches gets those coordinates in its user data;
-the worker's agent joins and follows the context. When the manager takes a worker
+secret only once; the store is readable by its owner alone). Every worker it launches
+gets those coordinates in its user data (which the local cloud writes 0600); the
+worker's agent joins and follows the context. When the manager takes a worker
 down it records the worker's departure, so the remaining nodes forget it even if the
 instance died without leaving. Removals that fail (broker unreachable) are kept in
 the store and retried at every step.
@@ -14,10 +15,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
+import stat
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from elasticsite.config import ConfigError, ContextConfig
 from elasticsite.context.client import AdminClient, ContextError
+from elasticsite.context.models import ContextPolicy
+from elasticsite.context.validation import as_label
 from elasticsite.manager.store import StateStore
 
 log = logging.getLogger(__name__)
@@ -29,13 +36,23 @@ _PENDING = "context.pending_removals"
 
 
 def _read_token(config: ContextConfig) -> str:
+    """The broker's admin token; a token file others can read is warned about (it grants
+    full control of the broker), not changed: the file is the administrator's."""
     if config.token_file:
+        path = Path(config.token_file).expanduser()
         try:
-            token = Path(config.token_file).expanduser().read_text().strip()
+            token = path.read_text().strip()
+            mode = stat.S_IMODE(path.stat().st_mode)
         except OSError as exc:
             raise ConfigError(
                 f"context.token_file: cannot read {config.token_file}: {exc.strerror or exc}"
             ) from None
+        if mode & 0o077:
+            log.warning(
+                "context.token_file %s is readable by others (mode %04o); chmod 600 it",
+                path,
+                mode,
+            )
     else:
         token = os.environ.get("ELASTICSITE_BROKER_TOKEN", "").strip()
     if not token:
@@ -84,7 +101,7 @@ class ContextLink:
             else:
                 self.coordinates = self._userdata(saved)
                 return self.coordinates
-        created = self.client.create(self.name)
+        created = self.client.create(self.name, self.policy())
         values = {
             "id": created.id,
             "uri": created.uri,
@@ -96,6 +113,25 @@ class ContextLink:
         log.info("created context %s (%s) on %s", created.id, created.uri, self.config.broker)
         self.coordinates = self._userdata(values)
         return self.coordinates
+
+    def policy(self) -> ContextPolicy:
+        """The new context's admission rules: no worker may take this host's names
+        (nor those the configuration reserves)."""
+        reserved: list[str] = []
+        for name in (socket.gethostname(), socket.getfqdn(), *self.config.reserved):
+            try:
+                ContextPolicy(reserved=[name])
+            except ValidationError:
+                if name in self.config.reserved:
+                    raise ConfigError(
+                        f"context.reserved: {name!r} is neither a host name nor an address"
+                    ) from None
+                continue  # this host's name is not one a worker could take anyway
+            if name not in reserved:
+                reserved.append(name)
+        return ContextPolicy(
+            reserved=reserved[:64], replace_on_rejoin=self.config.replace_on_rejoin
+        )
 
     def _userdata(self, values: dict[str, str]) -> dict[str, str]:
         out = {
@@ -112,7 +148,10 @@ class ContextLink:
         return self.store.get_meta("context.id")
 
     def forget(self, host: str) -> None:
-        """Record that ``host`` (a worker's node name) left; retried until the broker agrees."""
+        """Record that ``host`` (a worker's node name) left; retried until the broker agrees.
+
+        Workers publish their node name as a host-name label (``as_label``)."""
+        host = as_label(host)
         pending = self.pending()
         if host not in pending:
             pending.append(host)

@@ -1,0 +1,212 @@
+"""Who may join a context, under which name, and how fast: the broker's admission rules.
+
+A node holding a context's key can only ever speak for itself. Its record must not
+collide with another current member's host name, short host name or address (each
+of those is how other nodes find and trust a member), must avoid the reserved names
+(``localhost``, the head node's, the broker's own), must fit the context's domain or
+pattern when it has one, and the context must have room and join budget left.
+
+A clash with a current member is refused unless the context opted into
+*replace-on-rejoin* and the joining node presents the same SSH host key as the member
+it would replace: the same machine coming back after losing its credential. Nothing
+else lets one node remove or rename another.
+
+Everything here is pure: the caller passes the time.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+from dataclasses import dataclass
+from typing import Protocol
+
+from elasticsite.context import validation
+from elasticsite.context.models import RESERVED_NAMES, ContextPolicy, NodeIn
+
+__all__ = ["BrokerLimits", "Holder", "JoinBudget", "Refused", "View", "admit"]
+
+
+class Refused(Exception):
+    """A join or update the rules refuse: ``status`` and a one-line ``detail``."""
+
+    def __init__(self, status: int, detail: str, *, retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class BrokerLimits:
+    """The broker's defaults for contexts that do not set their own limits."""
+
+    max_members: int = 20_000
+    join_rate: float = 50.0
+    join_burst: int = 2_000
+    max_member_bytes: int = 64 * 1024 * 1024
+    """Bytes of member records one context may hold (every answer carries them)."""
+    reserved: tuple[str, ...] = ()
+    """Names every context reserves besides ``localhost`` (the broker's own host)."""
+
+
+@dataclass
+class JoinBudget:
+    """A token bucket: ``rate`` joins a second, ``burst`` at once."""
+
+    tokens: float = -1.0
+    stamp: float = 0.0
+
+    def take(self, now: float, rate: float, burst: int) -> float:
+        """0 if a join may go ahead now (and count it), else the seconds to wait."""
+        if self.tokens < 0:
+            self.tokens, self.stamp = float(burst), now
+        self.tokens = min(float(burst), self.tokens + max(0.0, now - self.stamp) * rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0.0
+        return (1.0 - self.tokens) / rate
+
+
+class Holder(Protocol):
+    """What admission needs to know of a current member."""
+
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def hostname(self) -> str: ...
+    @property
+    def short_hostname(self) -> str: ...
+    @property
+    def address(self) -> str: ...
+    @property
+    def ssh_host_key(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+
+
+class View(Protocol):
+    """A context as admission sees it: its rules, budget and indexed members."""
+
+    @property
+    def policy(self) -> ContextPolicy: ...
+    @property
+    def budget(self) -> JoinBudget: ...
+    @property
+    def member_count(self) -> int: ...
+    @property
+    def member_bytes(self) -> int: ...
+    def holder(self, kind: str, value: str) -> Holder | None:
+        """The current member whose ``kind`` (hostname, short_hostname, address) is
+        ``value``, if any."""
+        ...
+
+
+def _reserved(policy: ContextPolicy, limits: BrokerLimits) -> set[str]:
+    """Reserved addresses, host names, and the short forms of those host names."""
+    names: set[str] = set()
+    for name in (*RESERVED_NAMES, *limits.reserved, *policy.reserved):
+        names.add(name)
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            names.add(validation.short_of(name))
+    return names
+
+
+def _canonical(address: str | None) -> str | None:
+    """An address as nodes publish it (IPv4-mapped IPv6 peers as plain IPv4)."""
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def _check_names(node: NodeIn, policy: ContextPolicy, limits: BrokerLimits) -> None:
+    reserved = _reserved(policy, limits)
+    for field_name, value in (
+        ("hostname", node.hostname),
+        ("short_hostname", node.short_hostname),
+        ("address", node.address),
+    ):
+        if value in reserved:
+            raise Refused(422, f"{field_name}: {value!r} is reserved in this context")
+    if policy.domain is not None and not node.hostname.endswith("." + policy.domain):
+        raise Refused(
+            422, f"hostname: {node.hostname!r} is not in this context's domain {policy.domain}"
+        )
+    if policy.host_pattern is not None and not fnmatch.fnmatchcase(
+        node.hostname, policy.host_pattern.lower()
+    ):
+        raise Refused(
+            422,
+            f"hostname: {node.hostname!r} does not match this context's pattern "
+            f"{policy.host_pattern!r}",
+        )
+
+
+def admit(
+    view: View,
+    node: NodeIn,
+    size: int,
+    limits: BrokerLimits,
+    now: float,
+    *,
+    updating: str | None = None,
+    source: str | None = None,
+) -> list[str]:
+    """Check a join (or, with ``updating``, a member's new record) against the rules.
+
+    ``size`` is the bytes the record will take; ``source`` the address the request
+    came from (checked under ``bind_address``). Returns the ids of the members the
+    join replaces (only under replace-on-rejoin); raises :class:`Refused` otherwise.
+    The join budget is spent only by an admitted change.
+    """
+    policy = view.policy
+    _check_names(node, policy, limits)
+    if policy.bind_address and node.address != _canonical(source):
+        raise Refused(
+            422,
+            f"address: {node.address} is not the address this request came from "
+            f"({source or 'unknown'}), as this context requires",
+        )
+    key = validation.key_material(node.ssh_host_key)
+    replaced: dict[str, Holder] = {}
+    for kind in ("hostname", "short_hostname", "address"):
+        value = getattr(node, kind)
+        member = view.holder(kind, value)
+        if member is None or member.node_id == updating or member.node_id in replaced:
+            continue
+        same_machine = validation.key_material(member.ssh_host_key) == key
+        if updating is None and policy.replace_on_rejoin and same_machine:
+            replaced[member.node_id] = member
+            continue
+        raise Refused(
+            409,
+            f"{kind}: {value!r} is held by a current member (node {member.node_id}); "
+            "an administrator must remove it first",
+        )
+    count = view.member_count - len(replaced)
+    total = view.member_bytes - sum(m.size for m in replaced.values())
+    if updating is not None:
+        current = view.holder("node_id", updating)
+        total -= current.size if current is not None else 0
+    max_members = policy.max_members or limits.max_members
+    if updating is None and count >= max_members:
+        raise Refused(409, f"the context is full: it holds its limit of {max_members} members")
+    if total + size > limits.max_member_bytes:
+        raise Refused(
+            409, f"the context is full: its members' records reach {limits.max_member_bytes} bytes"
+        )
+    rate = policy.join_rate or limits.join_rate
+    burst = policy.join_burst or limits.join_burst
+    wait = view.budget.take(now, rate, burst)
+    if wait > 0:
+        raise Refused(
+            429, f"too many joins in this context; retry in {wait:.1f} s", retry_after=wait
+        )
+    return list(replaced)
