@@ -41,6 +41,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
 from elasticsite.context.client import AdminClient
 
 PAPER_PERIOD = 120.0
@@ -119,6 +122,12 @@ class SimAgent:
     received: dict[int, float] = field(default_factory=dict)
 
 
+def ssh_host_key() -> str:
+    """A fresh, real ed25519 public key line (the broker checks keys are well formed)."""
+    key = Ed25519PrivateKey.generate().public_key()
+    return key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+
+
 def node_body(i: int) -> bytes:
     """Agent ``i``'s record; negative ``i``: a node joining during the measurement (a
     fresh name each time, so it never replaces an agent of the same host name)."""
@@ -128,7 +137,7 @@ def node_body(i: int) -> bytes:
             "short_hostname": name,
             "hostname": f"{name}.bench.example.org",
             "address": f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}",
-            "ssh_host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + secrets.token_hex(16),
+            "ssh_host_key": ssh_host_key(),
             "data": "slots=1",
         }
     ).encode()
@@ -138,9 +147,12 @@ def node_body(i: int) -> bytes:
 
 
 class BrokerProcess:
-    """``elasticsite broker`` on 127.0.0.1 with its state on tmpfs (setup speed only)."""
+    """``elasticsite broker`` on 127.0.0.1 with its state on tmpfs (setup speed only).
 
-    def __init__(self, workdir: Path) -> None:
+    Every simulated agent connects from 127.0.0.1, so the per-address cap is off and
+    the total cap leaves room for ``agents`` and the benchmark's own connections."""
+
+    def __init__(self, workdir: Path, agents: int) -> None:
         self.dir = workdir
         self.token = secrets.token_urlsafe(24)
         (workdir / "token").write_text(self.token)
@@ -149,7 +161,12 @@ class BrokerProcess:
             self.port = s.getsockname()[1]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "elasticsite", "broker", "--state-dir", str(workdir / "state"),
-             "--port", str(self.port), "--admin-token-file", str(workdir / "token")],
+             "--port", str(self.port), "--admin-token-file", str(workdir / "token"),
+             "--max-connections", str(agents + 1_000), "--max-connections-per-address", "0",
+             # Every simulated agent joins at once, from one address: measure the broker,
+             # not its admission limits.
+             "--max-members", str(agents + 1_000), "--join-rate", "100000",
+             "--join-burst", str(agents + 1_000)],
             stdout=subprocess.DEVNULL,
             stderr=open(workdir / "broker.log", "wb"),  # noqa: SIM115
         )  # fmt: skip
@@ -193,20 +210,22 @@ class BrokerProcess:
 
 class Joiner(threading.Thread):
     """The new node: joins from its own thread and connection, and notes the time of
-    the answer (monotonic clock, shared with the agents' receive times)."""
+    the answer (monotonic clock, shared with the agents' receive times). ``index`` (below
+    -1) gives each trial's node its own name and address: a context refuses a node whose
+    address a current member holds."""
 
-    def __init__(self, port: int, tls: ssl.SSLContext, path: str, auth: str) -> None:
+    def __init__(self, port: int, tls: ssl.SSLContext, path: str, auth: str, index: int) -> None:
         super().__init__(daemon=True)
         self.conn = http.client.HTTPSConnection("127.0.0.1", port, context=tls, timeout=60)
         self.conn.connect()
-        self.path, self.auth = path, auth
+        self.path, self.auth, self.index = path, auth, index
         self.go = threading.Event()
         self.sent = self.answered = 0.0
         self.entry_id = -1
 
     def run(self) -> None:
         self.go.wait()
-        body = node_body(-2)
+        body = node_body(self.index)
         headers = {"Authorization": f"Basic {self.auth}", "Content-Type": "application/json"}
         self.sent = time.monotonic()
         self.conn.request("POST", self.path, body=body, headers=headers)
@@ -242,6 +261,7 @@ class Bench:
         self.ctx_auth = basic(self.ctx.key, self.ctx.secret)
         self.agents: list[SimAgent] = []
         self.stop = asyncio.Event()
+        self.joins = 0
 
     async def setup(self) -> None:
         """N agents connect and join (at most 200 handshakes at once)."""
@@ -301,7 +321,10 @@ class Bench:
         else:
             tasks = [asyncio.create_task(self.periodic_poller(a, period)) for a in self.agents]
             await asyncio.sleep(period * 1.5)  # phases spread, polling in its steady state
-        joiner = Joiner(self.broker.port, self.tls, f"{self.path}/nodes", self.ctx_auth)
+        self.joins += 1
+        joiner = Joiner(
+            self.broker.port, self.tls, f"{self.path}/nodes", self.ctx_auth, -1 - self.joins
+        )
         joiner.start()
         joiner.go.set()
         deadline = time.monotonic() + timeout
@@ -356,7 +379,7 @@ def raise_nofile() -> None:
 
 
 async def measure(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, object]:
-    broker = BrokerProcess(workdir)
+    broker = BrokerProcess(workdir, n)
     try:
         bench = Bench(broker, n)
         t0 = time.monotonic()

@@ -6,10 +6,13 @@ render with rich; every failure is one line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gc
 import logging
 import os
+import socket
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -17,9 +20,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
+
+from elasticsite import logs
+from elasticsite.context.admission import BrokerLimits
+from elasticsite.files import StateFileError, private_dir
 
 if TYPE_CHECKING:
     from elasticsite.context.client import AdminClient
@@ -40,6 +46,36 @@ context_app = typer.Typer(
 URL_ENV = "ELASTICSITE_BROKER_URL"
 TOKEN_ENV = "ELASTICSITE_BROKER_TOKEN"
 CA_ENV = "ELASTICSITE_BROKER_CA"
+
+
+_LIMITS = BrokerLimits()
+
+
+def broker_limits(
+    reserve: list[str], max_members: int, join_rate: float, join_burst: int, max_bytes: int
+) -> BrokerLimits:
+    """The broker's admission defaults, with this host's names reserved; a bad
+    reserved name raises ValueError naming it."""
+    from pydantic import ValidationError
+
+    from elasticsite.context.models import ContextPolicy
+
+    names: list[str] = []
+    for name in (*reserve, socket.gethostname(), socket.getfqdn()):
+        try:
+            names.extend(ContextPolicy(reserved=[name]).reserved)
+        except ValidationError:
+            if name in reserve:
+                raise ValueError(
+                    f"--reserve {name!r} is neither a host name nor an address"
+                ) from None
+    return BrokerLimits(
+        max_members=max_members,
+        join_rate=join_rate,
+        join_burst=join_burst,
+        max_member_bytes=max_bytes,
+        reserved=tuple(dict.fromkeys(names)),
+    )
 
 
 def _fail(message: str) -> typer.Exit:
@@ -111,11 +147,63 @@ def create(
     broker_url: BrokerOpt = "https://127.0.0.1:8443",
     token_file: TokenFileOpt = None,
     ca: CaOpt = None,
+    domain: Annotated[
+        str | None,
+        typer.Option(help="Host names must lie in this domain.", show_default=False),
+    ] = None,
+    host_pattern: Annotated[
+        str | None,
+        typer.Option(help="Shell pattern host names must match, e.g. 'w-*.example.org'."),
+    ] = None,
+    reserve: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A host name or address no node may take (repeatable).", show_default=False
+        ),
+    ] = None,
+    replace_on_rejoin: Annotated[
+        bool,
+        typer.Option(help="A node rejoining with the same SSH host key replaces its old record."),
+    ] = False,
+    bind_address: Annotated[
+        bool,
+        typer.Option(help="A node's address must be the one it connects from (no NAT)."),
+    ] = False,
+    max_members: Annotated[
+        int | None, typer.Option(help="Members at most (default: the broker's).")
+    ] = None,
+    join_rate: Annotated[
+        float | None, typer.Option(help="Joins per second (default: the broker's).")
+    ] = None,
+    join_burst: Annotated[
+        int | None, typer.Option(help="Joins at once above the rate (default: the broker's).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
 ) -> None:
-    """Create a context; prints its URI, key and secret (shown only this once)."""
+    """Create a context; prints its URI, key and secret (shown only this once).
+
+    Nodes joining it can never take one another's names or addresses, nor reserved
+    ones; the options narrow which names they may take and how many may join."""
+    from pydantic import ValidationError
+
+    from elasticsite.context.models import ContextPolicy
+    from elasticsite.context.validation import describe_errors
+
+    try:
+        policy = ContextPolicy(
+            domain=domain,
+            host_pattern=host_pattern,
+            reserved=reserve or [],
+            replace_on_rejoin=replace_on_rejoin,
+            bind_address=bind_address,
+            max_members=max_members,
+            join_rate=join_rate,
+            join_burst=join_burst,
+        )
+    except ValidationError as exc:
+        raise _fail(describe_errors(exc.errors())) from None
     with _admin(broker_url, token_file, ca) as client:
-        created = client.create(name)
+        created = client.create(name, policy)
     if as_json:
         console.print_json(created.model_dump_json())
         return
@@ -170,8 +258,15 @@ def show(
         ("created", _when(c.created_at)),
         ("members", c.members),
         ("last entry", c.last_id),
+        ("domain", c.domain or "any"),
+        ("pattern", c.host_pattern or "any"),
+        ("reserved", ", ".join(["localhost", *c.reserved])),
+        ("rejoin", "replaces (same host key)" if c.replace_on_rejoin else "refused while held"),
+        ("address", "the one it connects from" if c.bind_address else "any"),
+        ("max members", c.max_members or "broker default"),
+        ("join rate", f"{c.join_rate:g}/s" if c.join_rate else "broker default"),
     ):
-        console.print(f"{label:<11}{value}", highlight=False, soft_wrap=True)
+        console.print(f"{label:<12}{value}", highlight=False, soft_wrap=True)
 
 
 @context_app.command("members")
@@ -268,20 +363,85 @@ def broker(
     history: Annotated[
         int, typer.Option(min=1, help="Entries kept per context; older callers get a snapshot.")
     ] = 10_000,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            "--header-timeout",
+            help="Seconds a client has to send a request's headers: from connecting (TLS "
+            "handshake included), then from the first byte of each later request.",
+        ),
+    ] = 10.0,
+    keep_alive: Annotated[
+        int,
+        typer.Option(
+            "--keep-alive",
+            help="Seconds an idle connection is kept between requests (longer than agents' "
+            "pauses between polls).",
+        ),
+    ] = 75,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            help="Open connections at most, handshakes included; the open-files limit is "
+            "raised to fit.",
+        ),
+    ] = 16_384,
+    max_connections_per_address: Annotated[
+        int,
+        typer.Option(
+            "--max-connections-per-address",
+            help="Open connections at most from one client address; 0: no limit (agents "
+            "behind one NAT address).",
+        ),
+    ] = 512,
+    reserve: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A host name or address no node of any context may take (repeatable); "
+            "this host's own names are always reserved.",
+            show_default=False,
+        ),
+    ] = None,
+    max_members: Annotated[
+        int, typer.Option(min=1, help="Members per context, unless the context sets its own.")
+    ] = _LIMITS.max_members,
+    join_rate: Annotated[
+        float,
+        typer.Option(min=0.001, help="Joins a second per context, unless it sets its own."),
+    ] = _LIMITS.join_rate,
+    join_burst: Annotated[
+        int, typer.Option(min=1, help="Joins at once above the rate, unless the context sets it.")
+    ] = _LIMITS.join_burst,
+    max_context_bytes: Annotated[
+        int,
+        typer.Option(min=1024, help="Bytes of member records one context may hold."),
+    ] = _LIMITS.max_member_bytes,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
 ) -> None:
     """Run the recontextualization broker (HTTPS; a self-signed certificate by default)."""
-    from elasticsite.context.broker import BrokerError, load_admin_token
+    from elasticsite.connlimits import ConnectionLimits, LimitError
+    from elasticsite.context.auth import BrokerError, load_admin_token
     from elasticsite.context.tls import ensure_certificate, fingerprint
     from elasticsite.server import build_server, create_app, raise_open_files_limit
 
-    logging.basicConfig(
-        level=logging.DEBUG if verbose > 0 else logging.INFO,
-        format="%(message)s",
-        datefmt="[%X]",
-        handlers=[RichHandler(console=err, show_path=False)],
-    )
+    try:  # before anything is created
+        limits = ConnectionLimits(
+            header_timeout=header_timeout,
+            keep_alive=keep_alive,
+            max_connections=max_connections,
+            max_connections_per_address=max_connections_per_address,
+        )
+    except LimitError as exc:
+        raise _fail(f"--{exc.field.replace('_', '-')} {exc.problem}") from None
+    try:
+        admission = broker_limits(
+            reserve or [], max_members, join_rate, join_burst, max_context_bytes
+        )
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    logs.setup(logging.DEBUG if verbose > 0 else logging.INFO, err)
     if (cert is None) != (key is None):
         raise _fail("give both --cert and --key, or neither for a self-signed certificate")
     if insecure_http and cert is not None:
@@ -290,17 +450,23 @@ def broker(
         if path is not None and not path.is_file():
             raise _fail(f"no such file: {path}")
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(state_dir)
         token, token_source = load_admin_token(state_dir, admin_token_file)
-    except (BrokerError, OSError) as exc:
+    except (BrokerError, StateFileError, OSError) as exc:
         raise _fail(str(exc)) from None
     if not insecure_http and cert is None:
         cert, key = ensure_certificate(state_dir, [host])
     scheme = "http" if insecure_http else "https"
     shown_host = f"[{host}]" if ":" in host else host
     try:
-        app = create_app(state_dir, admin_token=token, public_url=public_url, history=history)
-    except (ValueError, OSError) as exc:
+        app = create_app(
+            state_dir,
+            admin_token=token,
+            public_url=public_url,
+            history=history,
+            limits=admission,
+        )
+    except (ValueError, OSError, sqlite3.Error, StateFileError) as exc:
         raise _fail(f"cannot open the broker state in {state_dir}: {exc}") from None
     console.print(f"broker      {scheme}://{shown_host}:{port}", highlight=False)
     if cert is not None:
@@ -309,8 +475,7 @@ def broker(
     else:
         console.print("[bold yellow]plain HTTP:[/] credentials cross the network unencrypted")
     console.print(f"admin token {token_source}", highlight=False, soft_wrap=True)
-    files = raise_open_files_limit()
-    logging.getLogger(__name__).debug("open files limit %d", files)
+    allowed = raise_open_files_limit(limits.max_connections)
     server = build_server(
         app,
         host=host,
@@ -319,6 +484,7 @@ def broker(
         keyfile=key,
         access_log=access_log,
         log_level="debug" if verbose > 1 else "info",
+        connection_limits=dataclasses.replace(limits, max_connections=allowed),
     )
     # Thousands of long polls allocate in bursts; the loaded state and the imports
     # live for the whole run, so keep them out of the collector's scans.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import ssl
@@ -12,11 +13,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from elasticsite.connlimits import ConnectionLimits
+from elasticsite.context.admission import BrokerLimits
 from elasticsite.context.client import AdminClient, NodeClient
 from elasticsite.context.models import ContextCreated
 from elasticsite.context.tls import ensure_certificate
@@ -38,7 +43,10 @@ class LiveBroker:
     state_dir: Path
     port: int
     history: int = 10_000
+    limits: BrokerLimits | None = None
     access_log: bool = False
+    connection_limits: ConnectionLimits | None = None
+    http: Literal["httptools", "h11"] = "httptools"
     server: BrokerServer | None = None
     thread: threading.Thread | None = None
     cert: Path = field(init=False)
@@ -51,7 +59,9 @@ class LiveBroker:
         return f"https://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        app = create_app(self.state_dir, admin_token=TOKEN, history=self.history)
+        app = create_app(
+            self.state_dir, admin_token=TOKEN, history=self.history, limits=self.limits
+        )
         self.server = build_server(
             app,
             host="127.0.0.1",
@@ -60,6 +70,8 @@ class LiveBroker:
             keyfile=self.key,
             access_log=self.access_log,
             log_level="info" if self.access_log else "warning",
+            connection_limits=self.connection_limits,
+            http=self.http,
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -96,13 +108,27 @@ def live_broker(tmp_path: Path) -> Iterator[LiveBroker]:
         broker.stop()
 
 
+def raw(broker: LiveBroker) -> httpx.Client:
+    """A plain HTTPS client of ``broker``: requests exactly as a test writes them."""
+    return httpx.Client(
+        base_url=broker.url, verify=ssl.create_default_context(cafile=str(broker.cert)), timeout=10
+    )
+
+
+def ssh_key(seed: str, comment: str = "") -> str:
+    """A real SSH ed25519 public key line, the same for the same seed."""
+    private = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(seed.encode()).digest())
+    line = private.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+    return f"{line} {comment}" if comment else line
+
+
 def node_info(name: str, n: int = 1, **extra: str) -> dict[str, str]:
     """A valid join body for a worker called ``name``."""
     return {
         "short_hostname": name,
         "hostname": f"{name}.cluster.example.org",
         "address": f"10.0.0.{n}",
-        "ssh_host_key": f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{n:04d} root@{name}",
+        "ssh_host_key": ssh_key(f"{name}-{n}", f"root@{name}"),
         "data": f"slots={n}",
         **extra,
     }
