@@ -1,14 +1,14 @@
-"""Experiment specs (TOML) and the runner that turns them into result rows, in parallel.
+"""Experiment kinds: what one run of each computes, its result rows and its summaries.
 
-Two kinds of spec:
+Two kinds of spec (:mod:`~elasticsite.sim.specs`):
 
 * ``kind = "replay"`` (paper 002): a workload (the Lublin99 model cut at
   ``duration_days``, or an SWF trace split into consecutive ``interval_days`` pieces,
-  one per round), an optional sweep of one Lublin parameter, a cloud and strategy sets.
-  Each (value, round) runs the site-only ``base`` strategy (EASY, no cloud) and then
-  each strategy through :func:`~elasticsite.sim.replay.replay`; the performance cost
-  (eq. 3) and the AWRT and slowdown improvements are taken against that same round's
-  base.
+  one per round: :mod:`~elasticsite.sim.replay_jobs`), an optional sweep of one Lublin
+  parameter, a cloud and strategy sets. Each (value, round) runs the site-only ``base``
+  strategy (EASY, no cloud) and then each strategy through
+  :func:`~elasticsite.sim.replay.replay`; the performance cost (eq. 3) and the AWRT and
+  slowdown improvements are taken against that same round's base.
 * ``kind = "elastic"`` (paper 000): workloads x provisioning policies through
   :func:`~elasticsite.sim.elastic.simulate_elastic`, optionally drawing each run's
   reactivity timeline.
@@ -18,29 +18,42 @@ Horizon site as 144 nodes hosting one VM each, so its specs use ``site_procs = 1
 and a 144-VM cloud, one processor = one node = one VM. An SWF trace that counts CPUs
 (Blue Horizon's lists 8 per node) is brought to nodes with ``procs_per_unit = 8``.
 
-Results are appended to ``results.csv`` as tasks finish, so an interrupted experiment
-resumes where it stopped: a rerun skips every key (value, round, strategy; or workload,
-policy, round) already there. When the last task is in, the file is rewritten in a
-fixed order, so the same spec always gives the same bytes.
+:func:`run_experiment` is the entry point. The tasks of a kind go through the
+resumable, parallel runner of :mod:`~elasticsite.sim.runner`: a rerun skips every key
+(value, round, strategy; or workload, policy, round) already in ``results.csv``, and
+the same spec always gives the same bytes.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from elasticsite.sim.lublin import LublinParams, WalltimeModel, generate
 from elasticsite.sim.metrics import SimMetrics
 from elasticsite.sim.replay import ReplayResult, replay
+from elasticsite.sim.replay_jobs import (
+    lublin_jobs,
+    swf_intervals,
+    swf_round,
+    write_replay_jobs_csv,
+)
+from elasticsite.sim.runner import (
+    Progress,
+    Row,
+    aggregate,
+    cell,
+    check_fingerprint,
+    execute,
+    number,
+    read_rows,
+    round_seed,
+    sorted_log,
+    write_rows,
+)
 from elasticsite.sim.specs import (
     ElasticRun,
     ElasticSpec,
@@ -70,87 +83,12 @@ __all__ = [
     "write_replay_jobs_csv",
 ]
 
-DAY = 86_400.0
 RESULTS = "results.csv"
 SUMMARY = "summary.csv"
 TABLE1 = "table1.csv"
-_FINGERPRINT = "spec.json"
-
-
-# -- workloads ---------------------------------------------------------------------
-
-
-def round_seed(seed: int, round_: int) -> int:
-    """The seed of one round: the same for every swept value (common random numbers)."""
-    return int(np.random.SeedSequence([seed, round_]).generate_state(1)[0])
-
-
-@dataclass(frozen=True, slots=True)
-class Jobs:
-    """Jobs of one round as the replay reads them (seconds, allocation units)."""
-
-    submit: np.ndarray[Any, np.dtype[np.float64]]
-    procs: np.ndarray[Any, np.dtype[np.int64]]
-    runtime: np.ndarray[Any, np.dtype[np.float64]]
-    requested: np.ndarray[Any, np.dtype[np.float64]]
-
-
-def lublin_jobs(source: LublinSource, params: LublinParams, seed: int) -> Jobs:
-    """Enough Lublin99 jobs to cover ``duration_days`` from midnight, cut at that time."""
-    horizon = source.duration_days * DAY
-    wall = WalltimeModel.f_model(source.walltime_f) if source.walltime_f else WalltimeModel()
-    n = max(64, int(200 * source.duration_days))
-    while True:
-        w = generate(n, params, machine_size=source.machine_size, seed=seed, walltime=wall)
-        if float(w.submit_time[-1]) >= horizon:
-            break
-        n *= 2
-    keep = w.submit_time < horizon
-    return Jobs(w.submit_time[keep], w.processors[keep], w.runtime[keep], w.requested_time[keep])
-
-
-_SWF_CACHE: dict[Path, Jobs] = {}
-
-
-def swf_jobs(source: SWFSource) -> Jobs:
-    """The whole trace in allocation units (CPUs / ``procs_per_unit``, rounded up)."""
-    cached = _SWF_CACHE.get(source.path)
-    if cached is None:
-        from elasticsite.sim.swf import read_swf
-
-        t = read_swf(source.path, sort_by_submit=True)
-        run = t.run_time.astype(np.float64)
-        cached = Jobs(
-            t.submit_time.astype(np.float64),
-            -(-t.allocated_processors // source.procs_per_unit),
-            run,
-            np.maximum(np.maximum(t.requested_time, run), 1.0),
-        )
-        _SWF_CACHE[source.path] = cached
-    return cached
-
-
-def swf_intervals(source: SWFSource) -> int:
-    """How many consecutive ``interval_days`` pieces the trace holds (rounds available)."""
-    jobs = swf_jobs(source)
-    if len(jobs.submit) == 0:
-        return 0
-    span = float(jobs.submit[-1] - jobs.submit[0])
-    return int(span // (source.interval_days * DAY)) + 1
-
-
-def swf_round(source: SWFSource, round_: int) -> Jobs:
-    """The ``round_``-th interval of the trace, submit times kept as in the trace."""
-    jobs = swf_jobs(source)
-    length = source.interval_days * DAY
-    lo = float(jobs.submit[0]) + round_ * length
-    keep = (jobs.submit >= lo) & (jobs.submit < lo + length)
-    return Jobs(jobs.submit[keep], jobs.procs[keep], jobs.runtime[keep], jobs.requested[keep])
 
 
 # -- result rows -------------------------------------------------------------------
-
-Row = dict[str, str]
 
 REPLAY_KEY = ("parameter", "value", "round", "strategy")
 REPLAY_METRICS = (
@@ -179,19 +117,6 @@ ELASTIC_METRICS = (
     "worker_hours",
     "cost",
 )
-
-
-def _cell(value: float | int | None) -> str:
-    """A CSV cell: empty for undefined (None or NaN), exact repr otherwise."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, int | np.integer):
-        return str(int(value))
-    return repr(float(value))
-
-
-def _number(cell: str) -> float:
-    return math.nan if cell == "" else float(cell)
 
 
 def value_cell(value: float | None) -> str:
@@ -228,7 +153,7 @@ def _replay_task(task: _ReplayTask) -> list[Row]:
             "round": str(task.round),
             "strategy": strategy,
         }
-        out.update({k: _cell(values[k]) for k in REPLAY_METRICS})
+        out.update({k: cell(values[k]) for k in REPLAY_METRICS})
         return out
 
     def run(strategy: str) -> ReplayResult:
@@ -314,126 +239,8 @@ def _elastic_task(task: _ElasticTask) -> list[Row]:
         "cost": m.cost_total,
     }
     row = {"workload": run.workload, "policy": run.policy, "round": str(task.round)}
-    row.update({k: _cell(values[k]) for k in ELASTIC_METRICS})
+    row.update({k: cell(values[k]) for k in ELASTIC_METRICS})
     return [row]
-
-
-# -- the results log ---------------------------------------------------------------
-
-
-def _read_rows(path: Path, header: Sequence[str]) -> list[Row]:
-    """Rows already in ``path``; a file written by another kind of experiment is an error."""
-    if not path.exists() or path.stat().st_size == 0:
-        return []
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        # a run killed mid-write leaves a partial last row: drop it, it is recomputed
-        with path.open("r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)
-        if b"\n" not in data:
-            return []
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if list(reader.fieldnames or []) != list(header):
-            raise SpecError(
-                f"{path}: its columns {reader.fieldnames} are not this experiment's; "
-                "choose another --out directory"
-            )
-        return [row for row in reader if None not in row.values() and None not in row]
-
-
-def _write_rows(path: Path, header: Sequence[str], rows: Iterable[Row]) -> None:
-    """Write a whole CSV atomically (a crash leaves the old file or the new one)."""
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
-        out = csv.DictWriter(f, fieldnames=list(header), lineterminator="\n")
-        out.writeheader()
-        out.writerows(rows)
-    tmp.replace(path)
-
-
-def _sorted_log(
-    path: Path, header: Sequence[str], key: Callable[[Row], tuple[Any, ...]]
-) -> list[Row]:
-    """The log's rows in their fixed order, rewriting the file only when it was not."""
-    rows = _read_rows(path, header)
-    ordered = sorted(rows, key=key)
-    if ordered != rows:
-        _write_rows(path, header, ordered)
-    return ordered
-
-
-def _check_fingerprint(out: Path, spec: Spec) -> None:
-    """Refuse to mix rows of two different experiments in one directory.
-
-    What may change between runs of one directory: the name, the rounds and the list
-    of values, strategies, workloads, policies and runs (new keys are computed, known
-    ones kept); anything else makes the kept rows wrong.
-    """
-    data = spec.model_dump(mode="json", exclude={"name", "rounds", "strategies", "workloads",
-                                                 "policies", "runs", "timelines"})  # fmt: skip
-    if isinstance(data.get("sweep"), dict):
-        data["sweep"].pop("values", None)
-    text = json.dumps(data, sort_keys=True, indent=1) + "\n"
-    path = out / _FINGERPRINT
-    if path.exists() and path.read_text(encoding="utf-8") != text:
-        raise SpecError(
-            f"{out} holds results of an experiment with other settings (see {path}); "
-            "choose another --out directory or delete it"
-        )
-    path.write_text(text, encoding="utf-8")
-
-
-Progress = Callable[[int, int], None]
-"""``progress(rows_done, rows_total)``, called as rows come in."""
-
-
-def _execute(
-    tasks: Sequence[Any],
-    fn: Callable[[Any], list[Row]],
-    workers: int,
-    results: Path,
-    header: Sequence[str],
-    total: int,
-    progress: Progress | None,
-) -> int:
-    """Run tasks (in worker processes when ``workers`` > 1), appending each row as it comes."""
-    done = 0
-    if progress:
-        progress(0, total)
-    if not tasks:
-        return 0
-    fresh = not results.exists() or results.stat().st_size == 0
-    with results.open("a", newline="", encoding="utf-8") as f:
-        out = csv.DictWriter(f, fieldnames=list(header), lineterminator="\n")
-        if fresh:
-            out.writeheader()
-            f.flush()
-
-        def record(rows: list[Row]) -> None:
-            nonlocal done
-            out.writerows(rows)
-            f.flush()
-            done += len(rows)
-            if progress:
-                progress(done, total)
-
-        if workers <= 1 or len(tasks) == 1:
-            for task in tasks:
-                record(fn(task))
-            return done
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-            pending: set[Future[list[Row]]] = {pool.submit(fn, t) for t in tasks}
-            try:
-                while pending:
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in sorted(finished, key=id):
-                        record(fut.result())
-            except BaseException:
-                for fut in pending:
-                    fut.cancel()
-                raise
-    return done
 
 
 # -- running -----------------------------------------------------------------------
@@ -478,7 +285,7 @@ def run_experiment(
         raise SpecError(f"workers must be >= 1, got {nproc}")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_fingerprint(out_dir, spec)
+    check_fingerprint(out_dir, spec)
     results = out_dir / RESULTS
     if isinstance(spec, ReplaySpec):
         return _run_replay(spec, out_dir, results, nproc, progress)
@@ -509,7 +316,7 @@ def _run_replay(
     from elasticsite.sim import figures
 
     header = [*REPLAY_KEY, *REPLAY_METRICS]
-    rows = _read_rows(results, header)
+    rows = read_rows(results, header)
     if isinstance(spec.workload, SWFSource):
         have = swf_intervals(spec.workload)
         if spec.rounds > have:
@@ -530,11 +337,11 @@ def _run_replay(
                 continue
             base = None
             if base_row is not None:
-                base = (_number(base_row["awrt"]), _number(base_row["mean_bounded_slowdown"]))
+                base = (number(base_row["awrt"]), number(base_row["mean_bounded_slowdown"]))
             tasks.append(_ReplayTask(spec, value, r, missing, base))
             total += len(missing) + (base is None)
-    computed = _execute(tasks, _replay_task, workers, results, header, total, progress)
-    rows = _sorted_log(results, header, _replay_order(spec))
+    computed = execute(tasks, _replay_task, workers, results, header, total, progress)
+    rows = sorted_log(results, header, _replay_order(spec))
 
     wanted = {
         (param, value_cell(v), str(r), s)
@@ -543,11 +350,11 @@ def _run_replay(
         for s in ("base", *spec.strategies)
     }
     mine = [r for r in rows if (r["parameter"], r["value"], r["round"], r["strategy"]) in wanted]
-    summary_rows = _aggregate(mine, ("parameter", "value", "strategy"), REPLAY_METRICS)
+    summary_rows = aggregate(mine, ("parameter", "value", "strategy"), REPLAY_METRICS)
     summary_rows.sort(key=lambda r: _replay_order(spec)({**r, "round": "0"}))
     summary = out / SUMMARY
-    _write_rows(summary, ["parameter", "value", "strategy", "rounds", *REPLAY_METRICS],
-                summary_rows)  # fmt: skip
+    write_rows(summary, ["parameter", "value", "strategy", "rounds", *REPLAY_METRICS],
+               summary_rows)  # fmt: skip
     plots: list[Path] = []
     table: dict[str, dict[str, float]] = {}
     table_csv: Path | None = None
@@ -556,10 +363,10 @@ def _run_replay(
     else:
         table = table1(summary_rows, spec.strategies)
         table_csv = out / TABLE1
-        _write_rows(
+        write_rows(
             table_csv,
             ["metric", *spec.strategies],
-            [{"metric": m, **{s: _cell(v[s]) for s in spec.strategies}} for m, v in table.items()],
+            [{"metric": m, **{s: cell(v[s]) for s in spec.strategies}} for m, v in table.items()],
         )
     return ExperimentResult(
         spec, out, results, summary, table_csv, tuple(plots), computed, len(mine) - computed,
@@ -581,26 +388,9 @@ def table1(summary_rows: Sequence[Row], strategies: Sequence[str]) -> dict[str, 
     """Paper 002's Table 1 layout: metric -> strategy -> mean over the rounds."""
     by = {r["strategy"]: r for r in summary_rows}
     return {
-        label: {s: _number(by[s][col]) if s in by else math.nan for s in strategies}
+        label: {s: number(by[s][col]) if s in by else math.nan for s in strategies}
         for label, col in TABLE1_METRICS.items()
     }
-
-
-def _aggregate(rows: Sequence[Row], group: Sequence[str], metrics: Sequence[str]) -> list[Row]:
-    """Mean of each metric over the rounds of each group (undefined rounds left out)."""
-    groups: dict[tuple[str, ...], list[Row]] = {}
-    for r in rows:
-        groups.setdefault(tuple(r[g] for g in group), []).append(r)
-    out = []
-    for key, members in groups.items():
-        row = dict(zip(group, key, strict=True))
-        row["rounds"] = str(len(members))
-        for m in metrics:
-            values = np.array([_number(r[m]) for r in members])
-            defined = values[~np.isnan(values)]
-            row[m] = _cell(float(defined.mean()) if len(defined) else math.nan)
-        out.append(row)
-    return out
 
 
 def _run_elastic(
@@ -609,7 +399,7 @@ def _run_elastic(
     from elasticsite.sim import figures
 
     header = [*ELASTIC_KEY, *ELASTIC_METRICS]
-    rows = _read_rows(results, header)
+    rows = read_rows(results, header)
     known = {(r["workload"], r["policy"], r["round"]) for r in rows}
     runs = spec.all_runs()
     timeline_dir = out / "timelines" if spec.timelines else None
@@ -619,47 +409,23 @@ def _run_elastic(
         for r in range(spec.rounds)
         if (run.workload, run.policy, str(r)) not in known
     ]
-    computed = _execute(tasks, _elastic_task, workers, results, header, len(tasks), progress)
+    computed = execute(tasks, _elastic_task, workers, results, header, len(tasks), progress)
     order = [(run.workload, run.policy) for run in runs]
 
     def key(row: Row) -> tuple[Any, ...]:
         pair = (row["workload"], row["policy"])
         return (order.index(pair) if pair in order else len(order), pair, int(row["round"]))
 
-    rows = _sorted_log(results, header, key)
+    rows = sorted_log(results, header, key)
     wanted = {(w, p, str(r)) for w, p in order for r in range(spec.rounds)}
     mine = [r for r in rows if (r["workload"], r["policy"], r["round"]) in wanted]
-    summary_rows = _aggregate(mine, ("workload", "policy"), ELASTIC_METRICS)
+    summary_rows = aggregate(mine, ("workload", "policy"), ELASTIC_METRICS)
     summary_rows.sort(key=lambda r: key({**r, "round": "0"}))
     summary = out / SUMMARY
-    _write_rows(summary, ["workload", "policy", "rounds", *ELASTIC_METRICS], summary_rows)
+    write_rows(summary, ["workload", "policy", "rounds", *ELASTIC_METRICS], summary_rows)
     plots = figures.elastic_bar_plots(out, spec.name, summary_rows)
     if timeline_dir is not None:
         plots += sorted(timeline_dir.glob("*.png"))
     return ExperimentResult(
         spec, out, results, summary, None, tuple(plots), computed, len(mine) - computed, {}
     )
-
-
-def write_replay_jobs_csv(path: str | Path, result: ReplayResult) -> Path:
-    """One row per job of a replay: times in seconds, where it ran, whether it was rejected."""
-    from elasticsite.sim.metrics import CLOUD
-
-    jobs = result.jobs
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = ["job", "submit", "start", "finish", "processors", "runtime", "requested",
-              "deadline", "wait", "where", "rejected"]  # fmt: skip
-    with path.open("w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f, lineterminator="\n")
-        out.writerow(header)
-        for i in range(len(jobs)):
-            start, submit = float(jobs.start[i]), float(jobs.submit[i])
-            out.writerow([
-                i + 1, _cell(submit), _cell(start), _cell(float(jobs.finish[i])),
-                int(jobs.processors[i]), _cell(float(jobs.runtime[i])),
-                _cell(float(jobs.requested[i])), _cell(float(jobs.deadline[i])),
-                _cell(start - submit), "cloud" if jobs.where[i] == CLOUD else "site",
-                int(bool(jobs.rejected[i])),
-            ])  # fmt: skip
-    return path
