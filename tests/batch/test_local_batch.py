@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shlex
+import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -300,3 +302,85 @@ def test_the_worker_side_imports_stay_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ
     )
     assert out.stdout.strip() == "[]"
+
+
+# -- BatchError and nothing else ------------------------------------------------------
+
+
+def _damage(path: Path, *statements: str) -> None:
+    """Change the file behind the batch system's back, as a bad edit or a bug would."""
+    db = sqlite3.connect(path)
+    with db:
+        for statement in statements:
+            db.execute(statement)
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda b: b.add_node("n", "2"), r"^add_node: need a name and cores >= 1, got 'n', '2'$"),
+        (lambda b: b.add_node("n", 1.5), r"^add_node: need a name and cores >= 1"),
+        (lambda b: b.register_node("n", "x"), r"^register_node: need a name and cores >= 1"),
+        (lambda b: b.drain("w1", None), r"^drain: reason must be a string, got None$"),
+        (lambda b: b.submit(JobRequest(["x"], cores="2")), r"^submit: cores must be an integer"),
+        (lambda b: b.submit(JobRequest(["x"], walltime="60")), r"^submit: walltime must be a"),
+        (lambda b: b.submit(JobRequest(["x"], priority="high")), r"^submit: priority must be"),
+        (lambda b: b.submit("echo hi"), r"^submit: need a JobRequest, got 'echo hi'$"),
+        (lambda b: b.submit(JobRequest(None)), r"^local batch .*batch\.db: submit: "),
+        (lambda b: b.set_priority("1", "high"), r"^set_priority: priority must be an integer"),
+        (lambda b: b.jobs(["bogus"]), r"^local batch .*batch\.db: jobs: 'bogus' is not a valid"),
+        (lambda b: b.jobs(5), r"^local batch .*batch\.db: jobs: "),
+        (lambda b: b.worker_poll("w1", [("1", 0)]), r"^local batch .*: worker_poll: not enough"),
+        (lambda b: b.record_pids("w1", [("1", 2)]), r"^local batch .*: record_pids: not enough"),
+    ],
+)
+def test_a_bad_argument_is_a_batch_error_naming_the_call(
+    batch: LocalBatch, call: Callable[[LocalBatch], object], message: str
+) -> None:
+    # Before, these raised TypeError or ValueError (which a worker, catching BatchError,
+    # died of), or stored a value of the wrong type for every later read to trip on.
+    batch.register_node("w1", 1)
+    batch.submit(req())
+    before = (batch.jobs(), batch.snapshot().nodes)
+    with pytest.raises(BatchError, match=message):
+        call(batch)
+    assert (batch.jobs(), batch.snapshot().nodes) == before  # nothing half done
+
+
+def test_a_damaged_row_is_a_batch_error_naming_the_file_and_the_call(batch: LocalBatch) -> None:
+    batch.register_node("w1", 1)
+    batch.submit(req())
+    _damage(batch.path, "UPDATE jobs SET command = 'not json' WHERE id = 1")
+    for call, name in ((batch.snapshot, "snapshot"), (batch.jobs, "jobs")):
+        with pytest.raises(BatchError, match=rf"^local batch .*batch\.db: {name}: Expecting value"):
+            call()
+    with pytest.raises(BatchError, match=r": assigned: ") as caught:
+        batch.assigned("w1")
+    assert isinstance(caught.value.__cause__, ValueError)  # the cause is kept
+    _damage(
+        batch.path,
+        "UPDATE jobs SET command = '[\"true\"]', state = 'queued', node = NULL",
+        "INSERT OR REPLACE INTO meta VALUES ('last_pass', 'soon')",
+    )
+    with pytest.raises(BatchError, match=r": worker_poll: could not convert string to float"):
+        batch.worker_poll("w1", want_jobs=True)
+
+
+def test_a_scheduler_this_version_does_not_know_is_a_batch_error(batch: LocalBatch) -> None:
+    batch.register_node("w1", 1)
+    _damage(batch.path, "INSERT OR REPLACE INTO meta VALUES ('scheduler', 'sjf')")  # newer?
+    with pytest.raises(BatchError, match=r": submit: unknown scheduling policy 'sjf'"):
+        batch.submit(req())
+    assert batch.jobs() == []  # the submit was rolled back whole
+
+
+@pytest.mark.parametrize("job_id", [" 1", "+1", "1_0", "01 ", 1.5, True])
+def test_a_job_id_that_int_would_take_names_no_job(batch: LocalBatch, job_id: object) -> None:
+    for _ in range(10):
+        batch.submit(req())
+    with pytest.raises(UnknownJob, match="no job"):
+        batch.job(job_id)  # type: ignore[arg-type]
+    with pytest.raises(UnknownJob, match="no job"):
+        batch.cancel(job_id)  # type: ignore[arg-type]
+    assert {j.state for j in batch.jobs()} == {JobState.QUEUED}  # job 1 or 10 untouched

@@ -6,12 +6,19 @@ transaction of whatever just changed the queue or the nodes (a submit, a worker
 registering or finishing a job, an undrain, ...) and, as a safety net, by idle
 workers now and then. A pass is idempotent: it only starts jobs on free cores.
 
+Every public method raises :class:`~elasticsite.batch.base.BatchError` and nothing
+else (the :class:`~elasticsite.batch.base.BatchSystem` contract): a file that cannot
+be used is a :class:`BatchStateError` (``PATH: cause``), and anything else that fails
+inside (a bad argument, a damaged row, SQLite, the operating system) is translated at
+the method's boundary into a BatchError naming the file and the method.
+
 This module is imported by every worker process, so it imports nothing heavy:
 the standard library, :mod:`elasticsite.model` and the batch contracts only.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -19,10 +26,10 @@ import shlex
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from elasticsite.batch.base import (
     BatchError,
@@ -35,8 +42,9 @@ from elasticsite.batch.base import (
     checked_command,
 )
 from elasticsite.batch.scheduling import POLICIES, schedule
-from elasticsite.files import StateFileError, private_sqlite, state_file_error
+from elasticsite.files import StateFileError
 from elasticsite.model import Job, JobState
+from elasticsite.sqlite import Connection, connect
 
 __all__ = ["Assignment", "BatchStateError", "LocalBatch"]
 
@@ -82,6 +90,8 @@ _JOB_COLUMNS = (
     "finished_at, node, exit_code"
 )
 DEFAULT_SCHEDULER = "easy"
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class BatchStateError(BatchError, StateFileError):
@@ -124,11 +134,54 @@ def _job(row: sqlite3.Row | tuple) -> Job:
     )
 
 
+def _translated(
+    method: Callable[Concatenate[LocalBatch, _P], _R],
+) -> Callable[Concatenate[LocalBatch, _P], _R]:
+    """``method`` raising BatchError only: any other failure is translated, chained."""
+
+    @functools.wraps(method)
+    def boundary(self: LocalBatch, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except BatchError:
+            raise
+        except Exception as exc:  # the contract: callers (a worker) catch BatchError only
+            raise self._failure(exc, method.__name__) from exc
+
+    return boundary
+
+
+def _checked_node(doing: str, name: object, cores: object) -> None:
+    """A node needs a non-empty name and a whole number of cores, at least one."""
+    if not (isinstance(name, str) and name and isinstance(cores, int) and cores >= 1):
+        raise BatchError(f"{doing}: need a name and cores >= 1, got {name!r}, {cores!r}")
+
+
+def _checked_request(request: JobRequest) -> list[str]:
+    """The request's command, once its fields have the types their columns hold and
+    the checks every adapter makes (:func:`checked_command`) have passed."""
+    if not isinstance(request, JobRequest):
+        raise BatchError(f"submit: need a JobRequest, got {request!r}")
+    for field, value, kind, told in (
+        ("cores", request.cores, int, "an integer"),
+        ("walltime", request.walltime, (int, float), "a number of seconds"),
+        ("priority", request.priority, int, "an integer"),
+        ("user", request.user, str, "a string"),
+    ):
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise BatchError(f"submit: {field} must be {told}, got {value!r}")
+    return checked_command(request)
+
+
 def _job_key(job_id: str) -> int:
-    try:
+    """The row id of job ``job_id``, as :meth:`LocalBatch.submit` wrote it: digits only.
+
+    Anything ``int()`` would also take (``" 1"``, ``"+1"``, ``"1_0"``, ``1.5``) names
+    no job here, rather than another job than the caller meant.
+    """
+    if isinstance(job_id, str) and job_id.isascii() and job_id.isdigit():
         return int(job_id)
-    except (TypeError, ValueError):
-        raise UnknownJob(f"no job {job_id!r}: local batch job ids are integers") from None
+    raise UnknownJob(f"no job {job_id!r}: local batch job ids are integers")
 
 
 class LocalBatch:
@@ -136,8 +189,9 @@ class LocalBatch:
 
     ``scheduler`` names a policy of :mod:`elasticsite.batch.scheduling`; it is stored
     in the file so every process schedules alike. ``None`` keeps the stored one
-    (``"easy"`` for a new file). A node whose last heartbeat is older than
-    ``heartbeat_timeout`` seconds is DOWN and gets no new job.
+    (``"easy"`` for a new file); an unknown name is a ValueError, as the other adapters'
+    bad options are. A node whose last heartbeat is older than ``heartbeat_timeout``
+    seconds is DOWN and gets no new job.
     """
 
     def __init__(
@@ -157,61 +211,38 @@ class LocalBatch:
         self.heartbeat_timeout = heartbeat_timeout
         self._local = threading.local()
         try:
-            private_sqlite(self.path)  # 0600 before SQLite gives -wal and -shm its mode
-        except StateFileError as exc:
-            raise BatchStateError(exc.path, exc.cause) from exc
-        self._setup(scheduler)
+            self._setup(scheduler)
+        except BatchError:
+            raise
+        except Exception as exc:
+            raise self._failure(exc, "open") from exc
 
-    def _failure(self, exc: sqlite3.Error, doing: str = "") -> BatchError:
-        """What to raise for ``exc``: :class:`BatchStateError` when the file is the problem."""
-        state = state_file_error(self.path, exc)
-        if state is not None:
-            return BatchStateError(state.path, state.cause)
-        return BatchError(f"local batch {self.path}: {doing}{exc}")
+    def _failure(self, exc: Exception, doing: str) -> BatchError:
+        """What a public method raises for ``exc``, a failure while ``doing``:
+        :class:`BatchStateError` when the file is the problem, else a BatchError naming
+        the file and the method."""
+        if isinstance(exc, StateFileError):
+            return BatchStateError(exc.path, exc.cause)
+        return BatchError(f"local batch {self.path}: {doing}: {exc}")
 
     # -- connection and transactions ---------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
-        """This thread's connection (reopened after a fork)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+    def _conn(self) -> Connection:
+        """This thread's connection (reopened after a fork: a child never uses its parent's)."""
+        conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None or self._local.pid != os.getpid():
-            try:
-                conn = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT, isolation_level=None)
-                conn.execute(f"PRAGMA busy_timeout = {int(LOCK_TIMEOUT * 1000)}")
-                conn.execute("PRAGMA synchronous = NORMAL")
-            except sqlite3.Error as exc:
-                raise self._failure(exc, "cannot open: ") from exc
+            conn = connect(self.path, synchronous="NORMAL", busy_timeout=LOCK_TIMEOUT)
             self._local.conn = conn
             self._local.pid = os.getpid()
         return conn
 
-    @contextmanager
-    def _tx(self, write: bool) -> Iterator[sqlite3.Connection]:
+    def _tx(self, write: bool) -> AbstractContextManager[Connection]:
         """One transaction; ``write`` takes the write lock up front (no upgrade deadlocks)."""
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise self._failure(exc) from exc
+        return self._conn().transaction(immediate=write)
 
     def _setup(self, scheduler: str | None) -> None:
-        conn = self._conn()
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                conn.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.Error as exc:
-            raise self._failure(exc, "cannot set up: ") from exc
+        with self._tx(write=False) as tx:
+            version = tx.execute("PRAGMA user_version").fetchone()[0]
         if version not in (0, SCHEMA_VERSION):
             raise BatchError(
                 f"local batch {self.path}: schema version {version}, expected {SCHEMA_VERSION}; "
@@ -221,13 +252,13 @@ class LocalBatch:
             scheduler = None  # nothing to write: readers never wait for another's write lock
         if version == 0 or scheduler is not None:
             with self._tx(write=True) as tx:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        tx.execute(statement)
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    tx.execute(statement)
                 tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 if scheduler is not None:
                     tx.execute("INSERT OR REPLACE INTO meta VALUES ('scheduler', ?)", (scheduler,))
 
+    @_translated
     def close(self) -> None:
         """Close this thread's connection (others close when their thread's data goes)."""
         conn = getattr(self._local, "conn", None)
@@ -236,6 +267,7 @@ class LocalBatch:
             self._local.conn = None
 
     @property
+    @_translated
     def scheduler(self) -> str:
         """The scheduling policy this file uses."""
         with self._tx(write=False) as tx:
@@ -248,6 +280,7 @@ class LocalBatch:
 
     # -- scheduling --------------------------------------------------------------------
 
+    @_translated
     def schedule_pass(self) -> list[tuple[str, str]]:
         """Start what can start now; returns ``(job_id, node)`` of the jobs it started."""
         with self._tx(write=True) as tx:
@@ -294,6 +327,7 @@ class LocalBatch:
 
     # -- the BatchSystem contract ------------------------------------------------------
 
+    @_translated
     def snapshot(self) -> BatchView:
         """Queued (in priority order) and running jobs and all nodes, in one consistent read."""
         now = self.clock()
@@ -335,22 +369,26 @@ class LocalBatch:
         free = max(cores - busy_cores, 0) if state in (NodeState.IDLE, NodeState.BUSY) else 0
         return Node(name, cores, state, jobs, free, reason, heartbeat_at, registered_at)
 
+    @_translated
     def add_node(self, name: str, cores: int) -> None:
         """Declare a node; it is DOWN until its worker registers. A known node is left alone."""
-        if not name or cores < 1:
-            raise BatchError(f"add_node: need a name and cores >= 1, got {name!r}, {cores}")
+        _checked_node("add_node", name, cores)
         with self._tx(write=True) as tx:
             tx.execute(
                 "INSERT OR IGNORE INTO nodes (name, cores, declared_at) VALUES (?, ?, ?)",
                 (name, cores, self.clock()),
             )
 
+    @_translated
     def drain(self, name: str, reason: str) -> None:
         """Give the node no new job; its running jobs go on."""
+        if not isinstance(reason, str):
+            raise BatchError(f"drain: reason must be a string, got {reason!r}")
         with self._tx(write=True) as tx:
             self._require_node(tx, name)
             tx.execute("UPDATE nodes SET drain = 1, reason = ? WHERE name = ?", (reason, name))
 
+    @_translated
     def undrain(self, name: str) -> None:
         """Accept jobs on the node again (and start what now fits)."""
         with self._tx(write=True) as tx:
@@ -358,6 +396,7 @@ class LocalBatch:
             tx.execute("UPDATE nodes SET drain = 0, reason = '' WHERE name = ?", (name,))
             self._pass(tx, self.clock())
 
+    @_translated
     def remove_node(self, name: str) -> None:
         """Forget the node; jobs still recorded on it go back to the queue. Unknown: no-op."""
         with self._tx(write=True) as tx:
@@ -381,9 +420,10 @@ class LocalBatch:
         if tx.execute("SELECT 1 FROM nodes WHERE name = ?", (name,)).fetchone() is None:
             raise UnknownNode(f"no node {name!r} in the local batch system")
 
+    @_translated
     def submit(self, request: JobRequest) -> str:
         """Queue a job and run a scheduling pass; returns the new job's id."""
-        argv = checked_command(request)
+        argv = _checked_request(request)
         with self._tx(write=True) as tx:
             now = self.clock()
             cursor = tx.execute(
@@ -403,8 +443,11 @@ class LocalBatch:
             raise UnknownJob(f"no job {job_id!r} in the local batch system")
         return key, row[0]
 
+    @_translated
     def set_priority(self, job_id: str, priority: int) -> None:
         """Change a job's priority (higher runs first); finished jobs refuse."""
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise BatchError(f"set_priority: priority must be an integer, got {priority!r}")
         with self._tx(write=True) as tx:
             key, state = self._job_state(tx, job_id)
             if state in ("done", "cancelled"):
@@ -412,6 +455,7 @@ class LocalBatch:
             tx.execute("UPDATE jobs SET priority = ? WHERE id = ?", (priority, key))
             self._pass(tx, self.clock())
 
+    @_translated
     def move_to_front(self, job_id: str) -> None:
         """Put a queued job ahead of every other, whatever their priority. Running: no-op."""
         with self._tx(write=True) as tx:
@@ -425,6 +469,7 @@ class LocalBatch:
                 )
                 self._pass(tx, self.clock())
 
+    @_translated
     def preempt(self, job_id: str) -> None:
         """Put a running job back in the queue; its worker sees it gone and kills it."""
         with self._tx(write=True) as tx:
@@ -441,10 +486,10 @@ class LocalBatch:
 
     # -- worker side -------------------------------------------------------------------
 
+    @_translated
     def register_node(self, name: str, cores: int) -> None:
         """A worker reports its node up (creating it if undeclared); nothing runs there yet."""
-        if not name or cores < 1:
-            raise BatchError(f"register_node: need a name and cores >= 1, got {name!r}, {cores}")
+        _checked_node("register_node", name, cores)
         with self._tx(write=True) as tx:
             now = self.clock()
             tx.execute(
@@ -457,11 +502,13 @@ class LocalBatch:
             self._requeue_node(tx, name)
             self._pass(tx, now)
 
+    @_translated
     def heartbeat(self, name: str) -> None:
         """Record that the node is alive."""
         with self._tx(write=True) as tx:
             tx.execute("UPDATE nodes SET heartbeat_at = ? WHERE name = ?", (self.clock(), name))
 
+    @_translated
     def assigned(self, name: str) -> list[Job]:
         """The jobs running on ``name``."""
         with self._tx(write=False) as tx:
@@ -471,6 +518,7 @@ class LocalBatch:
             ).fetchall()
         return [_job(r) for r in rows]
 
+    @_translated
     def finish_job(
         self, job_id: str, node: str, exit_code: int, attempt: int | None = None
     ) -> bool:
@@ -500,10 +548,12 @@ class LocalBatch:
             ).rowcount
         return done
 
+    @_translated
     def leave(self, name: str) -> None:
         """The node goes away for good (same as :meth:`remove_node`)."""
         self.remove_node(name)
 
+    @_translated
     def worker_poll(
         self,
         name: str,
@@ -552,6 +602,7 @@ class LocalBatch:
         ).fetchone()
         return bool(row[0]) and (row[1] is None or now - float(row[1]) >= interval)
 
+    @_translated
     def record_pids(self, node: str, pids: Iterable[tuple[str, int, int]]) -> None:
         """Note the process id of each started ``(job_id, attempt, pid)`` (for operators)."""
         with self._tx(write=True) as tx:
@@ -563,6 +614,7 @@ class LocalBatch:
 
     # -- extras for the CLI and metrics ------------------------------------------------
 
+    @_translated
     def jobs(self, states: Iterable[JobState | str] | None = None) -> list[Job]:
         """Every job (or those in ``states``), oldest first, with their times."""
         query = f"SELECT {_JOB_COLUMNS} FROM jobs"
@@ -574,6 +626,7 @@ class LocalBatch:
             rows = tx.execute(query + " ORDER BY id", params).fetchall()
         return [_job(r) for r in rows]
 
+    @_translated
     def job(self, job_id: str) -> Job:
         """One job by id."""
         with self._tx(write=False) as tx:
@@ -584,6 +637,7 @@ class LocalBatch:
             raise UnknownJob(f"no job {job_id!r} in the local batch system")
         return _job(row)
 
+    @_translated
     def cancel(self, job_id: str) -> None:
         """Remove a queued or running job (its worker kills it); cancelling twice is a no-op."""
         with self._tx(write=True) as tx:
@@ -598,6 +652,7 @@ class LocalBatch:
                 if state == "running":
                     self._pass(tx, now)
 
+    @_translated
     def counts(self) -> dict[str, int]:
         """Number of jobs in each state (every state present, zeros included)."""
         result = {s.value: 0 for s in JobState}

@@ -22,19 +22,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 
 from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
-from elasticsite.files import (
-    StateFileError,
-    private_dir,
-    private_opener,
-    private_sqlite,
-    state_file_error,
-    write_private,
-)
+from elasticsite.files import StateFileError, private_dir, private_opener, write_private
 from elasticsite.model import VMType
+from elasticsite.sqlite import connect
 
 __all__ = [
     "TERMINATED_RETENTION",
@@ -67,6 +61,8 @@ TERMINATED_RETENTION = 3600.0
 SPAWN_GRACE = 10.0
 """Seconds a pending row may lack a worker pid before it counts as failed (launcher died)."""
 _HAVE_PROC = os.path.isdir("/proc/self")
+LOCK_TIMEOUT = 10.0
+"""Seconds to wait for another process's write lock before giving up as "locked"."""
 
 
 class CloudStateError(CloudError, StateFileError):
@@ -79,37 +75,26 @@ def cloud_db(
 ) -> Iterator[sqlite3.Connection]:
     """One transaction on a cloud registry (created, in WAL mode, if ``create``).
 
-    Workers open with ``create=False``: a registry that vanished means the cloud is
-    gone, not that a new one should start. Errors become :class:`CloudError`.
+    ``write`` takes the write lock up front: the manager and every worker process write
+    here, one after another. Workers open with ``create=False``: a registry that vanished
+    means the cloud is gone, not that a new one should start. Errors become
+    :class:`CloudError` (:class:`CloudStateError` when the file itself is unusable).
     """
-    conn: sqlite3.Connection | None = None
-    target = str(path) if create else f"{Path(path).absolute().as_uri()}?mode=rw"
     try:
-        if create:
-            private_sqlite(path)  # 0600 before SQLite gives -wal and -shm its mode
-        conn = sqlite3.connect(target, timeout=10.0, isolation_level=None, uri=not create)
-        conn.execute("PRAGMA busy_timeout = 10000")
-        if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(_SCHEMA)
-            conn.execute("PRAGMA user_version = 1")
-            conn.execute("COMMIT")
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        yield conn
-        conn.execute("COMMIT")
+        with (
+            closing(
+                connect(path, synchronous="FULL", busy_timeout=LOCK_TIMEOUT, create=create)
+            ) as conn,
+            conn.transaction(immediate=write),
+        ):
+            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # a new registry
+                conn.execute(_SCHEMA)
+                conn.execute("PRAGMA user_version = 1")
+            yield conn
     except StateFileError as exc:
         raise CloudStateError(exc.path, exc.cause) from exc
     except sqlite3.Error as exc:
-        state = state_file_error(path, exc)
-        if state is not None:
-            raise CloudStateError(state.path, state.cause) from exc
         raise CloudError(f"local cloud registry {path}: {exc}") from exc
-    finally:
-        if conn is not None:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            conn.close()
 
 
 def set_instance_state(

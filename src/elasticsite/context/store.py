@@ -16,9 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
-import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,6 +25,7 @@ from pathlib import Path
 from elasticsite.context.admission import JoinBudget
 from elasticsite.context.models import ContextPolicy, NodeIn
 from elasticsite.files import private_dir
+from elasticsite.sqlite import connect
 
 __all__ = ["ContextState", "Member", "Store", "digest", "new_secret"]
 
@@ -57,6 +56,8 @@ CREATE TABLE IF NOT EXISTS entries (
 ) WITHOUT ROWID;
 """
 
+LOCK_TIMEOUT = 5.0
+"""Seconds to wait for a lock on the file (the broker is its only user)."""
 _RESPONSE_CACHE = 64
 """Distinct ``since`` answers kept per context between two changes."""
 _RESPONSE_CACHE_BYTES = 64 * 1024 * 1024
@@ -228,12 +229,12 @@ class Store:
             raise ValueError(f"history must keep at least 1 entry, not {history}")
         self.history = history
         private_dir(path.parent)
-        if not path.exists():  # SQLite gives its -wal and -shm files the same mode
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-        self._db = sqlite3.connect(path, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        self._db = connect(
+            path, synchronous="FULL", busy_timeout=LOCK_TIMEOUT, check_same_thread=False
+        )
+        with self._db.transaction():
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                self._db.execute(statement)
         self._migrate()
         self.contexts: dict[str, ContextState] = {}
         self._load()
@@ -245,7 +246,7 @@ class Store:
         """Bring a database written by an older broker up to this schema."""
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(contexts)")}
         if "policy" not in columns:
-            with self._db:
+            with self._db.transaction():
                 self._db.execute(
                     "ALTER TABLE contexts ADD COLUMN policy TEXT NOT NULL DEFAULT '{}'"
                 )
@@ -302,7 +303,7 @@ class Store:
         key, secret = new_secret(), new_secret()
         ctx = ContextState(cid, name, time.time(), digest(key), digest(secret))
         ctx.policy = policy or ContextPolicy()
-        with self._db:
+        with self._db.transaction():
             self._db.execute(
                 "INSERT INTO contexts (id, name, created_at, key_digest, secret_digest, policy) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -321,7 +322,7 @@ class Store:
     def delete_context(self, cid: str) -> bool:
         if cid not in self.contexts:
             return False
-        with self._db:
+        with self._db.transaction():
             for table, column in (("entries", "context_id"), ("nodes", "context_id")):
                 self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (cid,))
             self._db.execute("DELETE FROM contexts WHERE id = ?", (cid,))
@@ -381,7 +382,7 @@ class Store:
             new_entries.append((entry_id, new_member.join_json))
         cutoff = entry_id - self.history  # entries up to here fall out of the history
         db = self._db
-        with db:
+        with db.transaction():
             db.execute("UPDATE contexts SET last_id = ? WHERE id = ?", (entry_id, ctx.id))
             db.executemany(
                 "INSERT INTO entries (context_id, id, body) VALUES (?, ?, ?)",
