@@ -3,18 +3,25 @@
 The state directory is created for its owner alone (it holds the broker context's
 secret). Bad cloud options become one :class:`ConfigError` naming the option; a state
 file that cannot be used raises :class:`~elasticsite.files.StateFileError`.
+
+A :class:`Site` also answers what the command line shows of it (:meth:`Site.queue`,
+:meth:`Site.status`), whatever its batch system; :func:`request_power` hands Slurm's
+power-saving requests to the site's manager.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elasticsite import policies
-from elasticsite.batch.base import BatchError, BatchSystem
+from elasticsite.batch.base import BatchError, BatchSystem, BatchView
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import CloudDriver
 from elasticsite.clouds.local import LocalCloud
@@ -23,7 +30,12 @@ from elasticsite.files import private_dir
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.store import StateStore
 
-__all__ = ["Site", "open_site"]
+if TYPE_CHECKING:
+    from elasticsite.manager.context_link import SavedContext
+    from elasticsite.manager.store import WorkerRecord
+    from elasticsite.model import Job, Transition
+
+__all__ = ["QueueView", "Site", "SiteStatus", "open_site", "request_power"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +49,31 @@ _LOCAL_OPTIONS = {
     "fail_launch",
     "api_delay",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    """The site's jobs in the order the batch system would start them, and how many
+    jobs are in each state."""
+
+    jobs: list[Job]
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class SiteStatus:
+    """The manager's view of its site, read from the state store and the batch system.
+
+    The workers come from the store alone, so they are known even when the batch
+    system cannot be read: then ``batch_error`` says why and ``job_counts`` is empty.
+    """
+
+    workers: list[WorkerRecord]
+    job_counts: dict[str, int]
+    batch_error: BatchError | None
+    context: SavedContext | None
+    counters: dict[str, int]
+    transitions: list[Transition]
 
 
 @dataclass
@@ -60,6 +97,55 @@ class Site:
             "slurm_node_mode": "cloud" if batch.mode == "power_save" else "dynamic",
             "slurm_feature": str(getattr(self.batch, "node_feature", "elastic")),
         }
+
+    @property
+    def lists_finished_jobs(self) -> bool:
+        """Whether :meth:`queue` can list finished jobs: only the embedded batch system
+        keeps them; others are asked through their own tools."""
+        return isinstance(self.batch, LocalBatch)
+
+    def queue(self, *, finished: bool = False) -> QueueView:
+        """The queued and running jobs (with ``finished``, every job), and the count per
+        state: the embedded system counts every job it keeps, others what one snapshot
+        shows.
+
+        Raises :class:`BatchError` when the batch system cannot be read, ValueError for
+        ``finished`` where :attr:`lists_finished_jobs` is false.
+        """
+        if isinstance(self.batch, LocalBatch):
+            jobs = self.batch.jobs(None if finished else ["queued", "running"])
+            return QueueView(jobs, dict(self.batch.counts()))
+        if finished:
+            raise ValueError(f"the {self.config.batch.type} batch system keeps no finished jobs")
+        view = self.batch.snapshot()
+        return QueueView([*view.running, *view.queued], _snapshot_counts(view))
+
+    def status(self, *, events: int = 10) -> SiteStatus:
+        """The unfinished workers, the jobs per state, the broker context, the counters
+        and the last ``events`` transitions; a batch system that cannot be read is
+        reported in the result, not raised."""
+        from elasticsite.manager.context_link import saved_context
+
+        workers = self.store.load(include_done=False)
+        batch_error = None
+        try:
+            counts = self._count_jobs()
+        except BatchError as exc:
+            counts, batch_error = {}, exc
+        return SiteStatus(
+            workers=workers,
+            job_counts=counts,
+            batch_error=batch_error,
+            context=saved_context(self.store),
+            counters=self.store.counters(),
+            transitions=self.store.transitions(last=events) if events else [],
+        )
+
+    def _count_jobs(self) -> dict[str, int]:
+        """Jobs per state, counted as :meth:`queue` counts them."""
+        if isinstance(self.batch, LocalBatch):
+            return dict(self.batch.counts())
+        return _snapshot_counts(self.batch.snapshot())
 
     def manager(self, **kwargs: Any) -> Manager:
         """The site's manager; with a broker configured, its context is ensured first.
@@ -91,6 +177,12 @@ class Site:
             power_save=self.config.batch.mode == "power_save",
             **kwargs,
         )
+
+
+def _snapshot_counts(view: BatchView) -> dict[str, int]:
+    """Queued and running jobs of a snapshot, the states with none left out."""
+    counts = (("queued", len(view.queued)), ("running", len(view.running)))
+    return {state: n for state, n in counts if n}
 
 
 def _local_cloud(
@@ -180,3 +272,37 @@ def open_site(config: SiteConfig, base_dir: Path | None = None) -> Site:
         clouds[cfg.name] = _local_cloud(cfg, config, state_dir, batch_path)
     store = StateStore(state_dir / "manager.db")
     return Site(config, state_dir, batch, clouds, store)
+
+
+def request_power(
+    config: SiteConfig,
+    base_dir: Path,
+    action: str,
+    nodes: Sequence[str],
+    *,
+    label: str,
+    nodelist: str,
+) -> None:
+    """Hand Slurm's power-saving request (``action`` "resume" or "suspend") for
+    ``nodes`` to the manager, and log it as ``label nodelist`` in ``power.log``.
+
+    Under power saving the nodes are queued in the state store and the running manager
+    takes them at its next step; in external mode the manager declared these nodes and
+    drives them itself, so the request is only acknowledged in the log. Opens nothing
+    but the state directory and store (slurmctld waits on this). Raises
+    :class:`~elasticsite.files.StateFileError` when either cannot be used.
+    """
+    # Absolute in power_save mode (the configuration insists); else next to the config.
+    state_dir = config.state_dir(base_dir)
+    private_dir(state_dir)
+    if config.batch.mode == "power_save":
+        store = StateStore(state_dir / "manager.db")
+        try:
+            store.add_power_requests(action, nodes, time.time())
+        finally:
+            store.close()
+    else:
+        label += " (external mode: acknowledged, the manager drives these nodes)"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    with open(state_dir / "power.log", "a", encoding="utf-8") as log_file:
+        log_file.write(f"{stamp} pid {os.getpid()}: {label} {nodelist} ({len(nodes)} nodes)\n")

@@ -13,13 +13,14 @@ and brings them up itself, and slurmctld merely waits for them to register.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-__all__ = ["ConfigOpt", "slurm_app"]
+from elasticsite.cli.common import ConfigOpt, config_path
+
+__all__ = ["slurm_app"]
 
 slurm_app = typer.Typer(
     help="Slurm's power saving hooks: set these as ResumeProgram, SuspendProgram and "
@@ -27,15 +28,6 @@ slurm_app = typer.Typer(
     no_args_is_help=True,
 )
 
-ConfigOpt = Annotated[  # shared by every command that reads a site configuration
-    Path | None,
-    typer.Option(
-        "--config",
-        "-c",
-        help="Site configuration (TOML). Default: $ELASTICSITE_CONFIG, else ./elasticsite.toml.",
-        show_default=False,
-    ),
-]
 NodeList = Annotated[str, typer.Argument(help="Slurm host list, e.g. cloud[1-3,7]")]
 
 
@@ -50,13 +42,16 @@ def _valid_fds() -> None:
 
 
 def _queue(action: str, nodelist: str, config: Path | None, label: str) -> None:
+    """Check the configuration and the host list, then hand the request to the manager.
+
+    Errors are plain ``error: ...`` lines (slurmctld logs them as they are), exit 2."""
     _valid_fds()
     from elasticsite.batch.hostlist import HostlistError, expand
     from elasticsite.config import ConfigError, load_config
-    from elasticsite.files import StateFileError, private_dir
-    from elasticsite.manager.store import StateStore
+    from elasticsite.files import StateFileError
+    from elasticsite.manager.site import request_power
 
-    path = config or Path(os.environ.get("ELASTICSITE_CONFIG", "elasticsite.toml"))
+    path = config_path(config)
     try:
         cfg = load_config(path)
         if cfg.batch.type != "slurm":
@@ -65,26 +60,11 @@ def _queue(action: str, nodelist: str, config: Path | None, label: str) -> None:
     except (ConfigError, HostlistError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    # Absolute in power_save mode (the configuration insists); else next to the config.
-    state_dir = cfg.state_dir(path.resolve().parent)
     try:
-        private_dir(state_dir)
-        if cfg.batch.mode == "power_save":
-            store = StateStore(state_dir / "manager.db")
-            try:
-                store.add_power_requests(action, nodes, time.time())
-            finally:
-                store.close()
+        request_power(cfg, path.resolve().parent, action, nodes, label=label, nodelist=nodelist)
     except StateFileError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    if cfg.batch.mode != "power_save":
-        # External mode: the manager declared these nodes and brings them up (and down)
-        # itself; Slurm's power saving only waits for them to register.
-        label += " (external mode: acknowledged, the manager drives these nodes)"
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    with open(state_dir / "power.log", "a", encoding="utf-8") as log:  # what slurmctld asked
-        log.write(f"{stamp} pid {os.getpid()}: {label} {nodelist} ({len(nodes)} nodes)\n")
 
 
 @slurm_app.command()

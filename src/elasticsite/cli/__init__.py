@@ -1,0 +1,51 @@
+"""The ``elasticsite`` command (typer): one module per command group, each command
+thin (parse, call one library function, render).
+
+``common`` holds what commands share; ``site`` the configured site (run, submit,
+queue, status, policies); ``demo``; ``sim`` (simulate, experiment); ``agent``;
+``broker``; ``context``; ``slurm`` (Slurm's power-saving hooks).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from elasticsite import __version__
+from elasticsite.cli import agent, broker, context, demo, sim, site, slurm
+from elasticsite.cli.common import console
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    help="Extend a batch cluster into IaaS clouds on demand.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback(invoke_without_command=True)
+def main(
+    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+) -> None:
+    """Options before any command: ``--version`` prints the version and stops."""
+    if version:
+        console.print(f"elasticsite {__version__}")
+        raise typer.Exit()
+
+
+# Registered in the order ``elasticsite --help`` lists them.
+app.command(name="demo")(demo.demo)
+app.command(name="run")(site.run)
+app.command(name="submit")(site.submit)
+app.command(name="queue")(site.queue)
+app.command(name="status")(site.status)
+app.command(name="simulate")(sim.simulate)
+app.command(name="experiment")(sim.experiment)
+app.command(name="agent")(agent.agent)
+app.command(name="policies")(site.list_policies)
+app.command(name="broker")(broker.broker)
+app.add_typer(slurm.slurm_app, name="slurm")
+app.add_typer(context.context_app, name="context")

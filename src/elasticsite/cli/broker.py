@@ -1,0 +1,223 @@
+"""``elasticsite broker``: run the recontextualization broker.
+
+Parses and checks every option before anything is created, then serves the
+project's one ASGI app until stopped; every failure is one line on stderr and exit
+status 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import logging
+import socket
+import sqlite3
+from contextlib import suppress
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from elasticsite import logs
+from elasticsite.cli.common import console, err, fail
+from elasticsite.cli.context import TOKEN_ENV
+from elasticsite.context.admission import BrokerLimits
+from elasticsite.files import StateFileError, private_dir
+
+__all__ = ["broker", "broker_limits"]
+
+_LIMITS = BrokerLimits()  # the admission defaults the options show
+
+
+def broker_limits(
+    reserve: list[str], max_members: int, join_rate: float, join_burst: int, max_bytes: int
+) -> BrokerLimits:
+    """The broker's admission defaults, with this host's names reserved; a bad
+    reserved name raises ValueError naming it."""
+    from pydantic import ValidationError
+
+    from elasticsite.context.models import ContextPolicy
+
+    names: list[str] = []
+    for name in (*reserve, socket.gethostname(), socket.getfqdn()):
+        try:
+            names.extend(ContextPolicy(reserved=[name]).reserved)
+        except ValidationError:
+            if name in reserve:
+                raise ValueError(
+                    f"--reserve {name!r} is neither a host name nor an address"
+                ) from None
+    return BrokerLimits(
+        max_members=max_members,
+        join_rate=join_rate,
+        join_burst=join_burst,
+        max_member_bytes=max_bytes,
+        reserved=tuple(dict.fromkeys(names)),
+    )
+
+
+def broker(
+    state_dir: Annotated[
+        Path, typer.Option("--state-dir", help="Where the broker keeps its database and keys.")
+    ],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8443,
+    cert: Annotated[
+        Path | None, typer.Option("--cert", help="TLS certificate (PEM).", show_default=False)
+    ] = None,
+    key: Annotated[
+        Path | None, typer.Option("--key", help="TLS private key (PEM).", show_default=False)
+    ] = None,
+    insecure_http: Annotated[
+        bool, typer.Option("--insecure-http", help="Serve plain HTTP (no TLS): tests only.")
+    ] = False,
+    admin_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--admin-token-file",
+            help=f"File holding the admin token (else ${TOKEN_ENV}, else STATE_DIR/admin.token).",
+            show_default=False,
+        ),
+    ] = None,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            help="Base of the context URIs handed out (default: as the client reached us).",
+            show_default=False,
+        ),
+    ] = None,
+    history: Annotated[
+        int, typer.Option(min=1, help="Entries kept per context; older callers get a snapshot.")
+    ] = 10_000,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            "--header-timeout",
+            help="Seconds a client has to send a request's headers: from connecting (TLS "
+            "handshake included), then from the first byte of each later request.",
+        ),
+    ] = 10.0,
+    keep_alive: Annotated[
+        int,
+        typer.Option(
+            "--keep-alive",
+            help="Seconds an idle connection is kept between requests (longer than agents' "
+            "pauses between polls).",
+        ),
+    ] = 75,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            help="Open connections at most, handshakes included; the open-files limit is "
+            "raised to fit.",
+        ),
+    ] = 16_384,
+    max_connections_per_address: Annotated[
+        int,
+        typer.Option(
+            "--max-connections-per-address",
+            help="Open connections at most from one client address; 0: no limit (agents "
+            "behind one NAT address).",
+        ),
+    ] = 512,
+    reserve: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A host name or address no node of any context may take (repeatable); "
+            "this host's own names are always reserved.",
+            show_default=False,
+        ),
+    ] = None,
+    max_members: Annotated[
+        int, typer.Option(min=1, help="Members per context, unless the context sets its own.")
+    ] = _LIMITS.max_members,
+    join_rate: Annotated[
+        float,
+        typer.Option(min=0.001, help="Joins a second per context, unless it sets its own."),
+    ] = _LIMITS.join_rate,
+    join_burst: Annotated[
+        int, typer.Option(min=1, help="Joins at once above the rate, unless the context sets it.")
+    ] = _LIMITS.join_burst,
+    max_context_bytes: Annotated[
+        int,
+        typer.Option(min=1024, help="Bytes of member records one context may hold."),
+    ] = _LIMITS.max_member_bytes,
+    access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
+) -> None:
+    """Run the recontextualization broker (HTTPS; a self-signed certificate by default)."""
+    from elasticsite.connlimits import ConnectionLimits, LimitError
+    from elasticsite.context.auth import BrokerError, load_admin_token
+    from elasticsite.context.tls import ensure_certificate, fingerprint
+    from elasticsite.server import build_server, create_app, raise_open_files_limit
+
+    try:  # before anything is created
+        limits = ConnectionLimits(
+            header_timeout=header_timeout,
+            keep_alive=keep_alive,
+            max_connections=max_connections,
+            max_connections_per_address=max_connections_per_address,
+        )
+    except LimitError as exc:
+        raise fail(f"--{exc.field.replace('_', '-')} {exc.problem}") from None
+    try:
+        admission = broker_limits(
+            reserve or [], max_members, join_rate, join_burst, max_context_bytes
+        )
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    logs.setup(logging.DEBUG if verbose > 0 else logging.INFO, err)
+    if (cert is None) != (key is None):
+        raise fail("give both --cert and --key, or neither for a self-signed certificate")
+    if insecure_http and cert is not None:
+        raise fail("--insecure-http serves plain HTTP; it cannot be used with --cert/--key")
+    for path in (cert, key):
+        if path is not None and not path.is_file():
+            raise fail(f"no such file: {path}")
+    try:
+        private_dir(state_dir)
+        token, token_source = load_admin_token(state_dir, admin_token_file)
+    except (BrokerError, StateFileError, OSError) as exc:
+        raise fail(str(exc)) from None
+    if not insecure_http and cert is None:
+        cert, key = ensure_certificate(state_dir, [host])
+    scheme = "http" if insecure_http else "https"
+    shown_host = f"[{host}]" if ":" in host else host
+    try:
+        app = create_app(
+            state_dir,
+            admin_token=token,
+            public_url=public_url,
+            history=history,
+            limits=admission,
+        )
+    except (ValueError, OSError, sqlite3.Error, StateFileError) as exc:
+        raise fail(f"cannot open the broker state in {state_dir}: {exc}") from None
+    console.print(f"broker      {scheme}://{shown_host}:{port}", highlight=False)
+    if cert is not None:
+        console.print(f"certificate {cert}", highlight=False, soft_wrap=True)
+        console.print(f"sha256      {fingerprint(cert)}", highlight=False, soft_wrap=True)
+    else:
+        console.print("[bold yellow]plain HTTP:[/] credentials cross the network unencrypted")
+    console.print(f"admin token {token_source}", highlight=False, soft_wrap=True)
+    allowed = raise_open_files_limit(limits.max_connections)
+    server = build_server(
+        app,
+        host=host,
+        port=port,
+        certfile=cert,
+        keyfile=key,
+        access_log=access_log,
+        log_level="debug" if verbose > 1 else "info",
+        connection_limits=dataclasses.replace(limits, max_connections=allowed),
+    )
+    # Thousands of long polls allocate in bursts; the loaded state and the imports
+    # live for the whole run, so keep them out of the collector's scans.
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
+    with suppress(SystemExit):  # uvicorn exits when it cannot bind; said below in one line
+        server.run()
+    if not server.started:
+        raise fail(f"the broker could not listen on {host}:{port} (see the log above)")

@@ -1,0 +1,136 @@
+"""What the ``elasticsite`` commands share: the consoles, one-line errors, the
+``--config`` option, opening the configured site, logging and the metrics table.
+
+Every failure a person can fix is one line on stderr, ``error: ...``, and exit
+status 2; nothing here decides anything about the site.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Protocol
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from elasticsite import logs
+
+if TYPE_CHECKING:
+    from elasticsite.config import SiteConfig
+    from elasticsite.manager.site import Site
+    from elasticsite.metrics import Row
+
+__all__ = [
+    "ConfigOpt",
+    "config_path",
+    "console",
+    "err",
+    "fail",
+    "load_site_config",
+    "open_configured_site",
+    "print_metrics",
+    "setup_logging",
+    "state_errors",
+]
+
+# No emoji codes: job commands, ids, fingerprints and keys (":CD:") are shown as they are.
+console = Console(emoji=False)
+err = Console(stderr=True, emoji=False)
+
+ConfigOpt = Annotated[  # shared by every command that reads a site configuration
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Site configuration (TOML). Default: $ELASTICSITE_CONFIG, else ./elasticsite.toml.",
+        show_default=False,
+    ),
+]
+
+
+class Summary(Protocol):
+    """Metrics that list themselves as (label, value, unit) rows."""
+
+    def to_rows(self) -> list[Row]: ...
+
+
+def setup_logging(verbose: int) -> None:
+    """Warnings only by default; ``-v`` adds progress, ``-vv`` debugging."""
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logs.setup(level, err)
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``error: message`` on stderr; raise the result to end with status 2."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+@contextmanager
+def state_errors() -> Iterator[None]:
+    """A state file that cannot be used (corrupt, locked by another process, unwritable)
+    ends the command with its one-line ``FILE: cause``, exit status 2, no traceback.
+
+    Decorates every command that opens the site's state."""
+    from elasticsite.files import StateFileError
+
+    try:
+        yield
+    except StateFileError as exc:
+        raise fail(str(exc)) from None
+
+
+def config_path(config: Path | None) -> Path:
+    """The configuration file: ``--config``, else $ELASTICSITE_CONFIG, else ./elasticsite.toml."""
+    return config or Path(os.environ.get("ELASTICSITE_CONFIG", "elasticsite.toml"))
+
+
+def load_site_config(config: Path | None) -> SiteConfig:
+    """The validated configuration; a missing or bad file is one error line."""
+    from elasticsite.config import ConfigError, load_config
+
+    path = config_path(config)
+    if not path.exists():
+        raise fail(
+            f"no configuration at {path}; pass --config FILE "
+            "(examples/local.toml runs the embedded site)"
+        )
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+
+def open_configured_site(config: Path | None) -> Site:
+    """The configured site; a bad option (named with its file) or an unusable state file
+    is one error line."""
+    from elasticsite.config import ConfigError
+    from elasticsite.manager.site import open_site
+
+    cfg = load_site_config(config)
+    try:
+        return open_site(cfg)
+    except ConfigError as exc:
+        raise fail(f"{config_path(config)}: {exc}") from None
+
+
+def print_metrics(metrics: Summary) -> None:
+    """The summary table of a demo or a simulation."""
+    table = Table(title="Summary", show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("unit")
+    for label, value, unit in metrics.to_rows():
+        if value is None:
+            shown = "-"
+        elif isinstance(value, float):
+            shown = f"{value:,.2f}" if unit == "money" else f"{value:,.1f}"
+        else:
+            shown = f"{value:,}"
+        table.add_row(label, shown, unit)
+    console.print(table)

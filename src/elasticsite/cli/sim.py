@@ -1,0 +1,275 @@
+"""``elasticsite simulate|experiment``: workloads replayed on the virtual clock, one run
+or a spec's resumable sweep, with their tables, CSVs and plots."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from elasticsite.cli.common import console, fail, print_metrics
+
+__all__ = ["experiment", "simulate"]
+
+
+def simulate(
+    workload: Annotated[
+        str, typer.Option(help="Built-in name, 'lublin', or an SWF trace file (.swf/.gz).")
+    ] = "workload1",
+    policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
+    cloud_limit: Annotated[
+        int | None,
+        typer.Option(min=0, help="Most VMs at once. Default 10; --site-procs with --strategy."),
+    ] = None,
+    boot: Annotated[
+        str | None,
+        typer.Option(help="Boot time, s: 60, 74:205 or 60,62,90. Default 60; 0 with --strategy."),
+    ] = None,
+    shutdown: Annotated[str, typer.Option(help="Shutdown time, s (same forms).")] = "6",
+    price: Annotated[float, typer.Option(min=0, help="Price per VM-hour.")] = 0.10,
+    billing: Annotated[float, typer.Option(min=1, help="Billing increment, s.")] = 3600,
+    cores_per_vm: Annotated[int, typer.Option(min=1)] = 1,
+    interval: Annotated[float, typer.Option(min=0.001, help="Decision period, s.")] = 10.0,
+    scheduler: Annotated[str, typer.Option(help="fcfs or easy.")] = "easy",
+    jobs: Annotated[int, typer.Option(min=1, help="Jobs of a Lublin workload.")] = 10_000,
+    machine_size: Annotated[int, typer.Option(min=1, help="Lublin machine size.")] = 128,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="Where the plot and CSVs go.")] = Path("sim-out"),
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            help="Paper 002 mode: replay on a site of --site-procs plus the cloud under this "
+            "strategy set (naive, shortest_queue, weighted_queue, selective, ...), against "
+            "the site-only base."
+        ),
+    ] = None,
+    site_procs: Annotated[
+        int, typer.Option(min=1, help="Site processors (= nodes = VMs) with --strategy.")
+    ] = 144,
+) -> None:
+    """Replay a workload through a provisioning policy on the virtual clock."""
+    if strategy is not None:
+        _simulate_strategy(
+            workload, strategy, site_procs, site_procs if cloud_limit is None else cloud_limit,
+            boot or "0", price, billing, cores_per_vm, jobs, machine_size, seed, out,
+        )  # fmt: skip
+        return
+    cloud_limit = 10 if cloud_limit is None else cloud_limit
+    boot = "60" if boot is None else boot
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from elasticsite import policies
+    from elasticsite.metrics import timeline
+    from elasticsite.report import write_jobs_csv, write_plot, write_workers_csv
+    from elasticsite.sim.cloud import CloudModel, Durations
+    from elasticsite.sim.elastic import simulate_elastic
+    from elasticsite.sim.workload import load_workload
+
+    if policy not in policies.available():
+        raise fail(f"unknown policy {policy!r}; choose one of {', '.join(policies.available())}")
+    try:
+        work = load_workload(workload, seed=seed, jobs=jobs, machine_size=machine_size)
+        cloud = CloudModel(
+            "cloud",
+            vm_limit=cloud_limit,
+            boot=Durations.parse(boot),
+            shutdown=Durations.parse(shutdown),
+            price_per_hour=price,
+            billing_increment=billing,
+            cores_per_vm=cores_per_vm,
+        )
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if len(work) == 0:
+        raise fail(f"workload {workload!r} has no job")
+    widest = int(work.procs.max())
+    if widest > cores_per_vm:
+        raise fail(
+            f"a job of {workload!r} needs {widest} processors but a VM has {cores_per_vm}; "
+            "jobs run on one VM here: raise --cores-per-vm"
+        )
+    console.print(
+        f"[bold]simulate[/]: {work.name} ({len(work):,} jobs) with the [bold]{policy}[/] policy, "
+        f"up to {cloud_limit} VMs of {cores_per_vm} cores booting in {boot} s"
+    )
+    if work.note:
+        console.print(work.note, highlight=False)
+    end = float(work.submit[-1]) or 1.0
+    with Progress(
+        TextColumn("simulated time"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("sim", total=end)
+        try:
+            result = simulate_elastic(
+                work.arrivals(),
+                [cloud],
+                policy,
+                interval=interval,
+                scheduler=scheduler,
+                seed=seed,
+                progress=lambda now: bar.update(task, completed=min(now, end)),
+            )
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+    metrics = result.metrics()
+    print_metrics(metrics)
+    out.mkdir(parents=True, exist_ok=True)
+    tag = f"{work.name}-{policy}".replace("/", "_")
+    specs = [cloud.spec()]
+    plot = write_plot(
+        out / f"{tag}.png",
+        timeline(result.jobs, result.workers),
+        f"{policy} policy, {work.name} (simulated)",
+    )
+    write_jobs_csv(out / f"{tag}-jobs.csv", result.jobs)
+    write_workers_csv(out / f"{tag}-workers.csv", result.workers, specs, jobs=result.jobs)
+    console.print(f"plot: {plot}   CSVs: {out / tag}-jobs.csv, {out / tag}-workers.csv")
+    console.print(f"{result.events:,} events, {result.decisions:,} decisions")
+
+
+def _simulate_strategy(
+    workload: str, strategy: str, site_procs: int, cloud_limit: int, boot: str, price: float,
+    billing: float, cores_per_vm: int, jobs: int, machine_size: int, seed: int, out: Path,
+) -> None:  # fmt: skip
+    """``simulate --strategy``: the base run, then the strategy, then their figures."""
+    from elasticsite.sim.cloud import CloudModel, Durations
+    from elasticsite.sim.experiment import write_replay_jobs_csv
+    from elasticsite.sim.replay import replay
+    from elasticsite.sim.strategies import get_strategy
+    from elasticsite.sim.workload import load_workload
+
+    if cores_per_vm != 1:
+        raise fail("--strategy runs one single-core VM per processor: leave --cores-per-vm 1")
+    try:
+        get_strategy(strategy)
+        work = load_workload(workload, seed=seed, jobs=jobs, machine_size=machine_size)
+        cloud = CloudModel(
+            "cloud", vm_limit=cloud_limit, boot=Durations.parse(boot),
+            price_per_hour=price, billing_increment=billing,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if len(work) == 0:
+        raise fail(f"workload {workload!r} has no job")
+    console.print(
+        f"[bold]simulate[/]: {work.name} ({len(work):,} jobs) on {site_procs} site processors "
+        f"with the [bold]{strategy}[/] strategy set, up to {cloud_limit} cloud VMs"
+    )
+    if work.note:
+        console.print(work.note, highlight=False)
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    from elasticsite.sim.figures import replay_timeline_plot
+
+    columns = (work.submit, work.procs, work.runtime, work.requested)
+    end = float(work.submit[-1]) or 1.0
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as bar:  # fmt: skip
+        try:
+            runs = []
+            for name, on in (("base", None), (strategy, cloud)):
+                task = bar.add_task(f"{name} (simulated time)", total=end)
+
+                def advance(now: float, task: TaskID = task) -> None:
+                    bar.update(task, completed=min(now, end))
+
+                runs.append(
+                    replay(
+                        *columns,
+                        site_procs=site_procs,
+                        strategy=name,
+                        cloud=on,
+                        seed=seed,
+                        progress=advance,
+                    )
+                )
+                bar.update(task, completed=end)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+    base, result = runs
+    base_metrics = base.metrics()
+    metrics = result.metrics(base_awrt=base_metrics.awrt)
+    print_metrics(metrics)
+    console.print(
+        f"base (site only, EASY): AWRT {base_metrics.awrt:,.1f} s, bounded slowdown "
+        f"{base_metrics.mean_bounded_slowdown:,.1f}, site utilisation "
+        f"{base_metrics.site_utilisation:.1%}",
+        highlight=False,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{work.name}-{strategy}-jobs.csv".replace("/", "_")
+    write_replay_jobs_csv(path, result)
+    plot = replay_timeline_plot(
+        path.with_name(path.name.replace("-jobs.csv", ".png")),
+        result,
+        f"{strategy} strategy set, {work.name} (simulated)",
+    )
+    console.print(f"jobs: {path}   plot: {plot}")
+    console.print(f"{result.events:,} events")
+
+
+def experiment(
+    spec: Annotated[Path, typer.Argument(help="Experiment spec (TOML), e.g. experiments/*.toml.")],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Output directory. Default: experiments-out/<spec name>."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Worker processes. Default: CPU count.")
+    ] = None,
+    rounds: Annotated[int | None, typer.Option(min=1, help="Override the spec's rounds.")] = None,
+) -> None:
+    """Run a spec's sweep (resumable), then write results, summary CSV and plots."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from elasticsite.sim.experiment import SpecError, load_spec, run_experiment
+
+    try:
+        parsed = load_spec(spec)
+    except SpecError as exc:
+        raise fail(str(exc)) from None
+    target = out or Path("experiments-out") / parsed.name
+    started = time.monotonic()
+    with Progress(
+        TextColumn(f"[bold]{parsed.name}[/]"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("runs"), TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("runs", total=None)
+        try:
+            result = run_experiment(
+                parsed, target, workers=workers, rounds=rounds,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )  # fmt: skip
+        except (SpecError, ValueError) as exc:
+            raise fail(str(exc)) from None
+    console.print(
+        f"{result.computed} runs computed, {result.kept} kept from an earlier run, "
+        f"in {time.monotonic() - started:.1f} s"
+    )
+    if result.table:
+        strategies = list(next(iter(result.table.values())))
+        t = Table(title=f"{parsed.name}: means over the rounds", header_style="bold")
+        t.add_column("metric")
+        for s in strategies:
+            t.add_column(s, justify="right")
+        for label, values in result.table.items():
+            t.add_row(label, *(f"{values[s]:,.2f}" for s in strategies))
+        console.print(t)
+    console.print(f"results: {result.results}   summary: {result.summary}")
+    if result.table_csv:
+        console.print(f"table: {result.table_csv}")
+    for plot in result.plots:
+        console.print(f"plot: {plot}")

@@ -1,0 +1,192 @@
+"""``elasticsite run|submit|queue|status|policies``: the configured site's manager,
+its batch queue and its state, and the policies it can run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from elasticsite import __version__
+from elasticsite.cli.common import (
+    ConfigOpt,
+    config_path,
+    console,
+    err,
+    fail,
+    open_configured_site,
+    setup_logging,
+    state_errors,
+)
+
+__all__ = ["list_policies", "queue", "run", "status", "submit"]
+
+
+@state_errors()
+def run(
+    config: ConfigOpt = None,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 1,
+) -> None:
+    """Run the manager loop until interrupted (SIGINT/SIGTERM stop it cleanly)."""
+    setup_logging(verbose)
+    site = open_configured_site(config)
+    try:
+        manager = site.manager()
+    except ValueError as exc:
+        raise fail(f"{config_path(config)}: {exc}") from None
+
+    signals = 0
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal signals
+        signals += 1
+        draining = site.config.manager.on_shutdown == "drain"
+        if signals == 1:
+            logging.getLogger("elasticsite").warning(
+                "signal %d: stopping (%s)%s",
+                signum,
+                "draining and terminating workers" if draining else "leaving workers running",
+                "; signal again to stop at once" if draining else "",
+            )
+        else:
+            logging.getLogger("elasticsite").warning(
+                "signal %d again: stopping now, leaving the remaining workers", signum
+            )
+        manager.stop()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    cfg = site.config
+    err.print(
+        f"elasticsite {__version__}: site {cfg.manager.site_id!r}, policy {cfg.policy.name}, "
+        f"clouds {', '.join(c.name for c in cfg.clouds)}, state in {site.state_dir}"
+    )
+    manager.run()
+
+
+@state_errors()
+def submit(
+    command: Annotated[list[str], typer.Argument(help="The job's command and arguments.")],
+    config: ConfigOpt = None,
+    cores: Annotated[int, typer.Option(min=1)] = 1,
+    walltime: Annotated[float, typer.Option(min=1, help="Requested time limit, s.")] = 3600,
+    count: Annotated[int, typer.Option(min=1, help="Submit this many copies.")] = 1,
+) -> None:
+    """Queue a job on the site's batch system: submit --cores 1 --walltime 60 -- sleep 30"""
+    from elasticsite.batch.base import BatchError, JobRequest
+    from elasticsite.files import StateFileError
+
+    site = open_configured_site(config)
+    user = os.environ.get("USER", "") or str(os.getuid())
+    for _ in range(count):
+        try:
+            job_id = site.batch.submit(JobRequest(command, cores, walltime, user))
+        except StateFileError:
+            raise  # said as FILE: cause
+        except BatchError as exc:
+            raise fail(f"cannot submit: {exc}") from None
+        console.print(job_id)
+
+
+@state_errors()
+def queue(
+    config: ConfigOpt = None,
+    all_jobs: Annotated[bool, typer.Option("--all", help="Include finished jobs.")] = False,
+) -> None:
+    """Show the site's queued and running jobs (with --all, finished ones too on the
+    embedded site), in the order the batch system would start them."""
+    from elasticsite.batch.base import BatchError
+    from elasticsite.files import StateFileError
+
+    site = open_configured_site(config)
+    if all_jobs and not site.lists_finished_jobs:
+        raise fail("--all needs the embedded batch system; use the batch system's own tools")
+    try:
+        shown = site.queue(finished=all_jobs)
+    except StateFileError:
+        raise  # said as FILE: cause
+    except BatchError as exc:
+        raise fail(f"cannot read the batch system: {exc}") from None
+    now = time.time()
+    t = Table(show_header=True, header_style="bold")
+    for col in ("job", "state", "cores", "walltime", "node", "waited", "command"):
+        t.add_column(col)
+    for j in shown.jobs:
+        waited = (j.started_at or now) - j.submitted_at
+        t.add_row(
+            j.id,
+            j.state.value,
+            str(j.cores),
+            f"{j.walltime:g}",
+            j.node or "",
+            f"{waited:.0f}s",
+            j.command,
+        )
+    console.print(t)
+    console.print(", ".join(f"{k} {v}" for k, v in sorted(shown.counts.items())) or "no jobs")
+
+
+@state_errors()
+def status(
+    config: ConfigOpt = None,
+    events: Annotated[int, typer.Option(min=0, help="Show this many recent transitions.")] = 10,
+) -> None:
+    """Show the manager's workers, their states and the queue, from the state database."""
+    site = open_configured_site(config)
+    state = site.status(events=events)
+    now = time.time()
+    t = Table(show_header=True, header_style="bold", title=f"site {site.config.manager.site_id}")
+    for col in ("worker", "node", "cloud", "state", "for", "jobs", "instance", "note"):
+        t.add_column(col)
+    for r in state.workers:
+        w = r.worker
+        t.add_row(
+            w.id,
+            w.node if w.node != w.id else "",
+            w.cloud,
+            w.state.value,
+            f"{now - w.state_since:.0f}s",
+            str(w.running_jobs),
+            w.instance_id or "",
+            r.last_error,
+        )
+    console.print(t)
+    if state.batch_error is not None:  # the workers above come from the store alone
+        raise fail(f"cannot read the batch system: {state.batch_error}")
+    counts = state.job_counts
+    console.print("queue: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "empty"))
+    if state.context is not None:
+        console.print(
+            f"context: {state.context.uri} ({len(state.context.pending_removals)} departures "
+            "waiting for the broker)",
+            highlight=False,
+        )
+    if state.counters:
+        console.print(
+            "counters: " + ", ".join(f"{k} {v}" for k, v in sorted(state.counters.items()))
+        )
+    if state.transitions:
+        console.print("recent transitions:")
+        for tr in state.transitions:
+            when = time.strftime("%H:%M:%S", time.localtime(tr.at))
+            before = tr.from_state.value if tr.from_state else "-"
+            console.print(
+                f"  {when} {tr.worker_id}: {before} -> {tr.to_state.value} ({tr.cause})",
+                highlight=False,
+            )
+
+
+def list_policies() -> None:
+    """List the provisioning policies available (built in and installed)."""
+    from elasticsite import policies
+
+    for name in policies.available():
+        fn = policies.get(name)
+        doc = (sys.modules[fn.__module__].__doc__ or fn.__doc__ or "").strip().splitlines()
+        console.print(f"[bold]{name}[/]: {doc[0] if doc else ''}", highlight=False)
