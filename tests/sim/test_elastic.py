@@ -29,13 +29,15 @@ def cloud(
 def test_two_jobs_on_demand_hand_worked() -> None:
     # t=0: both jobs queued; the first decision launches two workers (one per job).
     # t=30: both join and start their 60 s jobs; t=90: both finish, all work is done,
-    # so both are drained and terminated, gone at t=95 after the 5 s shutdown.
+    # so both are drained; t=100, the next step: the batch system has drained them,
+    # so both are terminated, gone at t=105 after the 5 s shutdown (as the live
+    # manager does: a drain is a batch command whose outcome the next step settles).
     r = simulate_elastic([(0.0, 1, 60.0, 120.0)] * 2, [cloud()], "on_demand", interval=10.0)
     assert [(j.started_at, j.finished_at) for j in r.jobs] == [(30.0, 90.0), (30.0, 90.0)]
     assert {j.node for j in r.jobs} == {"c-00001", "c-00002"}
     m = r.metrics()
     assert m.elapsed == 90.0 and m.wait_mean == 30.0
-    assert m.overhead_total == pytest.approx(2 * (95.0 - 60.0))  # boot 30 + shutdown 5, each
+    assert m.overhead_total == pytest.approx(2 * (105.0 - 60.0))  # boot 30 + drain 10 + 5
     assert m.cost_total == pytest.approx(0.20)  # two started VM-hours
     assert all(w.state is WorkerState.TERMINATED for w in r.workers)
 
@@ -90,6 +92,8 @@ def test_bad_input_is_named() -> None:
         simulate_elastic([(0.0, 1, 1.0, 1.0)], [])
     with pytest.raises(ValueError, match="unknown scheduler"):
         simulate_elastic([(0.0, 1, 1.0, 1.0)], [cloud()], scheduler="sjf")
+    with pytest.raises(ValueError, match="the largest VM of these clouds has 1"):
+        simulate_elastic([(0.0, 2, 1.0, 1.0)], [cloud()])
 
 
 arrival = st.tuples(

@@ -54,6 +54,8 @@ class Instance:
     tags: dict[str, str] = field(default_factory=dict)
     created_at: float = 0.0
     address: str = ""
+    ended_at: float | None = None
+    """When the instance stopped, for a terminated one, if the cloud says."""
 
 
 @runtime_checkable

@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -29,7 +30,7 @@ from elasticsite.manager.store import StateStore
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ContextLink"]
+__all__ = ["ContextLink", "SavedContext", "saved_context"]
 
 _KEYS = ("id", "uri", "key", "secret")
 _PENDING = "context.pending_removals"
@@ -147,8 +148,9 @@ class ContextLink:
     def context_id(self) -> str | None:
         return self.store.get_meta("context.id")
 
-    def forget(self, host: str) -> None:
-        """Record that ``host`` (a worker's node name) left; retried until the broker agrees.
+    def remember(self, host: str) -> str:
+        """Record (in the store, from the manager's loop) that ``host`` (a worker's node
+        name) left; returns the name the broker knows it by. Kept until :meth:`done`.
 
         Workers publish their node name as a host-name label (``as_label``)."""
         host = as_label(host)
@@ -156,28 +158,61 @@ class ContextLink:
         if host not in pending:
             pending.append(host)
             self.store.set_meta(_PENDING, json.dumps(pending))
-        self.flush()
+        return host
 
     def pending(self) -> list[str]:
         raw = self.store.get_meta(_PENDING)
         return list(json.loads(raw)) if raw else []
 
-    def flush(self) -> int:
-        """Send the pending removals; returns how many are still pending."""
-        pending = self.pending()
+    def send(self, host: str) -> None:
+        """Tell the broker that ``host`` left (network only: runs on the manager's pool).
+
+        Raises :class:`ContextError` when the broker cannot be reached or refuses; a
+        host it does not know (already left, or never joined) counts as done."""
         cid = self.context_id
-        if not pending or cid is None:
-            return len(pending)
-        left: list[str] = []
-        for i, host in enumerate(pending):
+        if cid is None:
+            return
+        try:
+            self.client.remove_host(cid, host)
+            log.info("context %s: %s removed", cid, host)
+        except ContextError as exc:
+            if exc.status != 404:
+                raise
+
+    def done(self, host: str) -> None:
+        """The broker has recorded ``host``'s departure: stop retrying it."""
+        pending = self.pending()
+        if host in pending:
+            pending.remove(host)
+            self.store.set_meta(_PENDING, json.dumps(pending))
+
+    def flush(self) -> int:
+        """Send every pending removal now; returns how many are still pending."""
+        for host in self.pending():
             try:
-                self.client.remove_host(cid, host)
-                log.info("context %s: %s removed", cid, host)
+                self.send(host)
             except ContextError as exc:
-                if exc.status == 404:  # already left (its agent said goodbye), or never joined
-                    continue
-                log.warning("context %s: removing %s failed (will retry): %s", cid, host, exc)
-                left = pending[i:]
+                log.warning("context: removing %s failed (will retry): %s", host, exc)
                 break
-        self.store.set_meta(_PENDING, json.dumps(left))
-        return len(left)
+            self.done(host)
+        return len(self.pending())
+
+
+@dataclass(frozen=True, slots=True)
+class SavedContext:
+    """The site's context as its state store keeps it: where it lives, and the
+    departures (host names) the broker has not yet recorded."""
+
+    uri: str
+    pending_removals: list[str]
+
+
+def saved_context(store: StateStore) -> SavedContext | None:
+    """The context the manager created for this site, read from ``store`` alone (no
+    broker, no admin token: what ``elasticsite status`` shows); None before the
+    manager first created one."""
+    uri = store.get_meta("context.uri")
+    if not uri:
+        return None
+    raw = store.get_meta(_PENDING)
+    return SavedContext(uri, list(json.loads(raw)) if raw else [])

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from elasticsite.files import StateFileError, private_dir, private_sqlite, state_file_error
+from elasticsite.core.plan import WorkerRecord, worker_id, worker_number
+from elasticsite.files import StateFileError, private_dir
 from elasticsite.model import Transition, Worker, WorkerState
+from elasticsite.sqlite import Connection, connect
 
 __all__ = [
     "LOCK_TIMEOUT",
@@ -81,28 +82,6 @@ CREATE TABLE IF NOT EXISTS power_requests (
 """
 
 
-def worker_id(cloud: str, number: int) -> str:
-    """The id of worker ``number`` of ``cloud``; its instance is named after it."""
-    return f"{cloud}-{number:05d}"
-
-
-def worker_number(wid: str) -> int | None:
-    """The number in a worker id made by :func:`worker_id`; None for any other name."""
-    head, sep, tail = wid.rpartition("-")
-    return int(tail) if head and sep and tail.isascii() and tail.isdigit() else None
-
-
-@dataclass(slots=True)
-class WorkerRecord:
-    """A worker plus the manager's bookkeeping for retries and cleanup."""
-
-    worker: Worker
-    attempts: int = 0
-    next_attempt_at: float = 0.0
-    instance_gone: bool = False
-    last_error: str = ""
-
-
 class StateStore:
     """One SQLite file holding the manager's state; safe to open from several processes."""
 
@@ -111,56 +90,29 @@ class StateStore:
         self.timeout = LOCK_TIMEOUT if timeout is None else timeout
         self._local = threading.local()
         private_dir(self.path.parent, tighten=False)  # the site's state directory is made so
-        private_sqlite(self.path)  # before SQLite creates -wal and -shm with its mode
-        with self._errors():
-            self._db().executescript(_SCHEMA)  # commits on its own
+        db = self._db()
+        for statement in filter(str.strip, _SCHEMA.split(";")):
+            # Each on its own and deferred: a table that exists takes no write lock, so
+            # opening the store to read works while another process writes.
+            with db.transaction(immediate=False):
+                db.execute(statement)
 
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """SQLite errors that say the file is unusable become :class:`StateFileError`."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            translated = state_file_error(self.path, exc)
-            if translated is None:
-                raise
-            raise translated from exc
-
-    def _db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
+    def _db(self) -> Connection:
+        """This thread's connection, opened (private, WAL, ``synchronous=FULL``) on first use."""
+        db: Connection | None = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-            try:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=FULL")
-            except sqlite3.Error:
-                db.close()
-                raise
+            db = connect(self.path, synchronous="FULL", busy_timeout=self.timeout)
             self._local.db = db
         return db
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """All writes inside commit together or not at all."""
-        with self._errors():
-            db = self._db()
-            if db.in_transaction:
-                yield db
-                return
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:  # also after a failed COMMIT: never stay inside
-                    with suppress(sqlite3.Error):
-                        db.execute("ROLLBACK")
-                raise
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """All writes inside commit together or not at all; nested blocks join the outer one."""
+        return self._db().transaction()
 
     def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        """All rows of one query, with the file's errors translated."""
-        with self._errors():
-            return self._db().execute(sql, args).fetchall()
+        """All rows of one query, read from one snapshot."""
+        with self._db().transaction(immediate=False) as db:
+            return db.execute(sql, args).fetchall()
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)

@@ -1,5 +1,9 @@
 """The simulated cloud: how long VMs take to boot and shut down, how many may run, what they cost.
 
+:class:`CloudModel` describes a cloud; :class:`SimCloud` is that cloud as a
+:class:`~elasticsite.clouds.base.CloudDriver` on the virtual clock, which the
+simulator's manager core drives exactly as the live manager drives a real cloud.
+
 Boot and shutdown times are a :class:`Durations`: a constant, a uniform range, or an
 empirical list sampled with replacement (paper 000 saw EC2 boots from 74 to 205 s).
 Billing follows :func:`elasticsite.model.billed_cost`: every started increment is
@@ -10,12 +14,15 @@ paid, so ``billing_increment=3600`` rounds partial hours up as paper 002 does an
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from elasticsite.clouds.base import CloudError, Instance, InstanceState
 from elasticsite.model import CloudSpec, VMType, billed_cost
+from elasticsite.sim.engine import Simulation
 
-__all__ = ["CloudModel", "Durations"]
+__all__ = ["CloudModel", "Durations", "SimCloud"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +128,95 @@ class CloudModel:
             shutdown_time=self.shutdown.mean,
             vm_types=(VMType("vm", self.cores_per_vm),),
         )
+
+
+class NodeHost(Protocol):
+    """What a booted or stopping instance tells its batch system (a worker's daemon)."""
+
+    def register(self, name: str) -> None: ...
+    def node_down(self, name: str) -> None: ...
+
+
+class SimCloud:
+    """A :class:`CloudModel` as a cloud driver on the virtual clock.
+
+    ``launch`` is idempotent by name and refuses (``CloudError``) past the VM limit;
+    an instance is PENDING for a boot time sampled from ``rng``, then RUNNING, when
+    its node (the user data's ``node``) registers with ``batch``; ``terminate`` makes
+    it STOPPING (its node goes down) for a sampled shutdown time, then TERMINATED,
+    with ``ended_at`` set. ``describe`` reports each terminated instance once more,
+    then forgets it, as real clouds do after a while.
+    """
+
+    def __init__(
+        self, model: CloudModel, sim: Simulation, rng: random.Random, batch: NodeHost
+    ) -> None:
+        self.name = model.name
+        self.model = model
+        self.sim = sim
+        self.rng = rng
+        self.batch = batch
+        self._by_name: dict[str, Instance] = {}
+        self._node: dict[str, str] = {}
+        self._live = 0
+        self._serial = 0
+
+    def launch(
+        self,
+        vm_type: VMType,
+        names: Sequence[str],
+        userdata: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> list[Instance]:
+        out: list[Instance] = []
+        for name in names:
+            inst = self._by_name.get(name)
+            if inst is not None and inst.state is not InstanceState.TERMINATED:
+                out.append(inst)
+                continue
+            if self._live >= self.model.vm_limit:
+                raise CloudError(
+                    f"cloud {self.name}: launch {name}: the limit of {self.model.vm_limit} VMs "
+                    "is reached"
+                )
+            self._serial += 1
+            inst = Instance(
+                f"{self.name}-i{self._serial}",
+                name,
+                InstanceState.PENDING,
+                dict(tags),
+                created_at=self.sim.now,
+            )
+            self._by_name[name] = inst
+            self._node[inst.id] = userdata.get("node", name)
+            self._live += 1
+            self.sim.at(self.sim.now + self.model.boot.sample(self.rng), self._booted, inst)
+            out.append(inst)
+        return out
+
+    def _booted(self, inst: Instance) -> None:
+        if inst.state is InstanceState.PENDING:
+            inst.state = InstanceState.RUNNING
+            self.batch.register(self._node[inst.id])
+
+    def describe(self) -> list[Instance]:
+        found = list(self._by_name.values())
+        for inst in found:
+            if inst.state is InstanceState.TERMINATED:
+                del self._by_name[inst.name]  # reported once, then gone
+        return found
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        wanted = set(instance_ids)
+        for inst in self._by_name.values():
+            if inst.id in wanted and inst.state in (InstanceState.PENDING, InstanceState.RUNNING):
+                inst.state = InstanceState.STOPPING
+                self.batch.node_down(self._node[inst.id])
+                delay = self.model.shutdown.sample(self.rng)
+                self.sim.at(self.sim.now + delay, self._stopped, inst)
+
+    def _stopped(self, inst: Instance) -> None:
+        inst.state = InstanceState.TERMINATED
+        inst.ended_at = self.sim.now
+        self._live -= 1
+        self._node.pop(inst.id, None)

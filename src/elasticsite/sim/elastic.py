@@ -1,20 +1,18 @@
-"""An elastic site on the virtual clock: the live manager's policies, simulated clouds.
+"""An elastic site on the virtual clock, run by the live manager's own core.
 
-Every ``interval`` the run builds the same :class:`~elasticsite.model.SiteSnapshot`
-the live manager builds and calls the same
-:func:`elasticsite.policies.evaluate`; the decision is carried out by simulated
-clouds (workers join after a sampled boot time, leave after a sampled shutdown
-time) and the queue is scheduled by the same code as the embedded batch system
-(:mod:`elasticsite.batch.scheduling`). What a policy does here is what it does in
-production.
+Every ``interval`` the run does what the live manager's step does (:mod:`elasticsite.
+manager.loop`): it settles the outcomes of the commands run at the last step, senses
+(a snapshot of the simulated batch system, each simulated cloud's instances),
+lets :func:`elasticsite.core.observe` move the workers, asks the same
+:func:`elasticsite.policies.evaluate`, and has :func:`elasticsite.core.apply` carry the
+decision out. The commands run against :class:`~elasticsite.sim.cloud.SimCloud` and
+:class:`~elasticsite.sim.batch.SimBatch`, which fulfil the same contracts as the real
+clouds and batch systems, through the live manager's own command runner. Nothing here
+moves a worker between states: what a policy does here is what it does in production.
 
-Simplifications, each the live manager's best case: a cloud answers a launch at
-once (the boot time is the whole delay), the batch system sees a node the moment
-its worker joins, and no worker stalls or fails. Workers move between idle and busy
-when jobs start and end; a drained worker is terminated at the next decision, as
-the live loop does. When the last job has finished, workers a policy keeps (steady
-stream's floor, a dedicated pool) are drained and terminated, as a manager stopped
-with ``on_shutdown = "drain"`` would.
+The simulated clouds answer at once (the boot time is the whole delay) and nothing
+fails. When the last job has finished, the site stops as a manager configured with
+``on_shutdown = "drain"`` does: pending workers go, the others drain and go.
 """
 
 from __future__ import annotations
@@ -23,25 +21,20 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from elasticsite import policies
-from elasticsite.batch import scheduling
+from elasticsite import core, policies
+from elasticsite.clouds.base import WORKER_TAG, Instance
+from elasticsite.core import CoreConfig, CoreState, Outcome, Plan
+from elasticsite.manager.commands import CommandRunner
 from elasticsite.metrics import WorkloadMetrics, workload_metrics
-from elasticsite.model import (
-    Cause,
-    Decision,
-    Job,
-    JobState,
-    SiteSnapshot,
-    Transition,
-    Worker,
-    WorkerState,
-)
-from elasticsite.sim.cloud import CloudModel
+from elasticsite.model import Decision, Job, Transition, Worker
+from elasticsite.sim.batch import SimBatch
+from elasticsite.sim.cloud import CloudModel, SimCloud
 from elasticsite.sim.engine import Simulation
 
-__all__ = ["ElasticResult", "simulate_elastic"]
+__all__ = ["SIM_SITE", "ElasticResult", "ElasticRun", "simulate_elastic"]
 
-S = WorkerState
+SIM_SITE = "simulated"
+"""The site id of simulated instances' tags."""
 
 
 @dataclass(slots=True)
@@ -61,8 +54,8 @@ class ElasticResult:
         )
 
 
-class _Run:
-    """The state of one simulated elastic site; handlers are scheduled on ``sim``."""
+class ElasticRun:
+    """One simulated elastic site: the core, a simulated batch system and clouds."""
 
     def __init__(
         self,
@@ -79,183 +72,101 @@ class _Run:
             raise ValueError("an elastic site needs at least one cloud")
         if interval <= 0:
             raise ValueError(f"interval must be > 0, got {interval}")
-        if scheduler not in scheduling.POLICIES:
-            raise ValueError(
-                f"unknown scheduler {scheduler!r}; use one of {', '.join(scheduling.POLICIES)}"
-            )
         if warm_up < 0:
             raise ValueError(f"warm_up must be >= 0 seconds, got {warm_up}")
+        largest = max(vm.cores for c in clouds for vm in c.spec().vm_types)
         first = min((a[0] for a in arrivals), default=0.0)
         self.sim = Simulation(start=first - warm_up)
-        self.rng = random.Random(seed)
-        self.clouds = {c.name: c for c in clouds}
-        self.specs = [c.spec() for c in clouds]
+        self.batch = SimBatch(self.sim, scheduler)
+        rng = random.Random(seed)
+        self.models = list(clouds)
+        self.clouds = {c.name: SimCloud(c, self.sim, rng, self.batch) for c in clouds}
+        specs = [c.spec() for c in clouds]
         self.policy = policy
         self.settings = settings
-        self.interval = interval
-        self.scheduler = scheduler
+        self.config = CoreConfig(site_id=SIM_SITE, clouds=tuple(specs), interval=interval)
+        self.state = CoreState()
+        self.runner = CommandRunner(
+            batch=self.batch,
+            clouds=self.clouds,
+            specs=specs,
+            site_id=SIM_SITE,
+            userdata={},
+            clock=lambda: self.sim.now,
+        )
         self.jobs: list[Job] = []
-        self.queue: list[Job] = []
-        self.running: dict[str, Job] = {}
-        self.workers: dict[str, Worker] = {}
-        self.free: dict[str, int] = {}  # joined, schedulable nodes -> free cores
+        self.workers: list[Worker] = []
+        self.log: list[Transition] = []
+        """Every transition, in the order the core made them (as the manager's store)."""
         self.decisions = 0
-        self.pending_arrivals = len(arrivals)
-        self.done = 0
-        self.ticking = False
-        self.seq = 0
+        self._outcomes: list[Outcome] = []
+        self._numbers = 0
         for i, (at, cores, runtime, walltime) in enumerate(arrivals):
             if cores < 1 or runtime < 0 or walltime <= 0:
                 raise ValueError(
                     f"job {i}: needs cores >= 1, runtime >= 0 and walltime > 0, "
                     f"got {cores}, {runtime}, {walltime}"
                 )
+            if cores > largest:
+                raise ValueError(
+                    f"job {i}: needs {cores} cores on one node; the largest VM of these "
+                    f"clouds has {largest}, so it could never run"
+                )
             job = Job(str(i + 1), cores, walltime, at, runtime=runtime)
             self.jobs.append(job)
-            self.sim.at(at, self._arrive, job)
-        if warm_up > 0:
-            # Decisions start ahead of the workload, so a policy's floor (a dedicated
-            # pool, steady stream's worker) is booted and joined before the first job.
-            self.ticking = True
-            self.sim.at(self.sim.now, self._tick)
+            self.sim.at(at, self.batch.arrive, job)
+        # Decisions start with the first job, as a manager started with the site; with a
+        # warm-up, ahead of it, so a policy's floor is booted before the workload.
+        self.sim.at(self.sim.now, self.step)
 
-    # -- jobs --------------------------------------------------------------------
-
-    def _arrive(self, job: Job) -> None:
-        self.pending_arrivals -= 1
-        self.queue.append(job)
-        self._schedule()
-        if not self.ticking:
-            # Decisions start with the first job, as a manager started with the site.
-            self.ticking = True
-            self.sim.at(self.sim.now, self._tick)
-
-    def _schedule(self) -> None:
-        if not self.queue or not self.free:
-            return
+    def step(self, _: object = None) -> None:
+        """One step of the manager's loop, on the virtual clock."""
         now = self.sim.now
-        running = [
-            (j.node or "", j.cores, (j.started_at or now) + j.walltime)
-            for j in self.running.values()
-        ]
-        nodes = list(self.free.items())
-        starts = dict(scheduling.schedule(self.scheduler, now, self.queue, nodes, running))
-        if not starts:
-            return
-        kept = []
-        for job in self.queue:
-            node = starts.get(job.id)
-            if node is None:
-                kept.append(job)
-                continue
-            job.state = JobState.RUNNING
-            job.started_at = now
-            job.node = node
-            self.free[node] -= job.cores
-            self.running[job.id] = job
-            w = self.workers[node]
-            w.running_jobs += 1
-            if w.state is S.IDLE:
-                w.transition(S.BUSY, now, Cause.JOB_STARTED)
-            duration = min(job.runtime or 0.0, job.walltime)
-            self.sim.at(now + duration, self._finish, job)
-        self.queue = kept
-
-    def _finish(self, job: Job) -> None:
-        now = self.sim.now
-        job.state = JobState.DONE
-        job.finished_at = now
-        job.exit_code = 0 if (job.runtime or 0.0) <= job.walltime else -9
-        del self.running[job.id]
-        self.done += 1
-        node = job.node or ""
-        w = self.workers[node]
-        w.running_jobs -= 1
-        if node in self.free:
-            self.free[node] += job.cores
-        if w.running_jobs == 0 and w.state is S.BUSY:
-            w.transition(S.IDLE, now, Cause.JOB_FINISHED)
-        self._schedule()
-
-    # -- decisions -----------------------------------------------------------------
-
-    def _tick(self, _: object) -> None:
-        now = self.sim.now
-        all_done = self.pending_arrivals == 0 and not self.queue and not self.running
-        live = [w for w in self.workers.values() if w.state.live]
-        if all_done:
-            self._wind_down(live)
-            return
-        for w in live:
-            w.free_cores = self.free.get(w.node or w.id, 0)
-        snapshot = SiteSnapshot(
-            now, list(self.queue), list(self.running.values()), live, self.specs
+        outcomes, self._outcomes = self._outcomes, []
+        view = self.batch.snapshot()
+        instances: dict[str, dict[str, Instance]] = {
+            name: {i.tags.get(WORKER_TAG) or i.name: i for i in cloud.describe()}
+            for name, cloud in self.clouds.items()
+        }
+        plan = Plan()
+        snapshot = core.observe(
+            self.state,
+            plan,
+            self.config,
+            now,
+            outcomes,
+            {n.name: n for n in view.nodes},
+            instances,
+            view.queued,
+            view.running,
         )
-        decision = policies.evaluate(self.policy, snapshot, self.settings)
-        self.decisions += 1
-        self._act(decision)
-        self.sim.at(now + self.interval, self._tick)
+        if len(self.batch.jobs) == len(self.jobs) and not view.queued and not view.running:
+            self.state.shutting_down = True  # all work done: the site stops, draining
+        if self.state.shutting_down:
+            decision = core.shutdown_decision(snapshot)
+        else:
+            decision = policies.evaluate(self.policy, snapshot, self.settings)
+            self.decisions += 1
+        core.apply(self.state, plan, self.config, now, decision, self._new_ids(decision))
+        self._carry_out(plan)
+        if not (self.state.shutting_down and not self.state.records and not self._outcomes):
+            self.sim.at(now + self.config.interval, self.step)
 
-    def _wind_down(self, live: list[Worker]) -> None:
-        """All work is done: drain and terminate whatever the policy keeps."""
-        now = self.sim.now
-        for w in live:
-            if w.state in (S.IDLE, S.BUSY):
-                w.transition(S.DRAINING, now, Cause.SHUTDOWN)
-                self._terminate(w, Cause.DRAINED)
-            elif w.state is S.DRAINING:
-                self._terminate(w, Cause.DRAINED)
-            elif w.state.pending:
-                self._terminate(w, Cause.SHUTDOWN)
+    def _new_ids(self, decision: Decision) -> dict[str, list[str]]:
+        """Ids as the manager's store gives them: one counter across clouds."""
+        ids: dict[str, list[str]] = {}
+        for cloud, count in core.launches(decision).items():
+            ids[cloud] = [core.worker_id(cloud, self._numbers + k + 1) for k in range(count)]
+            self._numbers += count
+        return ids
 
-    def _act(self, decision: Decision) -> None:
-        now = self.sim.now
-        for t in decision.terminate:
-            self._terminate(self.workers[t.worker_id], t.cause)
-        for d in decision.drain:
-            w = self.workers[d.worker_id]
-            if w.state in (S.IDLE, S.BUSY):
-                w.transition(S.DRAINING, now, d.cause)
-                self.free.pop(w.node or w.id, None)
-        for u in decision.undrain:
-            w = self.workers[u.worker_id]
-            if w.state is S.DRAINING:
-                w.transition(S.BUSY if w.running_jobs else S.IDLE, now, u.cause)
-                self.free[w.node or w.id] = w.cores - sum(
-                    j.cores for j in self.running.values() if j.node == w.node
-                )
-        for launch in decision.launch:
-            cloud = self.clouds[launch.cloud]
-            for _ in range(launch.count):
-                self.seq += 1
-                wid = f"{cloud.name}-{self.seq:05d}"
-                w = Worker(wid, cloud.name, launch.vm_type, cloud.cores_per_vm, now)
-                w.history.append(Transition(wid, None, S.REQUESTED, now, launch.cause))
-                w.transition(S.BOOTING, now, Cause.BOOTED)
-                self.workers[wid] = w
-                self.sim.at(now + cloud.boot.sample(self.rng), self._join, w)
-        if decision.undrain or decision.launch:
-            self._schedule()
-
-    def _join(self, w: Worker) -> None:
-        if w.state is not S.BOOTING:
-            return  # terminated while booting
-        w.transition(S.IDLE, self.sim.now, Cause.JOINED)
-        self.free[w.node or w.id] = w.cores
-        self._schedule()
-
-    def _terminate(self, w: Worker, cause: Cause) -> None:
-        now = self.sim.now
-        if not w.state.live or w.state is S.TERMINATING:
-            return
-        self.free.pop(w.node or w.id, None)
-        if w.state in (S.IDLE, S.BUSY):
-            w.transition(S.DRAINING, now, cause)
-        w.transition(S.TERMINATING, now, cause)
-        self.sim.at(now + self.clouds[w.cloud].shutdown.sample(self.rng), self._gone, w)
-
-    def _gone(self, w: Worker) -> None:
-        w.transition(S.TERMINATED, self.sim.now, Cause.CLOUD_REPORTED)
+    def _carry_out(self, plan: Plan) -> None:
+        self.workers.extend(rec.worker for rec in plan.new)
+        self.log.extend(plan.transitions)
+        for wid in plan.forgotten:
+            self.state.records.pop(wid, None)
+        for command in plan.commands:
+            self._outcomes.append(self.runner.run(command))
 
 
 def simulate_elastic(
@@ -276,7 +187,7 @@ def simulate_elastic(
     Decisions start with the first job, or ``warm_up`` seconds before it (the papers'
     dedicated baseline has its pool booted before the workload arrives).
     """
-    run = _Run(
+    run = ElasticRun(
         arrivals,
         clouds,
         policies.get(policy),
@@ -287,6 +198,4 @@ def simulate_elastic(
         warm_up,
     )
     run.sim.run(progress=progress)
-    return ElasticResult(
-        run.jobs, list(run.workers.values()), list(clouds), run.decisions, run.sim.events
-    )
+    return ElasticResult(run.jobs, run.workers, list(clouds), run.decisions, run.sim.events)

@@ -1,0 +1,302 @@
+"""From what the clouds and the batch system report to the workers' states.
+
+:func:`observe` is the first half of a step, shared by the live manager and the
+simulator: it settles the outcomes of the commands that finished since the last step,
+then follows every worker from what its instance and its node say (launch retries,
+joins, losses, idle/busy, terminations confirmed), adopts tagged instances no
+record knows of, and terminates strays. It returns the snapshot the policy decides
+on. Deterministic; no clock, no I/O: the driver passes ``now`` and what it sensed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from elasticsite.batch.base import Node, NodeState
+from elasticsite.clouds.base import SITE_TAG, Instance
+from elasticsite.clouds.base import InstanceState as IS
+from elasticsite.core.plan import (
+    AddAndLaunch,
+    CoreConfig,
+    CoreState,
+    DrainNode,
+    ForgetNode,
+    Outcome,
+    Plan,
+    RemoveNode,
+    TerminateInstance,
+    UndrainNode,
+    WorkerRecord,
+    command_key,
+)
+from elasticsite.core.transitions import move, move_new
+from elasticsite.model import Cause, Job, SiteSnapshot, Worker, WorkerState
+
+__all__ = ["observe", "settle"]
+
+S = WorkerState
+_UP = (NodeState.IDLE, NodeState.BUSY, NodeState.DRAINING, NodeState.DRAINED)
+_DRAINING = (NodeState.DRAINING, NodeState.DRAINED)
+_FINAL = (S.TERMINATED, S.FAILED)
+_STEADY = {S.IDLE: NodeState.IDLE, S.BUSY: NodeState.BUSY, S.DRAINING: NodeState.DRAINING}
+"""Worker state -> the node state that means "nothing changed"."""
+
+
+def observe(
+    state: CoreState,
+    plan: Plan,
+    config: CoreConfig,
+    now: float,
+    outcomes: Iterable[Outcome],
+    nodes: Mapping[str, Node],
+    instances: Mapping[str, Mapping[str, Instance]],
+    queued: Sequence[Job] = (),
+    running: Sequence[Job] = (),
+) -> SiteSnapshot:
+    """Settle ``outcomes``, then reconcile every worker with ``nodes`` (by node name)
+    and ``instances`` (per cloud, by worker id; a cloud missing from it could not be
+    asked this time). Returns the snapshot a policy decides on."""
+    settle(state, plan, config, now, outcomes)
+    _reconcile(state, plan, config, now, nodes, instances)
+    _adopt(state, plan, config, now, instances)
+    workers = [r.worker for r in state.records.values() if r.worker.state not in _FINAL]
+    return SiteSnapshot(now, queued, running, workers, config.clouds)
+
+
+# --- outcomes -----------------------------------------------------------------------
+
+
+def settle(
+    state: CoreState, plan: Plan, config: CoreConfig, now: float, outcomes: Iterable[Outcome]
+) -> None:
+    """Take the outcomes of finished commands into the records (and nothing else: for
+    a step that could not sense, or a driver stopping)."""
+    for outcome in outcomes:
+        _settle(state, plan, config, now, outcome)
+
+
+def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: Outcome) -> None:
+    command = out.command
+    state.inflight.discard(command_key(command))
+    if isinstance(command, TerminateInstance) and not command.worker_id:
+        # Asked again if it still shows after a while (the cloud may be slow to say).
+        state.strays[command.instance_id] = now + config.grace
+        if out.error is not None:
+            plan.count("terminate_errors")
+            plan.errors.append(f"terminate stray {command.instance_id} failed: {out.error}")
+            state.strays[command.instance_id] = now + config.backoff(1)
+        return
+    if isinstance(command, ForgetNode):
+        return  # the driver keeps its own list of departures still to send
+    rec = state.records.get(command.worker_id)
+    if rec is None:
+        return
+    w = rec.worker
+    at = min(now, max(w.state_since, out.at))  # dated when answered, not when looked at
+    if out.error is None:
+        if isinstance(command, AddAndLaunch):
+            if out.instance_id:
+                w.instance_id = out.instance_id
+            if w.state is S.REQUESTED:
+                move(plan, rec, S.BOOTING, at, Cause.BOOTED)
+            plan.dirty.add(w.id)
+        elif isinstance(command, DrainNode):
+            if w.state in (S.IDLE, S.BUSY, S.BOOTING):
+                move(plan, rec, S.DRAINING, at, command.reason)
+        elif isinstance(command, UndrainNode):
+            if w.state is S.DRAINING:
+                move(plan, rec, S.BUSY if w.running_jobs else S.IDLE, at, Cause.DEMAND_RETURNED)
+        elif isinstance(command, RemoveNode):
+            _gone(state, plan, rec, at)
+        return
+    kind = command.kind
+    plan.count(f"{'remove_node' if kind == 'remove' else kind}_errors")
+    plan.errors.append(f"{kind} {w.id} failed (attempt {rec.attempts + 1}): {out.error}")
+    if isinstance(command, DrainNode | UndrainNode | RemoveNode):
+        return  # asked again by the policy, or at the next step
+    rec.attempts += 1
+    rec.last_error = f"{kind}: {out.error}"
+    if kind == "launch" and rec.attempts >= config.max_attempts and w.state.live:
+        move(plan, rec, S.FAILED, now, Cause.LAUNCH_ERROR)
+    else:
+        rec.next_attempt_at = now + config.backoff(rec.attempts)
+    plan.dirty.add(w.id)
+
+
+def _gone(state: CoreState, plan: Plan, rec: WorkerRecord, at: float) -> None:
+    """The worker's instance is gone and its node forgotten: its record may end."""
+    w = rec.worker
+    if rec.ended_at is not None:  # the cloud said when: bill and report to that moment
+        at = max(w.state_since, min(at, rec.ended_at))
+    rec.instance_gone = True
+    plan.dirty.add(w.id)
+    plan.commands.append(ForgetNode(w.node or w.id, w.id))
+    if w.state is S.TERMINATING:
+        move(plan, rec, S.TERMINATED, at, Cause.CLOUD_REPORTED)
+    if w.state in _FINAL:
+        plan.forgotten.append(w.id)
+
+
+# --- reconcile ----------------------------------------------------------------------
+
+
+def _reconcile(
+    state: CoreState,
+    plan: Plan,
+    config: CoreConfig,
+    now: float,
+    nodes: Mapping[str, Node],
+    instances: Mapping[str, Mapping[str, Instance]],
+) -> None:
+    grace = config.grace
+    running, up = IS.RUNNING, _STEADY
+    inflight = state.inflight
+    for rec in list(state.records.values()):
+        w = rec.worker
+        cloud = instances.get(w.cloud)
+        inst = cloud.get(w.id) if cloud is not None else None
+        node = nodes.get(w.node or w.id)
+        st = w.state
+        # Fast path, the common case on a large site: a joined worker whose node and
+        # instance say nothing new (or whose cloud could not be asked this time).
+        if (
+            node is not None
+            and up.get(st) is node.state
+            and (cloud is None or (inst is not None and inst.state is running))
+        ):
+            w.running_jobs = node.running_jobs
+            w.free_cores = node.free_cores
+            continue
+        cloud_ok = cloud is not None
+
+        if st is S.REQUESTED and f"launch:{w.id}" not in inflight:
+            if inst is not None and inst.state not in (IS.TERMINATED, IS.ERROR):
+                w.instance_id = inst.id
+                move(plan, rec, S.BOOTING, now, Cause.BOOTED)
+            elif inst is not None and inst.state is IS.ERROR:
+                move(plan, rec, S.FAILED, now, Cause.LAUNCH_ERROR)
+            elif cloud_ok and now >= rec.next_attempt_at:
+                plan.run(_launch(rec, config), state)
+            st = w.state
+
+        if st is S.BOOTING:
+            if node is not None and node.state in _UP:
+                _update_load(w, node)
+                # Date the join when the node came up, not when this step noticed.
+                joined = now
+                if node.registered_at is not None:
+                    joined = min(now, max(w.state_since, node.registered_at))
+                if node.state in _DRAINING:
+                    move(plan, rec, S.DRAINING, joined, Cause.JOINED)
+                else:
+                    move(plan, rec, S.BUSY if w.running_jobs else S.IDLE, joined, Cause.JOINED)
+            elif cloud_ok and f"launch:{w.id}" not in inflight and _vanished(inst, w, now, grace):
+                move(plan, rec, S.FAILED, now, Cause.LOST)
+            continue
+
+        if st in (S.IDLE, S.BUSY, S.DRAINING):
+            lost_heartbeat = node is None or node.state is NodeState.DOWN
+            if lost_heartbeat and config.power_save:
+                # Slurm marks a node powering down before its SuspendProgram has told
+                # the manager: wait a little for that request before calling it lost.
+                since = state.down_since.setdefault(w.id, now)
+                if now - since < config.power_down_grace:
+                    continue
+            state.down_since.pop(w.id, None)
+            if lost_heartbeat or (cloud_ok and _vanished(inst, w, now, grace)):
+                move(plan, rec, S.FAILED, now, Cause.LOST)
+                continue
+            assert node is not None
+            _update_load(w, node)
+            if node.state is NodeState.UNKNOWN:
+                continue
+            draining = node.state in _DRAINING
+            if st is S.DRAINING:
+                if not draining and f"drain:{w.id}" not in inflight:
+                    move(plan, rec, S.BUSY if w.running_jobs else S.IDLE, now, Cause.OPERATOR)
+            elif draining:
+                if f"drain:{w.id}" not in inflight:
+                    move(plan, rec, S.DRAINING, now, Cause.OPERATOR)
+            elif st is S.IDLE and w.running_jobs:
+                move(plan, rec, S.BUSY, now, Cause.JOB_STARTED)
+            elif st is S.BUSY and not w.running_jobs:
+                move(plan, rec, S.IDLE, now, Cause.JOB_FINISHED)
+
+    # Second pass: take down what must go (including workers failed just now).
+    for rec in list(state.records.values()):
+        w = rec.worker
+        if not (w.state is S.TERMINATING or (w.state is S.FAILED and not rec.instance_gone)):
+            continue
+        cloud = instances.get(w.cloud)
+        if cloud is None or f"terminate:{w.id}" in inflight:
+            continue
+        inst = cloud.get(w.id)
+        if inst is None or inst.state is IS.TERMINATED:
+            if inst is not None and inst.ended_at is not None:
+                rec.ended_at = inst.ended_at
+            if f"launch:{w.id}" in inflight:
+                continue  # the cloud may not show it yet
+            if config.power_save:
+                _gone(state, plan, rec, now)  # Slurm keeps its own node list
+            else:
+                plan.run(RemoveNode(w.id, w.node or w.id), state)
+        elif now >= rec.next_attempt_at:
+            plan.run(TerminateInstance(w.id, w.cloud, inst.id), state)
+
+
+def _launch(rec: WorkerRecord, config: CoreConfig) -> AddAndLaunch:
+    w = rec.worker
+    return AddAndLaunch(w.id, w.cloud, w.vm_type, w.node or w.id, w.cores, not config.power_save)
+
+
+def _update_load(w: Worker, node: Node) -> None:
+    w.running_jobs = node.running_jobs
+    w.free_cores = node.free_cores
+
+
+def _vanished(inst: Instance | None, w: Worker, now: float, grace: float) -> bool:
+    if inst is None:
+        return now - w.state_since > grace
+    return inst.state in (IS.TERMINATED, IS.ERROR)
+
+
+def _adopt(
+    state: CoreState,
+    plan: Plan,
+    config: CoreConfig,
+    now: float,
+    instances: Mapping[str, Mapping[str, Instance]],
+) -> None:
+    """Tagged instances no live record knows of: adopt new ones, take down stale ones."""
+    specs = {c.name: c for c in config.clouds}
+    for cloud_name, found in instances.items():
+        spec = specs.get(cloud_name)
+        for wid, inst in found.items():
+            if wid in state.records or inst.tags.get(SITE_TAG) != config.site_id:
+                continue
+            if inst.state in (IS.TERMINATED, IS.STOPPING):
+                continue
+            if wid in state.known or spec is None:
+                # Its worker is finished: the instance must not outlive it.
+                if now >= state.strays.get(inst.id, 0.0):
+                    if inst.id not in state.strays:
+                        plan.count("strays_terminated")
+                        plan.errors.append(f"terminating stray instance {inst.id} ({wid})")
+                    state.strays[inst.id] = float("inf")  # until its outcome says otherwise
+                    plan.run(TerminateInstance("", cloud_name, inst.id), state)
+                continue
+            vm = spec.default_vm
+            w = Worker(
+                id=wid,
+                cloud=cloud_name,
+                vm_type=vm.name,
+                cores=vm.cores,
+                requested_at=inst.created_at or now,
+                instance_id=inst.id,
+            )
+            rec = WorkerRecord(w)
+            state.records[wid] = rec
+            state.known.add(wid)
+            move_new(plan, rec, now, Cause.ADOPTED)
+            move(plan, rec, S.BOOTING, now, Cause.ADOPTED)
+            plan.count("adopted")

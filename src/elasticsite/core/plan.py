@@ -1,0 +1,222 @@
+"""What the core works on and what it hands back: records, commands, outcomes, plans.
+
+The core (:mod:`.observe`, :mod:`.actuate`) moves workers through their state
+machine and says what must be done about it, as data. A driver (the live manager,
+the simulator) carries the :class:`Plan` out: it persists the transitions and the
+changed records, then runs each :class:`Command` against its batch system, its
+clouds and its broker, and hands back an :class:`Outcome` per finished command at
+its next step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from elasticsite.model import CloudSpec, Transition, Worker
+
+__all__ = [
+    "AddAndLaunch",
+    "Command",
+    "CoreConfig",
+    "CoreState",
+    "DrainNode",
+    "ForgetNode",
+    "Outcome",
+    "Plan",
+    "RemoveNode",
+    "TerminateInstance",
+    "UndrainNode",
+    "WorkerRecord",
+    "worker_id",
+    "worker_number",
+]
+
+
+def worker_id(cloud: str, number: int) -> str:
+    """The id of worker ``number`` of ``cloud``; its instance is named after it."""
+    return f"{cloud}-{number:05d}"
+
+
+def worker_number(wid: str) -> int | None:
+    """The number in a worker id made by :func:`worker_id`; None for any other name."""
+    head, sep, tail = wid.rpartition("-")
+    return int(tail) if head and sep and tail.isascii() and tail.isdigit() else None
+
+
+@dataclass(slots=True)
+class WorkerRecord:
+    """A worker plus the bookkeeping for retries and cleanup."""
+
+    worker: Worker
+    attempts: int = 0
+    next_attempt_at: float = 0.0
+    instance_gone: bool = False
+    last_error: str = ""
+    ended_at: float | None = None
+    """When the cloud says the instance stopped (not every cloud does)."""
+
+
+# --- commands: what a driver runs, as data -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AddAndLaunch:
+    """Declare the worker's node (unless ``add_node`` is false: the batch system
+    declared it itself) and launch its instance, named after the worker."""
+
+    worker_id: str
+    cloud: str
+    vm_type: str
+    node: str
+    cores: int
+    add_node: bool = True
+    kind = "launch"
+
+
+@dataclass(frozen=True, slots=True)
+class TerminateInstance:
+    """Give an instance back to its cloud; ``worker_id`` is empty for a stray."""
+
+    worker_id: str
+    cloud: str
+    instance_id: str
+    kind = "terminate"
+
+
+@dataclass(frozen=True, slots=True)
+class DrainNode:
+    """Stop giving the worker's node jobs; the worker drains once this is done."""
+
+    worker_id: str
+    node: str
+    reason: str
+    kind = "drain"
+
+
+@dataclass(frozen=True, slots=True)
+class UndrainNode:
+    """Put the worker's node back into service."""
+
+    worker_id: str
+    node: str
+    kind = "undrain"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveNode:
+    """Forget the node of a worker whose instance is gone (its jobs are requeued)."""
+
+    worker_id: str
+    node: str
+    kind = "remove"
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetNode:
+    """Record in the broker context that the node left (retried by the driver)."""
+
+    node: str
+    worker_id: str = ""
+    kind = "forget"
+
+
+Command = AddAndLaunch | TerminateInstance | DrainNode | UndrainNode | RemoveNode | ForgetNode
+
+
+def command_key(command: Command) -> str:
+    """What identifies a command in flight: one of each kind per worker (or instance)."""
+    if isinstance(command, TerminateInstance):
+        return (
+            f"terminate:{command.worker_id}"
+            if command.worker_id
+            else (f"stray:{command.instance_id}")
+        )
+    return f"{command.kind}:{command.worker_id or command.node}"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a command ended: at ``at`` (when the cloud or batch system answered),
+    with ``error`` None on success; ``instance_id`` is a launched instance's."""
+
+    command: Command
+    at: float
+    error: str | None = None
+    instance_id: str | None = None
+
+
+# --- the state a driver keeps and the plan it gets ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
+    """The settings the core reads (from the manager's configuration)."""
+
+    site_id: str
+    clouds: tuple[CloudSpec, ...]
+    interval: float = 5.0
+    max_attempts: int = 5
+    retry_backoff: float = 5.0
+    retry_backoff_max: float = 300.0
+    power_save: bool = False
+    """Slurm's power saving owns the node list: nodes are neither added nor removed."""
+    power_down_grace: float = 15.0
+    """Seconds a joined node may look down under power saving before it counts as lost."""
+
+    @property
+    def grace(self) -> float:
+        """How long an instance may be missing from ``describe()`` (eventual
+        consistency) before its worker counts as lost."""
+        return max(30.0, 3 * self.interval)
+
+    def backoff(self, attempts: int) -> float:
+        """Seconds to wait before the next try after ``attempts`` failures."""
+        return min(self.retry_backoff * 2 ** min(attempts - 1, 32), self.retry_backoff_max)
+
+
+@dataclass
+class CoreState:
+    """Everything the core reads and updates between two steps, kept by the driver.
+
+    ``records`` are the unfinished workers; ``known`` every worker id ever given
+    (so a tagged instance of a finished worker is a stray, not an adoption);
+    ``inflight`` the keys (:func:`command_key`) of commands running now.
+    """
+
+    records: dict[str, WorkerRecord] = field(default_factory=dict)
+    known: set[str] = field(default_factory=set)
+    inflight: set[str] = field(default_factory=set)
+    strays: dict[str, float] = field(default_factory=dict)
+    """Stray instance ids being terminated -> when to try again."""
+    down_since: dict[str, float] = field(default_factory=dict)
+    shutting_down: bool = False
+
+
+@dataclass
+class Plan:
+    """What one step changed and what must now be done.
+
+    ``new`` are records created this step, ``dirty`` the ids of records changed (both
+    to persist, before any command runs), ``commands`` the work to run, ``counts``
+    what happened, by counter name.
+    """
+
+    transitions: list[Transition] = field(default_factory=list)
+    new: list[WorkerRecord] = field(default_factory=list)
+    dirty: set[str] = field(default_factory=set)
+    commands: list[Command] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+    """Ids of records that reached their end (terminated, or failed with the
+    instance gone): the driver drops them from memory once persisted."""
+
+    def count(self, name: str, by: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + by
+
+    def run(self, command: Command, state: CoreState) -> None:
+        """Queue ``command`` unless one like it is already in flight."""
+        key = command_key(command)
+        if key not in state.inflight:
+            state.inflight.add(key)
+            self.commands.append(command)

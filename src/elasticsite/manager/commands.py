@@ -1,0 +1,110 @@
+"""Running the core's commands against the site's batch system, clouds and broker.
+
+:class:`CommandRunner` turns one :class:`~elasticsite.core.Command` into the calls it
+stands for and returns its :class:`~elasticsite.core.Outcome`, dated when the cloud
+or batch system answered. It runs on the manager's thread pool and never raises: a
+failure, whatever it is, is an outcome the core settles (retry, back off, give up).
+It touches no state store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from elasticsite.batch.base import BatchError, BatchSystem
+from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError
+from elasticsite.core import (
+    AddAndLaunch,
+    Command,
+    DrainNode,
+    ForgetNode,
+    Outcome,
+    RemoveNode,
+    TerminateInstance,
+    UndrainNode,
+)
+from elasticsite.model import CloudSpec
+
+if TYPE_CHECKING:
+    from elasticsite.manager.context_link import ContextLink
+
+__all__ = ["CommandRunner"]
+
+log = logging.getLogger(__name__)
+
+
+class CommandRunner:
+    """Carries commands out; one instance per manager, called from its pool."""
+
+    def __init__(
+        self,
+        *,
+        batch: BatchSystem,
+        clouds: Mapping[str, CloudDriver],
+        specs: Sequence[CloudSpec],
+        site_id: str,
+        userdata: Mapping[str, str],
+        clock: Callable[[], float],
+        context: ContextLink | None = None,
+    ) -> None:
+        self.batch = batch
+        self.clouds = clouds
+        self.specs = {s.name: s for s in specs}
+        self.site_id = site_id
+        self.userdata = dict(userdata)
+        self.clock = clock
+        self.context = context
+
+    def run(self, command: Command) -> Outcome:
+        """Carry ``command`` out; its outcome, success or failure."""
+        try:
+            instance_id = self._execute(command)
+        except (CloudError, BatchError) as exc:
+            return Outcome(command, self.clock(), error=str(exc) or type(exc).__name__)
+        except Exception as exc:  # a driver's bug must not lose the outcome
+            log.exception("%s failed unexpectedly", command)
+            return Outcome(command, self.clock(), error=f"{type(exc).__name__}: {exc}")
+        return Outcome(command, self.clock(), instance_id=instance_id)
+
+    def _execute(self, command: Command) -> str | None:
+        if isinstance(command, AddAndLaunch):
+            return self._launch(command)
+        if isinstance(command, TerminateInstance):
+            self.clouds[command.cloud].terminate([command.instance_id])
+        elif isinstance(command, DrainNode):
+            self.batch.drain(command.node, f"elasticsite: {command.reason}")
+        elif isinstance(command, UndrainNode):
+            self.batch.undrain(command.node)
+        elif isinstance(command, RemoveNode):
+            self.batch.remove_node(command.node)
+        elif isinstance(command, ForgetNode) and self.context is not None:
+            self._forget(command.node)
+        return None
+
+    def _launch(self, c: AddAndLaunch) -> str | None:
+        spec = self.specs[c.cloud]
+        vm = next((v for v in spec.vm_types if v.name == c.vm_type), spec.default_vm)
+        userdata = {
+            **self.userdata,
+            "site_id": self.site_id,
+            "worker_id": c.worker_id,
+            "node": c.node,
+            "cloud": c.cloud,
+            "cores": str(c.cores),
+        }
+        tags = {SITE_TAG: self.site_id, WORKER_TAG: c.worker_id}
+        if c.add_node:
+            self.batch.add_node(c.node, c.cores)
+        found = self.clouds[c.cloud].launch(vm, [c.worker_id], userdata, tags)
+        return found[0].id if found else None
+
+    def _forget(self, host: str) -> None:
+        from elasticsite.context.client import ContextError
+
+        assert self.context is not None
+        try:
+            self.context.send(host)
+        except ContextError as exc:
+            raise CloudError(f"broker: {exc}") from exc

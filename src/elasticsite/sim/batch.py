@@ -1,0 +1,231 @@
+"""A batch system on the virtual clock: the :class:`~elasticsite.batch.base.BatchSystem`
+contract, scheduled by the same passes as the embedded batch system.
+
+Jobs arrive as events (:meth:`SimBatch.arrive`), start when a pass of
+:func:`elasticsite.batch.scheduling.schedule` places them, and finish after their
+runtime, cut at their walltime. A node is declared by ``add_node`` and stays DOWN
+until its instance has booted and calls :meth:`SimBatch.register` (the simulated
+cloud does, as a worker's daemon would); it goes DOWN again when its instance
+stops (:meth:`SimBatch.node_down`). A scheduling pass runs at every arrival,
+completion, registration and undrain, so a job starts the instant it can.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from elasticsite.batch import scheduling
+from elasticsite.batch.base import (
+    BatchError,
+    BatchView,
+    JobRequest,
+    Node,
+    NodeState,
+    UnknownJob,
+    checked_command,
+)
+from elasticsite.model import Job, JobState
+from elasticsite.sim.engine import Simulation
+
+__all__ = ["SimBatch"]
+
+
+@dataclass(slots=True)
+class _Node:
+    name: str
+    cores: int
+    free: int
+    up: bool = False
+    draining: bool = False
+    running: int = 0
+    registered_at: float | None = None
+
+
+class SimBatch:
+    """The simulated site's batch system (only cloud nodes: the site is all elastic)."""
+
+    def __init__(self, sim: Simulation, scheduler: str = "easy") -> None:
+        if scheduler not in scheduling.POLICIES:
+            raise ValueError(
+                f"unknown scheduler {scheduler!r}; use one of {', '.join(scheduling.POLICIES)}"
+            )
+        self.sim = sim
+        self.scheduler = scheduler
+        self.jobs: list[Job] = []
+        self.queue: list[Job] = []
+        self.running: dict[str, Job] = {}
+        self.nodes: dict[str, _Node] = {}
+        self.done = 0
+        self._ids = 0
+
+    # --- the workload ---------------------------------------------------------------
+
+    def arrive(self, job: Job) -> None:
+        """Queue ``job`` now (the simulator schedules this at its submit time)."""
+        job.state = JobState.QUEUED
+        self.jobs.append(job)
+        self.queue.append(job)
+        self._schedule()
+
+    def _finish(self, run: tuple[Job, float]) -> None:
+        job, started = run
+        if self.running.get(job.id) is not job or job.started_at != started:
+            return  # requeued meanwhile (its node went away), maybe started again
+        now = self.sim.now
+        job.state = JobState.DONE
+        job.finished_at = now
+        job.exit_code = 0 if (job.runtime or 0.0) <= job.walltime else -9
+        del self.running[job.id]
+        self.done += 1
+        node = self.nodes.get(job.node or "")
+        if node is not None:
+            node.free += job.cores
+            node.running -= 1
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self.queue:
+            return
+        free = [(n.name, n.free) for n in self.nodes.values() if n.up and not n.draining]
+        if not free:
+            return
+        now = self.sim.now
+        running = [
+            (j.node or "", j.cores, (j.started_at or now) + j.walltime)
+            for j in self.running.values()
+        ]
+        starts = dict(scheduling.schedule(self.scheduler, now, self.queue, free, running))
+        if not starts:
+            return
+        kept = []
+        for job in self.queue:
+            name = starts.get(job.id)
+            if name is None:
+                kept.append(job)
+                continue
+            node = self.nodes[name]
+            job.state = JobState.RUNNING
+            job.started_at = now
+            job.node = name
+            node.free -= job.cores
+            node.running += 1
+            self.running[job.id] = job
+            self.sim.at(now + min(job.runtime or 0.0, job.walltime), self._finish, (job, now))
+        self.queue = kept
+
+    # --- what the simulated cloud reports ---------------------------------------------
+
+    def register(self, name: str) -> None:
+        """The node's instance has booted: it takes jobs from now on."""
+        node = self.nodes.get(name)
+        if node is None or node.up:
+            return
+        node.up = True
+        node.registered_at = self.sim.now
+        self._schedule()
+
+    def node_down(self, name: str) -> None:
+        """The node's instance is stopping: it runs nothing more (jobs go back)."""
+        node = self.nodes.get(name)
+        if node is None:
+            return
+        node.up = False
+        self._requeue(name)
+
+    def _requeue(self, name: str) -> None:
+        node = self.nodes.get(name)
+        lost = [j for j in self.running.values() if j.node == name]
+        for job in lost:
+            del self.running[job.id]
+            job.state, job.node, job.started_at = JobState.QUEUED, None, None
+            if node is not None:
+                node.free += job.cores
+                node.running -= 1
+        if lost:
+            self.queue[:0] = lost
+            self._schedule()
+
+    # --- the BatchSystem contract -----------------------------------------------------
+
+    def snapshot(self) -> BatchView:
+        nodes = [self._node(n) for n in self.nodes.values()]
+        return BatchView(self.sim.now, list(self.queue), list(self.running.values()), nodes)
+
+    @staticmethod
+    def _node(n: _Node) -> Node:
+        if not n.up:
+            state = NodeState.DOWN
+        elif n.draining:
+            state = NodeState.DRAINING if n.running else NodeState.DRAINED
+        else:
+            state = NodeState.BUSY if n.running else NodeState.IDLE
+        return Node(n.name, n.cores, state, n.running, n.free, registered_at=n.registered_at)
+
+    def add_node(self, name: str, cores: int) -> None:
+        if cores < 1:
+            raise BatchError(f"add_node {name}: cores must be >= 1, got {cores}")
+        self.nodes.setdefault(name, _Node(name, cores, cores))
+
+    def drain(self, name: str, reason: str) -> None:
+        node = self.nodes.get(name)
+        if node is None:
+            raise BatchError(f"drain: no node {name}")
+        node.draining = True
+
+    def undrain(self, name: str) -> None:
+        node = self.nodes.get(name)
+        if node is None:
+            raise BatchError(f"undrain: no node {name}")
+        node.draining = False
+        self._schedule()
+
+    def remove_node(self, name: str) -> None:
+        if name in self.nodes:
+            self._requeue(name)
+            del self.nodes[name]
+
+    def submit(self, request: JobRequest) -> str:
+        checked_command(request)
+        self._ids += 1
+        job = Job(
+            f"s{self._ids}",
+            request.cores,
+            request.walltime,
+            self.sim.now,
+            user=request.user,
+            priority=request.priority,
+            runtime=request.walltime,
+        )
+        self.arrive(job)
+        return job.id
+
+    def _queued(self, job_id: str) -> Job:
+        for job in self.queue:
+            if job.id == job_id:
+                return job
+        raise UnknownJob(f"no queued job {job_id}")
+
+    def set_priority(self, job_id: str, priority: int) -> None:
+        job = self._queued(job_id)
+        job.priority = priority
+        self.queue.sort(key=lambda j: -j.priority)  # stable: ties keep their order
+        self._schedule()
+
+    def move_to_front(self, job_id: str) -> None:
+        job = self._queued(job_id)
+        self.queue.remove(job)
+        self.queue.insert(0, job)
+        self._schedule()
+
+    def preempt(self, job_id: str) -> None:
+        job = self.running.get(job_id)
+        if job is None:
+            raise UnknownJob(f"no running job {job_id}")
+        node = self.nodes.get(job.node or "")
+        del self.running[job_id]
+        job.state, job.node, job.started_at = JobState.QUEUED, None, None
+        if node is not None:
+            node.free += job.cores
+            node.running -= 1
+        self.queue.insert(0, job)
+        self._schedule()

@@ -1,0 +1,162 @@
+"""The live manager and the simulator are one engine: driven over the same workload,
+with the same simulated clouds and batch system, they make the same transitions, in
+the same order, at the same times, for the same causes.
+
+The manager here is the real :class:`~elasticsite.manager.loop.Manager`, with its
+SQLite store and its command runner; only its clock (the simulation's) and its pool
+(one that runs a command when it is submitted, as the simulator does) are injected.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from elasticsite import policies
+from elasticsite.config import ManagerConfig
+from elasticsite.manager.loop import Manager
+from elasticsite.manager.store import StateStore
+from elasticsite.model import Job, Transition
+from elasticsite.sim.batch import SimBatch
+from elasticsite.sim.cloud import CloudModel, Durations, SimCloud
+from elasticsite.sim.elastic import SIM_SITE, ElasticRun
+from elasticsite.sim.engine import Simulation
+from elasticsite.workloads import WORKLOADS, get_workload
+
+Arrival = tuple[float, int, float, float]
+Log = list[tuple[str, str | None, str, float, str]]
+
+
+class AtOnce(Executor):
+    """An executor that runs each call when it is submitted."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def flat(transitions: Sequence[Transition]) -> Log:
+    return [
+        (t.worker_id, t.from_state.value if t.from_state else None, t.to_state.value, t.at,
+         str(t.cause))
+        for t in transitions
+    ]  # fmt: skip
+
+
+def simulator(
+    arrivals: Sequence[Arrival], clouds: Sequence[CloudModel], policy: str, interval: float,
+    seed: int,
+) -> Log:  # fmt: skip
+    run = ElasticRun(
+        arrivals, clouds, policies.get(policy), policies.PolicySettings(), interval, "easy", seed
+    )
+    run.sim.run()
+    assert not run.state.records, "the simulated site did not wind down"
+    return flat(run.log)
+
+
+def manager(
+    arrivals: Sequence[Arrival], clouds: Sequence[CloudModel], policy: str, interval: float,
+    seed: int, db: Path,
+) -> Log:  # fmt: skip
+    first = min(a[0] for a in arrivals)
+    sim = Simulation(start=first)
+    batch = SimBatch(sim, "easy")
+    rng = random.Random(seed)
+    drivers = {c.name: SimCloud(c, sim, rng, batch) for c in clouds}
+    jobs = [Job(str(i + 1), c, w, at, runtime=r) for i, (at, c, r, w) in enumerate(arrivals)]
+    for job in jobs:
+        sim.at(job.submitted_at, batch.arrive, job)
+    store = StateStore(db)
+    m = Manager(
+        config=ManagerConfig(site_id=SIM_SITE, interval=interval),
+        batch=batch,
+        clouds=drivers,
+        specs=[c.spec() for c in clouds],
+        store=store,
+        policy=policies.get(policy),
+        settings=policies.PolicySettings(),
+        clock=lambda: sim.now,
+        executor=AtOnce(),
+    )
+
+    def tick(_: object) -> None:
+        if len(batch.jobs) == len(jobs) and not batch.queue and not batch.running:
+            m.state.shutting_down = True  # all work done: stop, draining, as the simulator
+        m.step()
+        if not (m.shutting_down and not m.records):
+            sim.at(sim.now + interval, tick)
+
+    sim.at(first, tick)
+    sim.run()
+    assert not m.records, "the managed site did not wind down"
+    log = flat(store.transitions())
+    store.close()
+    return log
+
+
+def models(boots: Sequence[tuple[float, float]], limits: Sequence[int]) -> list[CloudModel]:
+    return [
+        CloudModel(
+            name=f"c{i}",
+            vm_limit=limit,
+            boot=Durations.uniform(low, low + spread),
+            shutdown=Durations.uniform(2.0, 8.0),
+            price_per_hour=0.1 * (i + 1),
+            billing_increment=1.0 if i else 3600.0,
+            cores_per_vm=2,
+        )
+        for i, ((low, spread), limit) in enumerate(zip(boots, limits, strict=True))
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+@pytest.mark.parametrize("policy", ["bursts", "on_demand", "steady_stream"])
+def test_paper_000_workloads_give_identical_logs(name: str, policy: str, tmp_path: Path) -> None:
+    arrivals = [(a.at, a.cores, a.runtime, a.walltime) for a in get_workload(name)]
+    clouds = models([(50.0, 20.0)], [200])
+    live = manager(arrivals, clouds, policy, 10.0, 1, tmp_path / "m.db")
+    assert live == simulator(arrivals, clouds, policy, 10.0, 1)
+    assert any(t[2] == "terminated" for t in live)
+
+
+arrival = st.tuples(
+    st.integers(0, 600).map(float),
+    st.integers(1, 2),
+    st.integers(0, 400).map(float),
+    st.integers(1, 500).map(float),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    arrivals=st.lists(arrival, min_size=1, max_size=25),
+    boots=st.lists(st.tuples(st.integers(0, 120), st.integers(0, 60)), min_size=1, max_size=2),
+    limit=st.integers(1, 12),
+    policy=st.sampled_from(sorted(policies.available())),
+    interval=st.sampled_from([5.0, 10.0, 30.0]),
+    seed=st.integers(0, 3),
+)
+def test_random_workloads_give_identical_logs(
+    tmp_path_factory: pytest.TempPathFactory,
+    arrivals: list[Arrival],
+    boots: list[tuple[int, int]],
+    limit: int,
+    policy: str,
+    interval: float,
+    seed: int,
+) -> None:
+    arrivals = [(at, c, r, max(w, 1.0)) for at, c, r, w in arrivals]
+    clouds = models([(float(b), float(s)) for b, s in boots], [limit] * len(boots))
+    db = tmp_path_factory.mktemp("engine") / "m.db"
+    assert manager(arrivals, clouds, policy, interval, seed, db) == simulator(
+        arrivals, clouds, policy, interval, seed
+    )
