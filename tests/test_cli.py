@@ -169,7 +169,7 @@ def test_a_state_directory_that_cannot_be_made_is_one_error_line(tmp_path: Path)
 def test_bad_cloud_options_are_one_error_line(tmp_path: Path, options: str, message: str) -> None:
     cfg = _site(tmp_path, f'[[clouds]]\nname = "local"\noptions = {{ {options} }}\n')
     out = run("run", "-c", str(cfg), cwd=tmp_path, check=False)
-    assert _one_error_line(out).startswith(f"error: {cfg}: clouds.local.{message}"), out.stderr
+    assert _one_error_line(out).startswith(f"error: {cfg}: clouds[0].{message}"), out.stderr
 
 
 def test_a_broken_gzip_trace_is_one_error_line(tmp_path: Path) -> None:

@@ -126,3 +126,55 @@ def test_every_duration_is_finite_and_bounded(section: str, field: str) -> None:
 def test_spend_cap_must_be_finite() -> None:
     with pytest.raises(ConfigError, match=r"policy\.spend_cap_per_hour: .*finite"):
         parse_config({"policy": {"spend_cap_per_hour": math.inf}, "clouds": [{"name": "a"}]})
+
+
+def test_cloud_options_are_checked_at_load_with_one_line_per_bad_option(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path, '[[clouds]]\nname = "a"\noptions = { fail_boot = 2, boot_delay = "soon" }\n'
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert str(err.value).splitlines() == [
+        f"{p}: clouds[0].options.boot_delay: must be a number of seconds in [0, 86400] "
+        "(got 'soon')",
+        f"{p}: clouds[0].options.fail_boot: must be a probability in [0, 1] (got 2)",
+    ]
+
+
+def test_local_cloud_delays_default_to_the_clouds_estimates() -> None:
+    cfg = parse_config(
+        {
+            "clouds": [
+                {"name": "a", "boot_time": 7, "shutdown_time": 2, "options": {"boot_jitter": 1}},
+                {"name": "b", "options": {"boot_delay": 0.5}},
+            ]
+        }
+    )
+    a, b = (c.options.model_dump() for c in cfg.clouds)
+    assert (a["boot_delay"], a["shutdown_delay"], a["boot_jitter"]) == (7.0, 2.0, 1.0)
+    assert (b["boot_delay"], b["shutdown_delay"], b["poll_interval"]) == (0.5, 6.0, 1.0)
+
+
+def test_the_embedded_batch_systems_settings_stay_where_they_were(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path, '[batch]\ntype = "local"\npath = "jobs.db"\nscheduler = "fcfs"\n'
+        '[[clouds]]\nname = "a"\n'
+    )  # fmt: skip
+    cfg = load_config(p)
+    assert cfg.batch.path == "jobs.db"
+    assert cfg.batch.options.model_dump() == {"scheduler": "fcfs"}
+    p = _write(tmp_path, '[batch]\nscheduler = "lifo"\n[[clouds]]\nname = "a"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert str(err.value) == f"{p}: batch.scheduler: Input should be 'fcfs' or 'easy' (got 'lifo')"
+    with pytest.raises(ConfigError, match=r"scheduler: given both in \[batch\] and in"):
+        parse_config(
+            {
+                "batch": {"scheduler": "easy", "options": {"scheduler": "fcfs"}},
+                "clouds": [{"name": "a"}],
+            }
+        )
+    with pytest.raises(ConfigError, match=r"x\.toml: batch\.partiton: unknown setting"):
+        parse_config(
+            {"batch": {"type": "slurm", "partiton": "x"}, "clouds": [{"name": "a"}]}, "x.toml"
+        )

@@ -4,18 +4,37 @@ A bad file never starts a half-configured manager: :func:`load_config` raises
 :class:`ConfigError` whose message names the file and every bad field, e.g.::
 
     examples/local.toml: clouds[0].max_instances: must be >= 0 (got -3)
+
+A cloud's ``driver`` and the ``[batch] type`` name plug-ins (:mod:`elasticsite.plugins`);
+their ``options`` are checked here too, by each plug-in's own model, e.g.::
+
+    site.toml: clouds[0].options.fail_boot: must be a probability in [0, 1] (got 2)
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails
 
+from elasticsite import plugins
 from elasticsite.model import CloudSpec, VMType
+from elasticsite.plugins import PluginOptions, Registry
 from elasticsite.policies.base import PolicySettings
 
 __all__ = [
@@ -52,18 +71,48 @@ class VMTypeConfig(_Strict):
     memory_mb: int = Field(2048, ge=1)
 
 
+def _registered(registry: Registry[Any], name: str) -> str:
+    """``name`` if a plug-in of ``registry`` is published under it (and loads)."""
+    try:
+        registry.get(name)
+    except plugins.UnknownPlugin as exc:
+        raise ValueError(str(exc)) from None
+    return name
+
+
+def _plugin_options(model: type[PluginOptions], value: Any, context: dict[str, Any]) -> Any:
+    """``value`` (a TOML table) validated by a plug-in's options ``model``.
+
+    Its ValidationError propagates, so each bad option is reported under its own field.
+    """
+    if isinstance(value, model):
+        return value
+    if type(value) is PluginOptions:  # the default: no options given
+        value = {}
+    if not isinstance(value, Mapping):
+        raise ValueError("must be a table of options")
+    return model.model_validate(dict(value), context=context)
+
+
 class CloudConfig(_Strict):
-    """One cloud: what policies know of it, and how to reach it (``options``)."""
+    """One cloud: what policies know of it, and how to reach it.
+
+    ``driver`` names a registered cloud driver (:data:`elasticsite.plugins.clouds`);
+    ``options`` are validated by that driver's own options model when the file is
+    loaded, so a typo or a value out of range is reported before anything starts.
+    """
 
     name: str
-    driver: Literal["local"] = "local"
+    driver: str = Field(plugins.DEFAULT_CLOUD_DRIVER, validate_default=True)
     max_instances: int = Field(10, ge=0)
     price_per_hour: float = Field(0.0, ge=0)
     billing_increment: float = Field(1.0, gt=0, le=31 * DAY, description="seconds; 3600 = hourly")
     boot_time: float = Field(60.0, ge=0, le=DAY, description="estimate, seconds")
     shutdown_time: float = Field(6.0, ge=0, le=DAY, description="estimate, seconds")
     vm_types: list[VMTypeConfig] = Field(default_factory=lambda: [VMTypeConfig()], min_length=1)
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: SerializeAsAny[PluginOptions] = Field(
+        default_factory=PluginOptions, validate_default=True
+    )
 
     @field_validator("name")
     @classmethod
@@ -74,6 +123,20 @@ class CloudConfig(_Strict):
                 "(it becomes part of node names)"
             )
         return v
+
+    @field_validator("driver")
+    @classmethod
+    def _driver(cls, v: str) -> str:
+        return _registered(plugins.clouds, v)
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options(cls, v: Any, info: ValidationInfo) -> Any:
+        driver = info.data.get("driver")
+        if driver is None:  # the driver is reported instead
+            return PluginOptions()
+        model = plugins.clouds.get(driver).options
+        return _plugin_options(model, v, {"cloud": dict(info.data)})
 
     def spec(self) -> CloudSpec:
         return CloudSpec(
@@ -113,28 +176,87 @@ class PolicyConfig(_Strict):
 
 
 class BatchConfig(_Strict):
-    """The batch system; ``local`` is the embedded one.
+    """The batch system: ``type`` names a registered one (see :mod:`elasticsite.plugins`).
 
-    ``path`` and ``scheduler`` concern the embedded system only; the real adapters
-    read their own ``options`` table (see ``docs/slurm.md`` and ``docs/pbs-htcondor.md``).
-    ``mode`` says who decides when cloud nodes come and go: ``external`` (the manager's
-    policy, the papers' design) or ``power_save`` (Slurm's power saving calls
-    ``elasticsite slurm resume|suspend``; Slurm only).
+    Its options go in ``[batch.options]``, or directly in ``[batch]`` (as the embedded
+    system's ``scheduler`` always has); either way they are validated by the system's
+    own options model when the file is loaded (see ``docs/slurm.md`` and
+    ``docs/pbs-htcondor.md``). ``path`` is the embedded batch system's file, which local
+    cloud workers join. ``mode`` says who decides when cloud nodes come and go:
+    ``external`` (the manager's policy, the papers' design) or ``power_save`` (the batch
+    system's power saving asks, through ``elasticsite slurm resume|suspend``), for a
+    system that supports it.
     """
 
-    type: Literal["local", "slurm", "pbs", "htcondor"] = "local"
+    type: str = Field(plugins.DEFAULT_BATCH_SYSTEM, validate_default=True)
     path: str = "batch.db"
-    scheduler: Literal["fcfs", "easy"] = "easy"
     mode: Literal["external", "power_save"] = "external"
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: SerializeAsAny[PluginOptions] = Field(
+        default_factory=PluginOptions, validate_default=True
+    )
 
-    @model_validator(mode="after")
-    def _mode(self) -> BatchConfig:
-        if self.mode == "power_save" and self.type != "slurm":
-            raise ValueError(f"mode 'power_save' needs type 'slurm' (type is {self.type!r})")
-        if self.type == "local" and self.options:
-            raise ValueError("options: the embedded batch system takes none (use path, scheduler)")
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _inline_options(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """Keys of ``[batch]`` that are not its own are the system's options; a bad one
+        is reported where it was written (``batch.scheduler``)."""
+        if not isinstance(data, Mapping):
+            return handler(data)
+        inline = {k: v for k, v in data.items() if k not in cls.model_fields}
+        if not inline:
+            return handler(data)
+        table = data.get("options", {})
+        if not isinstance(table, Mapping):
+            raise ValueError("options: must be a table of options")
+        both = sorted(set(inline) & set(table))
+        if both:
+            raise ValueError(f"{', '.join(both)}: given both in [batch] and in [batch.options]")
+        own = {k: v for k, v in data.items() if k in cls.model_fields}
+        try:
+            return handler({**own, "options": {**table, **inline}})
+        except ValidationError as exc:
+            raise _moved(exc, inline) from None
+
+    @field_validator("type")
+    @classmethod
+    def _type(cls, v: str) -> str:
+        return _registered(plugins.batch_systems, v)
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, v: str, info: ValidationInfo) -> str:
+        kind = info.data.get("type")
+        if kind is not None:
+            modes = plugins.batch_systems.get(kind).modes
+            if v not in modes:
+                raise ValueError(f"batch type {kind!r} supports {', '.join(modes)} only")
+        return v
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options(cls, v: Any, info: ValidationInfo) -> Any:
+        kind = info.data.get("type")
+        if kind is None:  # the type is reported instead
+            return PluginOptions()
+        model = plugins.batch_systems.get(kind).options
+        return _plugin_options(model, v, {"batch": dict(info.data)})
+
+
+def _moved(exc: ValidationError, inline: Mapping[str, Any]) -> ValidationError:
+    """``exc`` with the errors of inline options located at ``key``, not ``options.key``."""
+    details: list[InitErrorDetails] = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        if len(loc) > 1 and loc[0] == "options" and loc[1] in inline:
+            loc = loc[1:]
+        detail = InitErrorDetails(type=err["type"], loc=loc, input=err["input"])
+        if "ctx" in err:
+            detail["ctx"] = err["ctx"]
+        details.append(detail)
+    try:
+        return ValidationError.from_exception_data(exc.title, details)
+    except (KeyError, TypeError, ValueError):  # an error type that cannot be rebuilt
+        return exc
 
 
 class ContextConfig(_Strict):
@@ -268,6 +390,7 @@ def explain(exc: ValidationError, source: str, drop: tuple[str, ...] = ()) -> st
             "input" in err
             and err["type"] not in ("missing",)
             and not isinstance(err["input"], dict | list)
+            and repr(err["input"]) not in msg  # the message quotes it already
         ):
             msg = f"{msg} (got {err['input']!r})"
         lines.append(f"{source}: {_where(loc)}: {msg}" if loc else f"{source}: {msg}")

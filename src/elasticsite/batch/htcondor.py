@@ -45,8 +45,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
+from pydantic import Field, field_validator
+
+from elasticsite import plugins
 from elasticsite.batch.base import (
     BatchError,
     BatchView,
@@ -58,12 +61,17 @@ from elasticsite.batch.base import (
     checked_command,
 )
 from elasticsite.model import Job, JobState
+from elasticsite.plugins import BatchPlugin, PluginOptions, validate_options
+
+if TYPE_CHECKING:
+    from elasticsite.plugins import SiteInfo
 
 __all__ = [
     "CLOUD_SCHEDULER_ATTRIBUTES",
     "SLOT_STATES",
     "BindingsPool",
     "CondorBatch",
+    "CondorOptions",
     "CondorPool",
     "condor_arguments",
     "job_requirements",
@@ -485,8 +493,37 @@ class BindingsPool:
 
 # -- the adapter -------------------------------------------------------------------------
 
-_OPTIONS = ("collector", "schedd", "drain_mode", "default_walltime", "submit_attributes")
 DRAIN_MODES = ("graceful", "quick", "fast")
+
+
+class CondorOptions(PluginOptions):
+    """An HTCondor site's ``[batch.options]`` (the table in docs/pbs-htcondor.md):
+    the daemons to use (``None``: the local configuration's) and :class:`CondorBatch`'s
+    arguments of the same names."""
+
+    collector: str | None = None
+    schedd: str | None = None
+    drain_mode: str = "graceful"
+    default_walltime: Annotated[float, plugins.number("seconds", text=True)] = Field(3600.0, gt=0)
+    submit_attributes: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("drain_mode")
+    @classmethod
+    def _known_mode(cls, v: str) -> str:
+        if v not in DRAIN_MODES:
+            raise ValueError(f"unknown drain_mode {v!r}; valid: {', '.join(DRAIN_MODES)}")
+        return v
+
+    @field_validator("submit_attributes", mode="before")
+    @classmethod
+    def _string_attributes(cls, v: Any) -> Any:
+        if v is None:
+            return {}
+        if not isinstance(v, Mapping) or not all(
+            isinstance(k, str) and isinstance(x, str) for k, x in v.items()
+        ):
+            raise ValueError("must map submit commands to strings")
+        return v
 
 
 class CondorBatch:
@@ -520,33 +557,25 @@ class CondorBatch:
         self._requirements: dict[str, dict[str, str | int]] = {}
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> CondorBatch:
-        """Build from a site config's ``batch`` options; an unknown key is an error."""
-        unknown = sorted(set(options) - set(_OPTIONS))
-        if unknown:
-            raise BatchError(
-                f"unknown HTCondor option(s) {', '.join(unknown)}; valid: {', '.join(_OPTIONS)}"
-            )
-        try:
-            walltime = float(options.get("default_walltime", 3600.0))
-        except (TypeError, ValueError):
-            raise BatchError(
-                f"HTCondor option default_walltime must be seconds, "
-                f"got {options['default_walltime']!r}"
-            ) from None
-        extra = options.get("submit_attributes") or {}
-        if not isinstance(extra, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in extra.items()
-        ):
-            raise BatchError(
-                "HTCondor option submit_attributes must map submit commands to strings, "
-                f"got {extra!r}"
-            )
-        drain_mode = str(options.get("drain_mode", "graceful"))
-        if drain_mode not in DRAIN_MODES:  # before the bindings are needed
-            raise BatchError(f"unknown drain_mode {drain_mode!r}; valid: {', '.join(DRAIN_MODES)}")
-        pool = BindingsPool(options.get("collector"), options.get("schedd"))
-        return cls(pool, drain_mode=drain_mode, default_walltime=walltime, submit_attributes=extra)
+    def from_options(cls, options: CondorOptions | Mapping[str, Any]) -> CondorBatch:
+        """Build from validated :class:`CondorOptions`, or from a plain options table
+        (validated here, before the bindings are needed: an unknown key or a bad value is
+        one :class:`BatchError` line)."""
+        if not isinstance(options, CondorOptions):
+            valid = list(CondorOptions.model_fields)
+            unknown = sorted(set(options) - set(valid))
+            if unknown:
+                raise BatchError(
+                    f"unknown HTCondor option(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
+                )
+            options = validate_options(CondorOptions, options, "HTCondor", BatchError)
+        pool = BindingsPool(options.collector, options.schedd)
+        return cls(
+            pool,
+            drain_mode=options.drain_mode,
+            default_walltime=options.default_walltime,
+            submit_attributes=options.submit_attributes,
+        )
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
         """Run one bindings call; anything it raises becomes a BatchError naming ``what``."""
@@ -672,3 +701,11 @@ class CondorBatch:
     def _vacate(self, job_ids: list[str], reason: str) -> None:
         self._call("hold", lambda: self.pool.act("Hold", job_ids, reason))
         self._call("release", lambda: self.pool.act("Release", job_ids, reason))
+
+
+def _create(options: CondorOptions, site: SiteInfo) -> CondorBatch:
+    return CondorBatch.from_options(options)
+
+
+plugin = BatchPlugin(CondorOptions, _create)
+"""The ``htcondor`` entry point of ``elasticsite.batch``."""

@@ -27,7 +27,9 @@ import shlex
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field, field_validator
 
 from elasticsite.batch.base import (
     BatchError,
@@ -69,6 +71,10 @@ from elasticsite.batch.pbs_output import (
     time_zone,
 )
 from elasticsite.model import JobState
+from elasticsite.plugins import BatchPlugin, PluginOptions, number, validate_options
+
+if TYPE_CHECKING:
+    from elasticsite.plugins import SiteInfo
 
 __all__ = [
     "FLAVOURS",
@@ -77,6 +83,7 @@ __all__ = [
     "PbsBatch",
     "PbsFlavour",
     "PbsJob",
+    "PbsOptions",
     "Torque",
     "create_node_command",
     "delete_node_command",
@@ -105,7 +112,37 @@ PRIORITY_MIN, PRIORITY_MAX = -1024, 1023
 
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*")
 """What ``qmgr -c "create node ..."`` gets: a host name, never more qmgr syntax."""
-_OPTIONS = ("flavour", "queue", "timezone", "default_walltime", "job_name", "script_dir")
+
+
+class PbsOptions(PluginOptions):
+    """A PBS or Torque site's ``[batch.options]`` (the table in docs/pbs-htcondor.md):
+    :class:`PbsBatch`'s arguments of the same names."""
+
+    flavour: str | None = None
+    queue: str = ""
+    timezone: str = "UTC"
+    default_walltime: Annotated[float, number("seconds", text=True)] = Field(3600.0, gt=0)
+    job_name: str = "elasticsite"
+    script_dir: str | None = None
+
+    @field_validator("flavour")
+    @classmethod
+    def _known_flavour(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                pbs_flavour(v)
+            except BatchError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str) -> str:
+        try:
+            time_zone(v)
+        except BatchError as exc:
+            raise ValueError(str(exc)) from None
+        return v
 
 
 class PbsBatch:
@@ -147,24 +184,28 @@ class PbsBatch:
         """Job id -> queue, as of the last listing."""
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], runner: Runner = run) -> PbsBatch:
-        """Build from a site config's ``batch`` options; an unknown key is an error."""
-        unknown = sorted(set(options) - set(_OPTIONS))
-        if unknown:
-            raise BatchError(
-                f"unknown PBS option(s) {', '.join(unknown)}; valid: {', '.join(_OPTIONS)}"
-            )
-        kwargs = dict(options)
-        flavour = kwargs.pop("flavour", None)
-        if "default_walltime" in kwargs:
-            try:
-                kwargs["default_walltime"] = float(kwargs["default_walltime"])
-            except (TypeError, ValueError):
+    def from_options(
+        cls, options: PbsOptions | Mapping[str, Any], runner: Runner = run
+    ) -> PbsBatch:
+        """Build from validated :class:`PbsOptions`, or from a plain options table
+        (validated here: an unknown key or a bad value is one :class:`BatchError` line)."""
+        if not isinstance(options, PbsOptions):
+            valid = list(PbsOptions.model_fields)
+            unknown = sorted(set(options) - set(valid))
+            if unknown:
                 raise BatchError(
-                    "PBS option default_walltime must be seconds, "
-                    f"got {options['default_walltime']!r}"
-                ) from None
-        return cls(flavour, runner=runner, **kwargs)
+                    f"unknown PBS option(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
+                )
+            options = validate_options(PbsOptions, options, "PBS", BatchError)
+        return cls(
+            options.flavour,
+            runner=runner,
+            queue=options.queue,
+            timezone=options.timezone,
+            default_walltime=options.default_walltime,
+            job_name=options.job_name,
+            script_dir=options.script_dir,
+        )
 
     @property
     def flavour(self) -> str:
@@ -315,3 +356,11 @@ def _check_priority(priority: int) -> None:
         raise BatchError(
             f"PBS priority must be within {PRIORITY_MIN}..{PRIORITY_MAX}, got {priority}"
         )
+
+
+def _create(options: PbsOptions, site: SiteInfo) -> PbsBatch:
+    return PbsBatch.from_options(options)
+
+
+plugin = BatchPlugin(PbsOptions, _create)
+"""The ``pbs`` entry point of ``elasticsite.batch``."""

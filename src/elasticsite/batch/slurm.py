@@ -26,7 +26,9 @@ import re
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, field_validator
 
 from elasticsite.batch.base import (
     BatchError,
@@ -47,23 +49,48 @@ from elasticsite.batch.slurm_output import (
     parse_squeue_format,
 )
 from elasticsite.model import Job
+from elasticsite.plugins import BatchPlugin, PluginOptions, number, validate_options
 
-__all__ = ["SlurmBatch"]
+if TYPE_CHECKING:
+    from elasticsite.plugins import SiteInfo
+
+__all__ = ["SlurmBatch", "SlurmOptions"]
 
 log = logging.getLogger(__name__)
 
-_OPTIONS = frozenset(
-    {
-        "partition",
-        "node_feature",
-        "default_walltime",
-        "include_held",
-        "jobs_from",
-        "demand_partitions",
-        "remove_timeout",
-        "command_timeout",
-    }
-)
+_Seconds = Annotated[float, number("seconds", text=True)]
+
+
+class SlurmOptions(PluginOptions):
+    """A Slurm site's ``[batch.options]`` (the table in docs/slurm.md).
+
+    ``command_timeout`` is how long any Slurm command may take (the runner's default
+    when None); the others are :class:`SlurmBatch`'s arguments of the same names.
+    """
+
+    partition: str | None = None
+    node_feature: str = "elastic"
+    default_walltime: _Seconds = Field(3600.0, gt=0)
+    include_held: bool = False
+    jobs_from: Literal["format", "json"] = "format"
+    demand_partitions: list[str] | None = None
+    remove_timeout: _Seconds = Field(15.0, ge=0)
+    command_timeout: Annotated[float | None, number("seconds", text=True)] = Field(None, gt=0)
+
+    @field_validator("node_feature")
+    @classmethod
+    def _plain_word(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
+            raise ValueError("must be a plain word (letters, digits, '_', '.', '-')")
+        return v
+
+    @field_validator("demand_partitions", mode="before")
+    @classmethod
+    def _partition_names(cls, v: Any) -> Any:
+        names = isinstance(v, list | tuple) and all(isinstance(p, str) and p for p in v)
+        if v is not None and not names:
+            raise ValueError("must be a list of partition names")
+        return v
 
 
 class SlurmBatch:
@@ -118,27 +145,35 @@ class SlurmBatch:
         self._nodes_argv: tuple[str, ...] = ("sinfo", "--json")
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> SlurmBatch:
-        """Build from the site config's ``[batch]`` options table (unknown keys refused)."""
-        unknown = sorted(set(options) - _OPTIONS)
-        if unknown:
-            raise BatchError(
-                f"slurm: unknown option(s) {', '.join(unknown)} "
-                f"(known: {', '.join(sorted(_OPTIONS))})"
-            )
-        kwargs = {k: v for k, v in options.items() if k != "command_timeout"}
-        timeout = options.get("command_timeout")
-        if timeout is not None:
-            seconds = float(timeout)
+    def from_options(cls, options: SlurmOptions | Mapping[str, Any]) -> SlurmBatch:
+        """Build from validated :class:`SlurmOptions`, or from a plain options table
+        (validated here: an unknown key or a bad value is one :class:`BatchError` line)."""
+        if not isinstance(options, SlurmOptions):
+            known = sorted(SlurmOptions.model_fields)
+            unknown = sorted(set(options) - set(known))
+            if unknown:
+                raise BatchError(
+                    f"slurm: unknown option(s) {', '.join(unknown)} (known: {', '.join(known)})"
+                )
+            options = validate_options(SlurmOptions, options, "slurm", BatchError)
+        runner: Runner = run
+        if options.command_timeout is not None:
+            seconds = options.command_timeout
 
             def timed(argv: Sequence[str]) -> CommandResult:
                 return run(argv, timeout=seconds)
 
-            kwargs["runner"] = timed
-        try:
-            return cls(**kwargs)
-        except TypeError as exc:
-            raise BatchError(f"slurm: bad option value ({exc})") from exc
+            runner = timed
+        return cls(
+            runner=runner,
+            partition=options.partition,
+            node_feature=options.node_feature,
+            default_walltime=options.default_walltime,
+            include_held=options.include_held,
+            jobs_from=options.jobs_from,
+            demand_partitions=options.demand_partitions,
+            remove_timeout=options.remove_timeout,
+        )
 
     # -- commands ------------------------------------------------------------------
 
@@ -361,3 +396,11 @@ def _check_job(job_id: str) -> None:
 def _job_name(argv: Sequence[str]) -> str:
     base = argv[0].rsplit("/", 1)[-1]
     return re.sub(r"[^A-Za-z0-9_.-]", "_", base)[:40] or "job"
+
+
+def _create(options: SlurmOptions, site: SiteInfo) -> SlurmBatch:
+    return SlurmBatch.from_options(options)
+
+
+plugin = BatchPlugin(SlurmOptions, _create, modes=("external", "power_save"))
+"""The ``slurm`` entry point of ``elasticsite.batch``: the only system with power saving."""

@@ -1,8 +1,10 @@
 """Building a running site (batch system, clouds, state store, manager) from its configuration.
 
-The state directory is created for its owner alone (it holds the broker context's
-secret). Bad cloud options become one :class:`ConfigError` naming the option; a state
-file that cannot be used raises :class:`~elasticsite.files.StateFileError`.
+The batch system and each cloud driver are plug-ins found by name
+(:mod:`elasticsite.plugins`), built from the options the configuration validated. The
+state directory is created for its owner alone (it holds the broker context's secret).
+What a plug-in refuses as it starts becomes one :class:`ConfigError`; a state file that
+cannot be used raises :class:`~elasticsite.files.StateFileError`.
 
 A :class:`Site` also answers what the command line shows of it (:meth:`Site.queue`,
 :meth:`Site.status`), whatever its batch system; :func:`request_power` hands Slurm's
@@ -12,7 +14,6 @@ power-saving requests to the site's manager.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
 from collections.abc import Sequence
@@ -20,13 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elasticsite import policies
+from elasticsite import plugins, policies
 from elasticsite.batch.base import BatchError, BatchSystem, BatchView
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import CloudDriver
-from elasticsite.clouds.local import LocalCloud
-from elasticsite.config import BatchConfig, CloudConfig, ConfigError, SiteConfig
-from elasticsite.files import private_dir
+from elasticsite.config import CloudConfig, ConfigError, SiteConfig
+from elasticsite.files import StateFileError, private_dir
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.store import StateStore
 
@@ -38,17 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["QueueView", "Site", "SiteStatus", "open_site", "request_power"]
 
 log = logging.getLogger(__name__)
-
-_LOCAL_OPTIONS = {
-    "boot_delay",
-    "boot_jitter",
-    "shutdown_delay",
-    "poll_interval",
-    "seed",
-    "fail_boot",
-    "fail_launch",
-    "api_delay",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,78 +174,27 @@ def _snapshot_counts(view: BatchView) -> dict[str, int]:
     return {state: n for state, n in counts if n}
 
 
-def _local_cloud(
-    cfg: CloudConfig, config: SiteConfig, state_dir: Path, batch_path: Path
-) -> LocalCloud:
-    unknown = set(cfg.options) - _LOCAL_OPTIONS
-    if unknown:
-        raise ConfigError(
-            f"clouds.{cfg.name}.options: unknown option(s) {', '.join(sorted(unknown))} "
-            f"for the local driver (known: {', '.join(sorted(_LOCAL_OPTIONS))})"
-        )
-    opts = cfg.options
-
-    def number(key: str, default: float, low: float, high: float, what: str) -> float:
-        """Option ``key`` as a finite float in [low, high]."""
-        value = opts.get(key, default)
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or not low <= value <= high:
-            raise ConfigError(f"clouds.{cfg.name}.options.{key}: must be {what} (got {value!r})")
-        return float(value)
-
-    def seconds(key: str, default: float) -> float:
-        return number(key, default, 0.0, 86400.0, "a number of seconds in [0, 86400]")
-
-    seed = opts.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise ConfigError(f"clouds.{cfg.name}.options.seed: must be an integer (got {seed!r})")
-    checked = {
-        "boot_delay": seconds("boot_delay", cfg.boot_time),
-        "boot_jitter": seconds("boot_jitter", 0.0),
-        "shutdown_delay": seconds("shutdown_delay", cfg.shutdown_time),
-        "poll_interval": number("poll_interval", 1.0, 0.001, 3600.0, "in [0.001, 3600] s"),
-        "fail_boot": number("fail_boot", 0.0, 0.0, 1.0, "a probability in [0, 1]"),
-        "fail_launch": number("fail_launch", 0.0, 0.0, 1.0, "a probability in [0, 1]"),
-        "api_delay": seconds("api_delay", 0.0),
-    }
+def _cloud(cfg: CloudConfig, site: plugins.SiteInfo) -> CloudDriver:
+    """The cloud's driver, built by its plug-in from the options the configuration
+    validated; what the driver refuses as it starts is a :class:`ConfigError`."""
     try:
-        return LocalCloud(
-            name=cfg.name,
-            state_dir=state_dir,
-            site_id=config.manager.site_id,
-            batch_path=batch_path,
-            seed=seed,
-            **checked,
-        )
-    except (TypeError, ValueError) as exc:  # whatever the driver itself refuses
-        raise ConfigError(f"clouds.{cfg.name}.options: {exc}") from None
+        plugin = plugins.clouds.get(cfg.driver)
+        return plugin.create(cfg.options, cfg, site)
+    except (plugins.UnknownPlugin, TypeError, ValueError) as exc:
+        raise ConfigError(f"clouds.{cfg.name}: {exc}") from None
 
 
-def _batch(config: SiteConfig, batch_path: Path) -> BatchSystem:
-    """The configured batch system; adapters validate their own options."""
-    cfg: BatchConfig = config.batch
-    if cfg.type == "local":
-        return LocalBatch(
-            batch_path,
-            scheduler=cfg.scheduler,
-            heartbeat_timeout=config.manager.heartbeat_timeout,
-        )
-    if cfg.type == "slurm":
-        from elasticsite.batch import slurm
-
-        factory: Any = slurm.SlurmBatch.from_options
-    elif cfg.type == "pbs":
-        from elasticsite.batch import pbs
-
-        factory = pbs.PbsBatch.from_options
-    else:
-        from elasticsite.batch import htcondor
-
-        factory = htcondor.CondorBatch.from_options
+def _batch(config: SiteConfig, site: plugins.SiteInfo) -> BatchSystem:
+    """The batch system, built by its plug-in from the options the configuration
+    validated; what it refuses as it starts (no bindings, a server that does not
+    answer) is a :class:`ConfigError`, an unusable state file a :class:`StateFileError`."""
     try:
-        batch: BatchSystem = factory(cfg.options)
-    except (BatchError, ValueError, TypeError) as exc:
-        raise ConfigError(f"batch.options: {exc}") from None
+        plugin = plugins.batch_systems.get(config.batch.type)
+        batch: BatchSystem = plugin.create(config.batch.options, site)
+    except StateFileError:
+        raise
+    except (plugins.UnknownPlugin, BatchError, TypeError, ValueError) as exc:
+        raise ConfigError(f"batch ({config.batch.type}): {exc}") from None
     return batch
 
 
@@ -266,10 +204,9 @@ def open_site(config: SiteConfig, base_dir: Path | None = None) -> Site:
     batch_path = Path(config.batch.path)
     if not batch_path.is_absolute():
         batch_path = state_dir / batch_path
-    batch = _batch(config, batch_path)
-    clouds: dict[str, CloudDriver] = {}
-    for cfg in config.clouds:
-        clouds[cfg.name] = _local_cloud(cfg, config, state_dir, batch_path)
+    site = plugins.SiteInfo(config.manager.site_id, state_dir, batch_path, config)
+    batch = _batch(config, site)
+    clouds = {cfg.name: _cloud(cfg, site) for cfg in config.clouds}
     store = StateStore(state_dir / "manager.db")
     return Site(config, state_dir, batch, clouds, store)
 

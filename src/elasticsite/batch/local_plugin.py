@@ -1,0 +1,37 @@
+"""The embedded batch system as the ``local`` batch system: its options and its factory.
+
+Apart from :mod:`elasticsite.batch.local` so that worker processes, which import
+that module, never load pydantic.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from elasticsite.batch.local import LocalBatch
+from elasticsite.plugins import BatchPlugin, PluginOptions
+
+if TYPE_CHECKING:
+    from elasticsite.plugins import SiteInfo
+
+__all__ = ["LocalBatchOptions", "plugin"]
+
+
+class LocalBatchOptions(PluginOptions):
+    """The embedded batch system's options, written in ``[batch]`` itself (as they
+    always were) or in ``[batch.options]``. Its file is the site's ``[batch] path``,
+    which local cloud workers join too."""
+
+    scheduler: Literal["fcfs", "easy"] = "easy"
+
+
+def _create(options: LocalBatchOptions, site: SiteInfo) -> LocalBatch:
+    return LocalBatch(
+        site.batch_path,
+        scheduler=options.scheduler,
+        heartbeat_timeout=site.config.manager.heartbeat_timeout,
+    )
+
+
+plugin = BatchPlugin(LocalBatchOptions, _create)
+"""The ``local`` entry point of ``elasticsite.batch``."""

@@ -1,0 +1,69 @@
+"""The embedded cloud as the ``local`` cloud driver: its options and its factory.
+
+Apart from :mod:`elasticsite.clouds.local` so that worker processes, which import
+that module, never load pydantic.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import ValidationInfo, model_validator
+
+from elasticsite.clouds.local import LocalCloud
+from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
+
+if TYPE_CHECKING:
+    from elasticsite.config import CloudConfig
+    from elasticsite.plugins import SiteInfo
+
+__all__ = ["LocalCloudOptions", "plugin"]
+
+_Seconds = Annotated[float, number("a number of seconds in [0, 86400]", 0.0, 86400.0)]
+_Probability = Annotated[float, number("a probability in [0, 1]", 0.0, 1.0)]
+
+
+class LocalCloudOptions(PluginOptions):
+    """A local cloud's ``options``: :class:`~elasticsite.clouds.local.LocalCloud`'s
+    arguments of the same names.
+
+    ``boot_delay`` and ``shutdown_delay`` default to the cloud's ``boot_time`` and
+    ``shutdown_time``: unless told otherwise, workers take what the policies expect.
+    """
+
+    boot_delay: _Seconds = 60.0
+    boot_jitter: _Seconds = 0.0
+    shutdown_delay: _Seconds = 6.0
+    poll_interval: Annotated[float, number("in [0.001, 3600] s", 0.001, 3600.0)] = 1.0
+    seed: Annotated[int | None, integer()] = None
+    fail_boot: _Probability = 0.0
+    fail_launch: _Probability = 0.0
+    api_delay: _Seconds = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cloud_estimates(cls, data: Any, info: ValidationInfo) -> Any:
+        """Fill the delays not given from the cloud's estimates (the validation context)."""
+        cloud = (info.context or {}).get("cloud", {})
+        if isinstance(data, dict):
+            for option, estimate in (
+                ("boot_delay", "boot_time"),
+                ("shutdown_delay", "shutdown_time"),
+            ):
+                if option not in data and estimate in cloud:
+                    data = {**data, option: cloud[estimate]}
+        return data
+
+
+def _create(options: LocalCloudOptions, cloud: CloudConfig, site: SiteInfo) -> LocalCloud:
+    return LocalCloud(
+        name=cloud.name,
+        state_dir=site.state_dir,
+        site_id=site.site_id,
+        batch_path=site.batch_path,
+        **options.model_dump(),
+    )
+
+
+plugin = CloudPlugin(LocalCloudOptions, _create)
+"""The ``local`` entry point of ``elasticsite.clouds``."""
