@@ -48,7 +48,11 @@ def test_policy_runs_a_workload_end_to_end(policy: str, start_site: Callable[...
         assert w.state is WorkerState.TERMINATED, (w.id, w.state)
         path = [t.to_state for t in w.history]
         assert path[0] is WorkerState.REQUESTED and path[-1] is WorkerState.TERMINATED
-        assert WorkerState.BOOTING in path and WorkerState.DRAINING in path
+        assert WorkerState.BOOTING in path
+        if WorkerState.IDLE in path or WorkerState.BUSY in path:
+            assert WorkerState.DRAINING in path, (w.id, path)  # joined: drained first
+        else:  # still booting when the site stopped: given back at once, never joined
+            assert w.history[-2].cause == Cause.SHUTDOWN, (w.id, w.history)
         times = [t.at for t in w.history]
         assert times == sorted(times)
     ran_on = {jobs[i].node for i in ids}
