@@ -12,14 +12,13 @@ import contextlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from elasticsite.context.models import NodeInfo
-from elasticsite.files import private_dir
+from elasticsite.files import private_dir, write_private
 
 __all__ = ["AgentError", "AgentState"]
 
@@ -129,17 +128,7 @@ class AgentState:
             "restart_pending": self.restart_pending,
         }
         private_dir(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(raw, out, indent=1)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_private(path, json.dumps(raw, indent=1))
         _fsync_dir(path.parent)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.journal_path(path))
