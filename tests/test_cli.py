@@ -63,6 +63,21 @@ def test_submit_queue_status_share_the_site(tmp_path: Path) -> None:
     assert (tmp_path / "elasticsite-state" / "batch.db").exists()
 
 
+def test_submit_attributes_reach_the_batch_system_and_bad_ones_are_refused(
+    tmp_path: Path,
+) -> None:
+    from elasticsite.batch.local import LocalBatch
+
+    cfg = tmp_path / "site.toml"
+    cfg.write_text((ROOT / "examples" / "local.toml").read_text())
+    run("submit", "-c", str(cfg), "--attr", "qos=high", "--attr", "account=phys", "--", "true",
+        cwd=tmp_path)  # fmt: skip
+    bad = run("submit", "-c", str(cfg), "--attr", "qos", "--", "true", cwd=tmp_path, check=False)
+    assert bad.returncode != 0 and "expected KEY=VALUE" in bad.stderr
+    (job,) = LocalBatch(tmp_path / "elasticsite-state" / "batch.db").jobs()
+    assert dict(job.attributes) == {"account": "phys", "qos": "high"}
+
+
 def test_bad_config_gives_one_clear_error(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[[clouds]]\nname = "c"\nmax_instances = -1\n')
@@ -76,7 +91,11 @@ def test_bad_config_gives_one_clear_error(tmp_path: Path) -> None:
 def test_policies_lists_every_builtin(tmp_path: Path) -> None:
     out = run("policies", cwd=tmp_path).stdout
     names = [line.split(":")[0] for line in out.splitlines()]
-    assert names == ["bursts", "core_demand", "dedicated", "on_demand", "steady_stream"]
+    assert names == [
+        "bursts", "core_demand", "dedicated", "naive", "on_demand", "selective",
+        "shortest_queue", "steady_stream", "weighted_queue",
+    ]  # fmt: skip
+    assert "goes to a cloud that can (paper 002)" in out
 
 
 def test_simulate_replays_a_builtin_workload(tmp_path: Path) -> None:

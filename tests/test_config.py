@@ -162,7 +162,7 @@ def test_the_embedded_batch_systems_settings_stay_where_they_were(tmp_path: Path
     )  # fmt: skip
     cfg = load_config(p)
     assert cfg.batch.path == "jobs.db"
-    assert cfg.batch.options.model_dump() == {"scheduler": "fcfs"}
+    assert cfg.batch.options.model_dump() == {"scheduler": "fcfs", "node_partition": ""}
     p = _write(tmp_path, '[batch]\nscheduler = "lifo"\n[[clouds]]\nname = "a"\n')
     with pytest.raises(ConfigError) as err:
         load_config(p)
@@ -178,3 +178,34 @@ def test_the_embedded_batch_systems_settings_stay_where_they_were(tmp_path: Path
         parse_config(
             {"batch": {"type": "slurm", "partiton": "x"}, "clouds": [{"name": "a"}]}, "x.toml"
         )
+
+
+def test_a_redirecting_policy_needs_a_provisioning_one() -> None:
+    from elasticsite.config import ConfigError, parse_config
+
+    ok = parse_config({"policy": {"name": "selective", "provision": "bursts"}, **CLOUD})
+    assert (ok.policy_settings().provision, ok.policy_settings().redirect_to) == (
+        "bursts",
+        "cloud",
+    )
+    with pytest.raises(ConfigError, match=r"policy.provision: 'naive' redirects"):
+        parse_config({"policy": {"name": "selective", "provision": "naive"}, **CLOUD})
+    with pytest.raises(ConfigError, match=r"policy.provision: unknown policy"):
+        parse_config({"policy": {"name": "naive", "provision": "nope"}, **CLOUD})
+    with pytest.raises(ConfigError, match=r"policy.redirect_to"):
+        parse_config({"policy": {"redirect_to": "a b"}, **CLOUD})
+    with pytest.raises(ConfigError, match="redirected jobs would never run"):
+        parse_config({"policy": {"name": "naive"}, "clouds": [{"name": "c"}]})
+
+
+CLOUD = {"clouds": [{"name": "c"}], "batch": {"node_partition": "cloud"}}
+
+
+def test_a_cloud_serves_the_jobs_its_selector_names() -> None:
+    from elasticsite.config import ConfigError, parse_config
+
+    cfg = parse_config({"clouds": [{"name": "c", "serves": {"partition": ["cloud", "gpu"]}}]})
+    (spec,) = cfg.cloud_specs()
+    assert spec.serves.matches({"partition": "gpu"}) and not spec.serves.matches({})
+    with pytest.raises(ConfigError, match=r"clouds\[0\].serves"):
+        parse_config({"clouds": [{"name": "c", "serves": {"Partition": ["x"]}}]})

@@ -33,6 +33,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from elasticsite import plugins
+from elasticsite.attributes import InvalidAttribute, Selector
 from elasticsite.model import CloudSpec, VMType
 from elasticsite.plugins import PluginOptions, Registry
 from elasticsite.policies.base import PolicySettings
@@ -110,9 +111,22 @@ class CloudConfig(_Strict):
     boot_time: float = Field(60.0, ge=0, le=DAY, description="estimate, seconds")
     shutdown_time: float = Field(6.0, ge=0, le=DAY, description="estimate, seconds")
     vm_types: list[VMTypeConfig] = Field(default_factory=lambda: [VMTypeConfig()], min_length=1)
+    serves: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="job attribute -> values; only matching jobs count as this cloud's demand",
+    )
     options: SerializeAsAny[PluginOptions] = Field(
         default_factory=PluginOptions, validate_default=True
     )
+
+    @field_validator("serves")
+    @classmethod
+    def _serves(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        try:
+            Selector.of(v)
+        except InvalidAttribute as exc:
+            raise ValueError(str(exc)) from None
+        return v
 
     @field_validator("name")
     @classmethod
@@ -148,6 +162,7 @@ class CloudConfig(_Strict):
             boot_time=self.boot_time,
             shutdown_time=self.shutdown_time,
             vm_types=tuple(VMType(v.name, v.cores, v.memory_mb) for v in self.vm_types),
+            serves=Selector.of(self.serves),
         )
 
 
@@ -163,6 +178,8 @@ class PolicyConfig(_Strict):
     spend_cap_per_hour: float | None = Field(None, ge=0)
     cloud_rule: Literal["cheapest", "fastest", "ordered", "balanced"] = "cheapest"
     billing_margin: float = Field(120.0, ge=0, le=31 * DAY, description="seconds")
+    redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    provision: str = "on_demand"
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -356,6 +373,8 @@ class SiteConfig(_Strict):
             spend_cap_per_hour=p.spend_cap_per_hour,
             cloud_rule=p.cloud_rule,
             billing_margin=p.billing_margin,
+            redirect_to=p.redirect_to,
+            provision=p.provision,
             stall_timeout=self.manager.stall_timeout,
             params=dict(p.params),
         )
@@ -406,9 +425,26 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
     from elasticsite import policies
 
     try:
-        policies.get(config.policy.name)
+        chosen = policies.get(config.policy.name)
     except policies.UnknownPolicy as exc:
         raise ConfigError(f"{source}: policy.name: {exc}") from None
+    if getattr(chosen, "redirects", False):
+        try:
+            provision = policies.get(config.policy.provision)
+        except policies.UnknownPolicy as exc:
+            raise ConfigError(f"{source}: policy.provision: {exc}") from None
+        if getattr(provision, "redirects", False):
+            raise ConfigError(
+                f"{source}: policy.provision: {config.policy.provision!r} redirects jobs "
+                "itself; name a provisioning policy (on_demand, bursts, core_demand ...)"
+            )
+        partition = getattr(config.batch.options, "node_partition", None)
+        if partition is not None and partition != config.policy.redirect_to:
+            raise ConfigError(
+                f"{source}: policy.redirect_to: {config.policy.redirect_to!r} is not the "
+                f"partition of the cloud workers' nodes (batch.node_partition = {partition!r}):"
+                " redirected jobs would never run; make them the same"
+            )
     return config
 
 

@@ -49,6 +49,9 @@ class BatchContract:
     settle_timeout: ClassVar[float] = 0.0
     """Seconds a state change may take to show in ``snapshot()``."""
     settle_poll: ClassVar[float] = 0.5
+    redirect_target: ClassVar[str | None] = "cloud"
+    """A partition or queue :meth:`BatchSystem.redirect` may send jobs to; ``None`` for
+    a system without such targets (its ``redirect`` must then raise BatchError)."""
 
     # -- hooks ---------------------------------------------------------------------------
 
@@ -182,6 +185,24 @@ class BatchContract:
         ):
             with pytest.raises(UnknownJob, match=UNKNOWN_JOB):
                 call()
+
+    def test_redirect_moves_a_queued_job_and_is_idempotent(self, batch: BatchSystem) -> None:
+        (job_id,) = self.queue(batch, [0])
+        target = self.redirect_target
+        if target is None:
+            with pytest.raises(BatchError, match="redirect"):
+                batch.redirect(job_id, "cloud")
+            return
+        batch.redirect(job_id, target)
+        batch.redirect(job_id, target)
+
+        def moved(view: BatchView) -> bool:
+            job = self.job([*view.queued, *view.running], job_id)
+            return job is not None and job.attributes.get("partition") == target
+
+        assert moved(self.settle(batch, moved))
+        with pytest.raises(UnknownJob, match=UNKNOWN_JOB):
+            batch.redirect(UNKNOWN_JOB, target)
 
     def test_unknown_nodes_raise_unknown_node(self, batch: BatchSystem) -> None:
         name = self.node_name(99)

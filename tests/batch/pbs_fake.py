@@ -115,6 +115,8 @@ class FakePbs:
             return self._qorder(rest)
         if cmd == "qrerun":
             return self._qrerun(rest)
+        if cmd == "qmove":
+            return self._qmove(rest)
         raise _Fail(127, f"{cmd}: command not found")
 
     # -- state changes ------------------------------------------------------------------
@@ -214,6 +216,13 @@ class FakePbs:
         self.nodes[job.node].jobs.remove(job.id)
         job.state, job.node, job.stime = "Q", None, None
         self._schedule()
+        return ""
+
+    def _qmove(self, rest: list[str]) -> str:
+        destination, job = rest[0], self._job(rest[1], "qmove")
+        if job.state != "Q":
+            raise _Fail(168, f"qmove: Request invalid for state of job {job.id}")
+        job.queue = destination
         return ""
 
     def _schedule(self) -> None:

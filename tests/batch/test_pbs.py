@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -33,7 +34,18 @@ def test_openpbs_20_running_job() -> None:
     assert (job.node, job.user, job.priority, job.command) == ("qot-calc0", "qoot", 0, "ntest")
     assert job.submitted_at == 1618443257.0  # Wed Apr 14 23:34:17 2021 UTC
     assert job.started_at == 1618443259.0
-    assert parsed.queue == "atom-sim" and parsed.native_state == "R"
+    assert parsed.job.attributes["partition"] == "atom-sim" and parsed.native_state == "R"
+
+
+def test_a_job_on_several_hosts_lists_each_once_in_its_attributes() -> None:
+    record = json.loads(fixture("openpbs-20/qstat-f-F-json.json"))
+    (attrs,) = record["Jobs"].values()
+    attrs.update(exec_host="cn2/0*4+cn3/0*4+cn2/1", Account_Name="physics")
+    (parsed,) = parse_jobs(json.dumps(record), "openpbs")
+    assert parsed.job.node == "cn2"
+    assert parsed.job.attributes["nodes"] == "cn2,cn3"
+    assert parsed.job.attributes["account"] == "physics"
+    assert parsed.job.attributes["pbs.state"] == "R"
 
 
 def test_pbs_text_times_are_read_in_the_server_zone() -> None:
@@ -58,7 +70,7 @@ def test_torque_jobs_running_queued_and_completed() -> None:
     assert (running.cores, running.walltime, running.node) == (1, 600.0, "node01")
     assert (running.started_at, running.user) == (1479339665.0, "johnfox")
     assert (queued.cores, queued.walltime, queued.submitted_at) == (1, 86340.0, 1479779395.0)
-    assert parsed[1].queue == "batch" and queued.node is None
+    assert parsed[1].job.attributes["partition"] == "batch" and queued.node is None
 
 
 def test_an_empty_torque_queue_prints_nothing() -> None:
@@ -305,4 +317,4 @@ def test_pbspro_2022_queued_job_and_held_job() -> None:
         "359322.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov", JobState.QUEUED, 64, 3600.0,
     )  # fmt: skip
     assert job.submitted_at == 1670099138.0  # "Sat Dec  3 20:25:38 2022" UTC
-    assert (job.user, job.node, parsed.queue) == ("christopherkang", None, "debug")
+    assert (job.user, job.node, job.attributes["partition"]) == ("christopherkang", None, "debug")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ from elasticsite.batch.slurm_output import (
     parse_squeue,
     parse_squeue_format,
 )
-from elasticsite.model import JobState
+from elasticsite.model import Job, JobState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 JOB_FILES = sorted([*FIXTURES.glob("*/squeue-*.json"), *FIXTURES.glob("*/slurmrestd-jobs.json")])
@@ -37,6 +37,10 @@ def text(relative: str) -> str:
     return (FIXTURES / relative).read_text()
 
 
+def by_id(*lists: list[Job]) -> dict[str, Mapping[str, str]]:
+    return {j.id: j.attributes for jobs in lists for j in jobs}
+
+
 def test_fixtures_cover_every_recorded_release() -> None:
     releases = {p.parent.name for p in JOB_FILES} & {p.parent.name for p in NODE_FILES}
     assert releases >= {"22.05", "23.11", "24.05", "24.11", "25.11"}
@@ -44,11 +48,11 @@ def test_fixtures_cover_every_recorded_release() -> None:
 
 @pytest.mark.parametrize("path", JOB_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_recorded_job_list_parses(path: Path) -> None:
-    queued, running, info = parse_squeue(path.read_text(), include_held=True)
+    queued, running = parse_squeue(path.read_text(), include_held=True)
     raw = json.loads(path.read_text())["jobs"]
     for job in [*queued, *running]:
         assert job.cores >= 1 and job.walltime > 0 and job.submitted_at > 0
-        assert job.id in info
+        assert job.attributes["partition"] and job.attributes["slurm.state"]
     for job in running:
         assert job.node, f"running job {job.id} without a node"
         assert job.started_at is not None
@@ -72,7 +76,9 @@ def test_every_recorded_node_list_parses_without_unknown_states(path: Path) -> N
 
 
 def test_22_05_running_and_pending_jobs_exact() -> None:
-    queued, running, info = parse_squeue(text("22.05/squeue-mixed-elastic.json"))
+    queued, running = parse_squeue(text("22.05/squeue-mixed-elastic.json"), include_held=True)
+    info = by_id(queued, running)
+    queued = [j for j in queued if "held" not in j.attributes]
     assert [j.id for j in running] == ["1", "3", "5"]
     one = running[0]
     assert (one.cores, one.walltime, one.node, one.user, one.state) == (
@@ -80,45 +86,48 @@ def test_22_05_running_and_pending_jobs_exact() -> None:
     )  # fmt: skip
     assert (one.submitted_at, one.started_at, one.priority) == (1795356597, 1795356602, 4294901759)
     assert [(j.id, j.cores, j.walltime) for j in queued] == [("2", 2, 300.0)]  # 4 is held
-    assert info["5"].partition == "elastic" and info["5"].nodes == ("dyn1",)
-    assert info["4"].held and info["4"].reason == "JobHeldUser"
+    assert (info["5"]["partition"], info["5"]["nodes"]) == ("elastic", "dyn1")
+    assert (info["4"]["held"], info["4"]["reason"]) == ("true", "JobHeldUser")
+    assert "held" not in info["2"]
     assert running[2].walltime == 3600.0  # no --time, partition unlimited: the default
 
 
 def test_22_05_held_jobs_are_queued_only_when_asked() -> None:
-    queued, _, _ = parse_squeue(text("22.05/squeue-mixed-elastic.json"), include_held=True)
+    queued, _ = parse_squeue(text("22.05/squeue-mixed-elastic.json"), include_held=True)
     assert [j.id for j in queued] == ["2", "4"]
     assert queued[1].priority == 0 and queued[1].walltime == 3600.0
 
 
 def test_22_05_queue_follows_priority_after_scontrol_top() -> None:
     # job 3 was submitted after job 2 and moved to the top: it comes first
-    queued, running, _ = parse_squeue(text("22.05/squeue-running-pending.json"))
+    queued, running = parse_squeue(text("22.05/squeue-running-pending.json"))
     assert [j.id for j in queued] == ["3", "2"]
     assert [j.id for j in running] == ["1"]
 
 
 def test_22_05_pending_array_counts_each_task_and_requeued_job_waits() -> None:
-    queued, running, info = parse_squeue(text("22.05/squeue-array-requeued.json"))
+    queued, running = parse_squeue(text("22.05/squeue-array-requeued.json"))
+    info = by_id(queued, running)
     # job 1 was requeued: pending again, last (Slurm gave it priority 5 and a BeginTime)
     assert [j.id for j in queued] == ["2", "7_0", "7_1", "7_2", "7_3", "7_4", "1"]
     assert "1" not in {j.id for j in running}
-    assert info["7_3"].partition == "debug" and info["7_3"].state == "PENDING"
+    assert (info["7_3"]["partition"], info["7_3"]["slurm.state"]) == ("debug", "PENDING")
 
 
 def test_22_05_configuring_job_waits_for_its_powering_up_cloud_node() -> None:
-    queued, running, info = parse_squeue(text("22.05/squeue-configuring.json"))
+    queued, running = parse_squeue(text("22.05/squeue-configuring.json"))
+    info = by_id(queued, running)
     assert "6" not in {j.id for j in running}
     waiting = next(j for j in queued if j.id == "6")
     assert (waiting.state, waiting.node, waiting.started_at) == (JobState.QUEUED, None, None)
-    assert (info["6"].state, info["6"].nodes) == ("CONFIGURING", ("cloud1",))
+    assert (info["6"]["slurm.state"], info["6"]["nodes"]) == ("CONFIGURING", "cloud1")
 
 
 def test_22_05_nodes_exact() -> None:
-    _, running, info = parse_squeue(text("22.05/squeue-mixed-elastic.json"))
+    _, running = parse_squeue(text("22.05/squeue-mixed-elastic.json"))
     nodes = {
         n.name: n
-        for n in parse_nodes(text("22.05/sinfo-mixed-elastic.json"), jobs_per_node(running, info))
+        for n in parse_nodes(text("22.05/sinfo-mixed-elastic.json"), jobs_per_node(running))
     }
     assert {n: v.state for n, v in nodes.items()} == {
         "cloud1": NodeState.DOWN,  # CLOUD+POWERED_DOWN
@@ -163,8 +172,9 @@ def test_22_05_formatted_squeue_matches_json_of_the_same_instant(
     wide, running = fast[0][0], fast[1][0]
     assert (wide.cores, wide.walltime, wide.priority) == (2, 26 * 3600 + 4 * 60, 4294881721)
     assert (running.id, running.node, running.walltime) == ("20044", "localhost", 1800.0)
-    assert fast[2]["20044"].partition == "urgent" and fast[2]["20042_1"].name == "held|array"
-    assert fast[2]["20044"] == slow[2]["20044"]
+    info = by_id(*fast)
+    assert (info["20044"]["partition"], info["20042_1"]["name"]) == ("urgent", "held|array")
+    assert info["20044"] == by_id(*slow)["20044"]
     held_out = parse_squeue_format(text("22.05/squeue-format.txt"))[0]
     assert [j.id for j in held_out] == ["20043", "20045"]
 
@@ -186,13 +196,14 @@ def test_malformed_formatted_squeue_is_one_clear_error(output: str, message: str
 
 
 def test_24_11_numbers_as_objects_and_states_as_lists() -> None:
-    queued, running, info = parse_squeue(text("24.11/slurmrestd-jobs.json"))
+    queued, running = parse_squeue(text("24.11/slurmrestd-jobs.json"))
+    info = by_id(queued, running)
     assert [(j.id, j.cores, j.walltime) for j in queued] == [("6369", 64, 120.0), ("6370", 4, 60.0)]
     assert [j.id for j in running] == ["6360", "6363", "6364", "6365", "6366", "6367", "6368"]
     wide = next(j for j in running if j.id == "6365")
     assert (wide.cores, wide.user, wide.priority) == (128, "jbeck", 545)
-    assert info["6365"].nodes == ("cn1", "cn2", "cn3") and info["6365"].qos == "normal"
-    counts = jobs_per_node(running, info)
+    assert (info["6365"]["nodes"], info["6365"]["qos"]) == ("cn1,cn2,cn3", "normal")
+    counts = jobs_per_node(running)
     assert (counts["cn1"], counts["cn3"]) == (3, 4)
     nodes = {n.name: n.state for n in parse_nodes(text("24.11/slurmrestd-nodes.json"))}
     assert nodes == {
@@ -335,7 +346,7 @@ def test_snapshot_is_two_commands() -> None:
     assert replay.calls == [("squeue", "--json"), ("sinfo", "--json")]
     assert view.taken_at == 42.0
     assert [j.id for j in view.running] == ["1", "3", "5"]
-    assert batch.jobs_info["5"].partition == "elastic"
+    assert next(j for j in view.running if j.id == "5").attributes["partition"] == "elastic"
     assert {n.name for n in view.nodes} >= {"localhost", "dyn1"}
 
 
@@ -395,6 +406,35 @@ def test_submit_builds_one_sbatch() -> None:
     assert argv[-2:] == ("--wrap", "python3 -c 'print('\"'\"'hi there'\"'\"')'")
     with pytest.raises(BatchError, match="cores"):
         batch.submit(JobRequest(["true"], cores=0))
+
+
+def test_submit_passes_attributes_as_sbatch_flags_and_checks_them() -> None:
+    replay = Replay({"sbatch": "124\n"})
+    batch = SlurmBatch(runner=replay, partition="debug")
+    attrs = {"partition": "cloud", "qos": "high", "account": "phys", "features": "ssd&avx2"}
+    batch.submit(JobRequest(["true"], attributes=attrs))
+    argv = replay.calls[0]
+    assert "--partition=cloud" in argv and "--partition=debug" not in argv
+    assert {"--qos=high", "--account=phys", "--constraint=ssd&avx2"} <= set(argv)
+    with pytest.raises(BatchError, match="not a valid Slurm qos"):
+        batch.submit(JobRequest(["true"], attributes={"qos": "--uid=0"}))
+    assert len(replay.calls) == 1
+
+
+def test_redirect_updates_the_partition_of_a_pending_job_only() -> None:
+    replay = Replay(
+        {
+            "scontrol update jobid=7 partition=cloud": "",
+            "scontrol update jobid=8 partition=cloud": (1, "Job is no longer pending execution"),
+        }
+    )
+    batch = SlurmBatch(runner=replay)
+    batch.redirect("7", "cloud")
+    assert replay.calls[-1] == ("scontrol", "update", "jobid=7", "partition=cloud")
+    with pytest.raises(UnknownJob, match="no longer queued"):
+        batch.redirect("8", "cloud")
+    with pytest.raises(BatchError, match="not a valid partition"):
+        batch.redirect("7", "cloud debug")
 
 
 def test_from_options_rejects_unknown_names() -> None:

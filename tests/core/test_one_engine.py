@@ -26,7 +26,7 @@ from elasticsite.manager.store import StateStore
 from elasticsite.model import Job, Transition
 from elasticsite.sim.batch import SimBatch
 from elasticsite.sim.cloud import CloudModel, Durations, SimCloud
-from elasticsite.sim.elastic import SIM_SITE, ElasticRun
+from elasticsite.sim.elastic import SIM_SITE, SITE_NODE, ElasticRun
 from elasticsite.sim.engine import Simulation
 from elasticsite.workloads import WORKLOADS, get_workload
 
@@ -53,11 +53,12 @@ def flat(transitions: Sequence[Transition]) -> Log:
 
 def simulator(
     arrivals: Sequence[Arrival], clouds: Sequence[CloudModel], policy: str, interval: float,
-    seed: int,
+    seed: int, site_cores: int = 0,
 ) -> Log:  # fmt: skip
     run = ElasticRun(
-        arrivals, clouds, policies.get(policy), policies.PolicySettings(), interval, "easy", seed
-    )
+        arrivals, clouds, policies.get(policy), policies.PolicySettings(), interval, "easy", seed,
+        site_cores=site_cores,
+    )  # fmt: skip
     run.sim.run()
     assert not run.state.records, "the simulated site did not wind down"
     return flat(run.log)
@@ -65,11 +66,14 @@ def simulator(
 
 def manager(
     arrivals: Sequence[Arrival], clouds: Sequence[CloudModel], policy: str, interval: float,
-    seed: int, db: Path,
+    seed: int, db: Path, site_cores: int = 0,
 ) -> Log:  # fmt: skip
     first = min(a[0] for a in arrivals)
     sim = Simulation(start=first)
-    batch = SimBatch(sim, "easy")
+    redirects = getattr(policies.get(policy), "redirects", False)
+    batch = SimBatch(sim, "easy", node_partition="cloud" if redirects else "")
+    if site_cores:
+        batch.add_site_node(SITE_NODE, site_cores)
     rng = random.Random(seed)
     drivers = {c.name: SimCloud(c, sim, rng, batch) for c in clouds}
     jobs = [Job(str(i + 1), c, w, at, runtime=r) for i, (at, c, r, w) in enumerate(arrivals)]
@@ -144,6 +148,7 @@ arrival = st.tuples(
     policy=st.sampled_from(sorted(policies.available())),
     interval=st.sampled_from([5.0, 10.0, 30.0]),
     seed=st.integers(0, 3),
+    site_cores=st.sampled_from([0, 2, 4]),
 )
 def test_random_workloads_give_identical_logs(
     tmp_path_factory: pytest.TempPathFactory,
@@ -153,10 +158,22 @@ def test_random_workloads_give_identical_logs(
     policy: str,
     interval: float,
     seed: int,
+    site_cores: int,
 ) -> None:
     arrivals = [(at, c, r, max(w, 1.0)) for at, c, r, w in arrivals]
     clouds = models([(float(b), float(s)) for b, s in boots], [limit] * len(boots))
     db = tmp_path_factory.mktemp("engine") / "m.db"
-    assert manager(arrivals, clouds, policy, interval, seed, db) == simulator(
-        arrivals, clouds, policy, interval, seed
+    assert manager(arrivals, clouds, policy, interval, seed, db, site_cores) == simulator(
+        arrivals, clouds, policy, interval, seed, site_cores
     )
+
+
+@pytest.mark.parametrize("policy", ["naive", "shortest_queue", "weighted_queue", "selective"])
+def test_redirecting_policies_give_identical_logs_on_a_site_with_its_own_node(
+    policy: str, tmp_path: Path
+) -> None:
+    arrivals = [(a.at, a.cores, a.runtime, a.walltime) for a in get_workload("workload2")]
+    clouds = models([(50.0, 20.0)], [20])
+    live = manager(arrivals, clouds, policy, 10.0, 1, tmp_path / "m.db", site_cores=2)
+    assert live == simulator(arrivals, clouds, policy, 10.0, 1, site_cores=2)
+    assert any(t[2] == "terminated" for t in live)  # some jobs did burst to the cloud

@@ -52,8 +52,11 @@ def site_config(state_dir: Path, policy: str = "on_demand", **over: Any) -> Site
     }
     manager.update(over.pop("manager", {}))
     policy_cfg = {"name": policy, "dedicated_workers": 2, **over.pop("settings", {})}
+    batch = over.pop("batch", {})
     assert not over, over
-    return parse_config({"manager": manager, "policy": policy_cfg, "clouds": clouds})
+    return parse_config(
+        {"manager": manager, "policy": policy_cfg, "clouds": clouds, "batch": batch}
+    )
 
 
 class Running:

@@ -51,7 +51,10 @@ def test_unknown_policy_names_every_available_one():
     assert str(err.value) == (
         f"unknown policy 'fastest_possible'; available: {', '.join(available())}"
     )
-    assert "bursts, core_demand, dedicated, on_demand, steady_stream" in str(err.value)
+    assert (
+        "bursts, core_demand, dedicated, naive, on_demand, selective, shortest_queue, "
+        "steady_stream, weighted_queue" in str(err.value)
+    )
     assert isinstance(err.value, LookupError)
 
 

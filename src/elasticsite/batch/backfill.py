@@ -263,6 +263,12 @@ class _Backfill(Generic[K]):
             heapq.heappop(due)
         return _INF
 
+    def backdate(self, job_id: K, submitted: float) -> None:
+        """Record that a waiting job was submitted at ``submitted`` (earlier than the
+        ``now`` it was queued at here): its wait, and so selective's expansion factor,
+        count from then. For a queue rebuilt from a live batch system."""
+        self._waiting[job_id].submitted = submitted
+
     def reservation(self, job_id: K) -> float | None:
         """Reserved start of a waiting job, or ``None`` if it has no reservation."""
         job = self._waiting[job_id]

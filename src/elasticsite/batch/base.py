@@ -7,7 +7,7 @@ translating its own failures at the boundary with ``raise ... from exc``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -90,6 +90,10 @@ class JobRequest:
     walltime: float = 3600.0
     user: str = ""
     priority: int = 0
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    """Job attributes (:mod:`elasticsite.attributes`) to submit with: each adapter
+    passes those its batch system has a flag for (a partition or queue, a QOS, an
+    account) and ignores the others."""
 
 
 def checked_command(request: JobRequest) -> list[str]:
@@ -148,4 +152,11 @@ class BatchSystem(Protocol):
 
     def preempt(self, job_id: str) -> None:
         """Stop a running job and put it back in the queue."""
+        ...
+
+    def redirect(self, job_id: str, target: str) -> None:
+        """Move a queued job to partition (or queue) ``target``, where cloud workers
+        run it. Redirecting a job already there is a no-op; a job that started or
+        ended meanwhile raises :class:`UnknownJob`; a batch system without such
+        targets raises :class:`BatchError` saying so."""
         ...

@@ -698,6 +698,14 @@ class CondorBatch:
         if job.state is JobState.RUNNING:
             self._vacate([job.id], "preempted by elasticsite")
 
+    def redirect(self, job_id: str, target: str) -> None:
+        """HTCondor has no partitions: jobs reach cloud workers through their
+        requirements (``VMType``), so there is nothing to redirect to."""
+        raise BatchError(
+            f"redirect {job_id} to {target!r}: HTCondor has no partitions; send jobs to "
+            "cloud workers through their requirements (VMType) instead"
+        )
+
     def _vacate(self, job_ids: list[str], reason: str) -> None:
         self._call("hold", lambda: self.pool.act("Hold", job_ids, reason))
         self._call("release", lambda: self.pool.act("Release", job_ids, reason))

@@ -22,15 +22,15 @@ import functools
 import json
 import logging
 import os
-import shlex
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
+from elasticsite import attributes
 from elasticsite.batch.base import (
     BatchError,
     BatchView,
@@ -39,7 +39,19 @@ from elasticsite.batch.base import (
     NodeState,
     UnknownJob,
     UnknownNode,
-    checked_command,
+)
+from elasticsite.batch.local_schema import (
+    JOB_COLUMNS,
+    QUEUE_ORDER,
+    SCHEMA_VERSION,
+    Assignment,
+    Queued,
+    checked_node,
+    checked_partition,
+    checked_request,
+    create_or_migrate,
+    job_from_row,
+    job_key,
 )
 from elasticsite.batch.scheduling import POLICIES, schedule
 from elasticsite.files import StateFileError
@@ -50,45 +62,8 @@ __all__ = ["Assignment", "BatchStateError", "LocalBatch"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
 LOCK_TIMEOUT = 10.0
 """Seconds to wait for another process's write lock before giving up as "locked"."""
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    command TEXT NOT NULL,
-    cores INTEGER NOT NULL,
-    walltime REAL NOT NULL,
-    user TEXT NOT NULL DEFAULT '',
-    priority INTEGER NOT NULL DEFAULT 0,
-    front INTEGER NOT NULL DEFAULT 0,
-    state TEXT NOT NULL,
-    submitted_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
-    node TEXT,
-    exit_code INTEGER,
-    pid INTEGER,
-    attempt INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, node);
-CREATE TABLE IF NOT EXISTS nodes (
-    name TEXT PRIMARY KEY,
-    cores INTEGER NOT NULL,
-    up INTEGER NOT NULL DEFAULT 0,
-    drain INTEGER NOT NULL DEFAULT 0,
-    reason TEXT NOT NULL DEFAULT '',
-    heartbeat_at REAL,
-    registered_at REAL,
-    declared_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-_QUEUE_ORDER = "ORDER BY front DESC, priority DESC, id ASC"
-_JOB_COLUMNS = (
-    "id, command, cores, walltime, user, priority, state, submitted_at, started_at, "
-    "finished_at, node, exit_code"
-)
 DEFAULT_SCHEDULER = "easy"
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -96,42 +71,6 @@ _R = TypeVar("_R")
 
 class BatchStateError(BatchError, StateFileError):
     """The batch file itself is unusable (corrupt, locked, unwritable): ``PATH: cause``."""
-
-
-class Assignment(NamedTuple):
-    """A job a worker should be running: ``attempt`` tells a restart from the old run."""
-
-    job_id: str
-    attempt: int
-    argv: list[str]
-    cores: int
-    walltime: float
-
-
-class _Queued(NamedTuple):
-    id: str
-    cores: int
-    walltime: float
-
-
-def _job(row: sqlite3.Row | tuple) -> Job:
-    (jid, command, cores, walltime, user, prio, state, sub, start, fin, node, code) = row
-    runtime = fin - start if state == "done" and start is not None and fin is not None else None
-    return Job(
-        id=str(jid),
-        cores=cores,
-        walltime=walltime,
-        submitted_at=sub,
-        state=JobState(state),
-        command=shlex.join(json.loads(command)),
-        runtime=runtime,
-        started_at=start,
-        finished_at=fin,
-        node=node,
-        exit_code=code,
-        priority=prio,
-        user=user,
-    )
 
 
 def _translated(
@@ -151,39 +90,6 @@ def _translated(
     return boundary
 
 
-def _checked_node(doing: str, name: object, cores: object) -> None:
-    """A node needs a non-empty name and a whole number of cores, at least one."""
-    if not (isinstance(name, str) and name and isinstance(cores, int) and cores >= 1):
-        raise BatchError(f"{doing}: need a name and cores >= 1, got {name!r}, {cores!r}")
-
-
-def _checked_request(request: JobRequest) -> list[str]:
-    """The request's command, once its fields have the types their columns hold and
-    the checks every adapter makes (:func:`checked_command`) have passed."""
-    if not isinstance(request, JobRequest):
-        raise BatchError(f"submit: need a JobRequest, got {request!r}")
-    for field, value, kind, told in (
-        ("cores", request.cores, int, "an integer"),
-        ("walltime", request.walltime, (int, float), "a number of seconds"),
-        ("priority", request.priority, int, "an integer"),
-        ("user", request.user, str, "a string"),
-    ):
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise BatchError(f"submit: {field} must be {told}, got {value!r}")
-    return checked_command(request)
-
-
-def _job_key(job_id: str) -> int:
-    """The row id of job ``job_id``, as :meth:`LocalBatch.submit` wrote it: digits only.
-
-    Anything ``int()`` would also take (``" 1"``, ``"+1"``, ``"1_0"``, ``1.5``) names
-    no job here, rather than another job than the caller meant.
-    """
-    if isinstance(job_id, str) and job_id.isascii() and job_id.isdigit():
-        return int(job_id)
-    raise UnknownJob(f"no job {job_id!r}: local batch job ids are integers")
-
-
 class LocalBatch:
     """A batch system in one SQLite file (WAL): jobs, nodes and the scheduling pass.
 
@@ -192,6 +98,13 @@ class LocalBatch:
     (``"easy"`` for a new file); an unknown name is a ValueError, as the other adapters'
     bad options are. A node whose last heartbeat is older than ``heartbeat_timeout``
     seconds is DOWN and gets no new job.
+
+    Partitions: every job and node is in one partition (``''``, the default, unless
+    said otherwise), and a job runs only on nodes of its own. A job's partition is
+    its ``partition`` attribute; nodes :meth:`add_node` declares (the manager's cloud
+    workers) are in ``node_partition``, and nodes that register undeclared (a
+    site's own) in the default one. With ``node_partition = "cloud"``, jobs run on
+    cloud workers only once submitted or :meth:`redirect`-ed to ``cloud``.
     """
 
     def __init__(
@@ -200,12 +113,14 @@ class LocalBatch:
         scheduler: str | None = None,
         clock: Callable[[], float] = time.time,
         heartbeat_timeout: float = 30.0,
+        node_partition: str = "",
     ) -> None:
         if scheduler is not None and scheduler not in POLICIES:
             raise ValueError(
                 f"unknown scheduling policy {scheduler!r}; "
                 f"valid policies: {', '.join(sorted(POLICIES))}"
             )
+        self.node_partition = checked_partition("node_partition", node_partition)
         self.path = Path(path)
         self.clock = clock
         self.heartbeat_timeout = heartbeat_timeout
@@ -243,18 +158,20 @@ class LocalBatch:
     def _setup(self, scheduler: str | None) -> None:
         with self._tx(write=False) as tx:
             version = tx.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
+        if not 0 <= version <= SCHEMA_VERSION:
             raise BatchError(
-                f"local batch {self.path}: schema version {version}, expected {SCHEMA_VERSION}; "
-                "use a new file"
+                f"local batch {self.path}: schema version {version} is newer than this "
+                f"elasticsite's ({SCHEMA_VERSION}); upgrade elasticsite or use a new file"
             )
-        if version and scheduler is not None and scheduler == self.scheduler:
+        if version == SCHEMA_VERSION and scheduler is not None and scheduler == self.scheduler:
             scheduler = None  # nothing to write: readers never wait for another's write lock
-        if version == 0 or scheduler is not None:
+        if version < SCHEMA_VERSION or scheduler is not None:
             with self._tx(write=True) as tx:
-                for statement in filter(str.strip, _SCHEMA.split(";")):
-                    tx.execute(statement)
-                tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                version = tx.execute("PRAGMA user_version").fetchone()[0]  # another may have
+                if version < SCHEMA_VERSION:
+                    if version:
+                        log.info("local batch %s: migrating from schema %d", self.path, version)
+                    create_or_migrate(tx, version)
                 if scheduler is not None:
                     tx.execute("INSERT OR REPLACE INTO meta VALUES ('scheduler', ?)", (scheduler,))
 
@@ -289,33 +206,36 @@ class LocalBatch:
     def _pass(self, tx: sqlite3.Connection, now: float) -> list[tuple[str, str]]:
         tx.execute("INSERT OR REPLACE INTO meta VALUES ('last_pass', ?)", (repr(now),))
         nodes = tx.execute(
-            "SELECT name, cores FROM nodes WHERE up = 1 AND drain = 0 AND heartbeat_at >= ? "
-            "ORDER BY name",
+            "SELECT name, cores, partition FROM nodes WHERE up = 1 AND drain = 0 "
+            "AND heartbeat_at >= ? ORDER BY name",
             (now - self.heartbeat_timeout,),
         ).fetchall()
         if not nodes:
             return []
-        free = dict(nodes)
-        running = []
+        free = {name: cores for name, cores, _ in nodes}
+        part_of = {name: part for name, _, part in nodes}
+        running: dict[str, list[tuple[str, int, float]]] = {}
         for node, cores, end in tx.execute(
             "SELECT node, cores, started_at + walltime FROM jobs WHERE state = 'running'"
         ):
             if node in free:
                 free[node] -= cores
-                running.append((node, cores, end))
+                running.setdefault(part_of[node], []).append((node, cores, end))
         if all(f <= 0 for f in free.values()):
             return []
-        queued = [
-            _Queued(str(jid), cores, walltime)
-            for jid, cores, walltime in tx.execute(
-                f"SELECT id, cores, walltime FROM jobs WHERE state = 'queued' {_QUEUE_ORDER}"
-            )
-        ]
+        queued: dict[str, list[Queued]] = {}
+        for jid, cores, walltime, part in tx.execute(
+            f"SELECT id, cores, walltime, partition FROM jobs WHERE state = 'queued' {QUEUE_ORDER}"
+        ):
+            queued.setdefault(part, []).append(Queued(str(jid), cores, walltime))
         if not queued:
             return []
-        started = schedule(
-            self._scheduler(tx), now, queued, [(n, max(f, 0)) for n, f in free.items()], running
-        )
+        policy = self._scheduler(tx)
+        started: list[tuple[str, str]] = []
+        for part, waiting in queued.items():  # partitions share no node: one schedule each
+            pool = [(n, max(f, 0)) for n, f in free.items() if part_of[n] == part]
+            if pool:
+                started += schedule(policy, now, waiting, pool, running.get(part, []))
         tx.executemany(
             "UPDATE jobs SET state = 'running', node = ?, started_at = ?, pid = NULL, "
             "attempt = attempt + 1 WHERE id = ? AND state = 'queued'",
@@ -333,15 +253,15 @@ class LocalBatch:
         now = self.clock()
         with self._tx(write=False) as tx:
             queued = [
-                _job(r)
+                job_from_row(r)
                 for r in tx.execute(
-                    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'queued' {_QUEUE_ORDER}"
+                    f"SELECT {JOB_COLUMNS} FROM jobs WHERE state = 'queued' {QUEUE_ORDER}"
                 )
             ]
             running = [
-                _job(r)
+                job_from_row(r)
                 for r in tx.execute(
-                    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'running' ORDER BY id"
+                    f"SELECT {JOB_COLUMNS} FROM jobs WHERE state = 'running' ORDER BY id"
                 )
             ]
             node_rows = tx.execute(
@@ -371,12 +291,14 @@ class LocalBatch:
 
     @_translated
     def add_node(self, name: str, cores: int) -> None:
-        """Declare a node; it is DOWN until its worker registers. A known node is left alone."""
-        _checked_node("add_node", name, cores)
+        """Declare a node (in ``node_partition``); it is DOWN until its worker registers.
+        A known node is left alone."""
+        checked_node("add_node", name, cores)
         with self._tx(write=True) as tx:
             tx.execute(
-                "INSERT OR IGNORE INTO nodes (name, cores, declared_at) VALUES (?, ?, ?)",
-                (name, cores, self.clock()),
+                "INSERT OR IGNORE INTO nodes (name, cores, declared_at, partition) "
+                "VALUES (?, ?, ?, ?)",
+                (name, cores, self.clock(), self.node_partition),
             )
 
     @_translated
@@ -423,21 +345,22 @@ class LocalBatch:
     @_translated
     def submit(self, request: JobRequest) -> str:
         """Queue a job and run a scheduling pass; returns the new job's id."""
-        argv = _checked_request(request)
+        argv, attrs = checked_request(request)
         with self._tx(write=True) as tx:
             now = self.clock()
             cursor = tx.execute(
-                "INSERT INTO jobs (command, cores, walltime, user, priority, state, submitted_at)"
-                " VALUES (?, ?, ?, ?, ?, 'queued', ?)",
+                "INSERT INTO jobs (command, cores, walltime, user, priority, state, submitted_at,"
+                " partition, attributes) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
                 (json.dumps(argv), request.cores, float(request.walltime), request.user,
-                 request.priority, now),
+                 request.priority, now, attrs.get(attributes.PARTITION, ""),
+                 json.dumps(attrs, sort_keys=True)),
             )  # fmt: skip
             job_id = str(cursor.lastrowid)
             self._pass(tx, now)
         return job_id
 
     def _job_state(self, tx: sqlite3.Connection, job_id: str) -> tuple[int, str]:
-        key = _job_key(job_id)
+        key = job_key(job_id)
         row = tx.execute("SELECT state FROM jobs WHERE id = ?", (key,)).fetchone()
         if row is None:
             raise UnknownJob(f"no job {job_id!r} in the local batch system")
@@ -484,12 +407,37 @@ class LocalBatch:
                 )
                 self._pass(tx, self.clock())
 
+    @_translated
+    def redirect(self, job_id: str, target: str) -> None:
+        """Move a queued job to partition ``target`` (and start it if a node there is
+        free). Already there: no-op; running or finished: UnknownJob."""
+        checked_partition("redirect", target)
+        with self._tx(write=True) as tx:
+            key, state = self._job_state(tx, job_id)
+            if state != "queued":
+                raise UnknownJob(f"redirect: job {job_id} is no longer queued ({state})")
+            part, text = tx.execute(
+                "SELECT partition, attributes FROM jobs WHERE id = ?", (key,)
+            ).fetchone()
+            if part == target:
+                return
+            attrs = json.loads(text)
+            if target:
+                attrs[attributes.PARTITION] = target
+            else:
+                attrs.pop(attributes.PARTITION, None)
+            tx.execute(
+                "UPDATE jobs SET partition = ?, attributes = ? WHERE id = ?",
+                (target, json.dumps(attrs, sort_keys=True), key),
+            )
+            self._pass(tx, self.clock())
+
     # -- worker side -------------------------------------------------------------------
 
     @_translated
     def register_node(self, name: str, cores: int) -> None:
         """A worker reports its node up (creating it if undeclared); nothing runs there yet."""
-        _checked_node("register_node", name, cores)
+        checked_node("register_node", name, cores)
         with self._tx(write=True) as tx:
             now = self.clock()
             tx.execute(
@@ -513,10 +461,10 @@ class LocalBatch:
         """The jobs running on ``name``."""
         with self._tx(write=False) as tx:
             rows = tx.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state = 'running' AND node = ? ORDER BY id",
+                f"SELECT {JOB_COLUMNS} FROM jobs WHERE state = 'running' AND node = ? ORDER BY id",
                 (name,),
             ).fetchall()
-        return [_job(r) for r in rows]
+        return [job_from_row(r) for r in rows]
 
     @_translated
     def finish_job(
@@ -544,7 +492,7 @@ class LocalBatch:
             done += tx.execute(
                 "UPDATE jobs SET state = 'done', finished_at = ?, exit_code = ? "
                 "WHERE id = ? AND state = 'running' AND node = ? AND (? IS NULL OR attempt = ?)",
-                (now, code, _job_key(job_id), node, attempt, attempt),
+                (now, code, job_key(job_id), node, attempt, attempt),
             ).rowcount
         return done
 
@@ -609,7 +557,7 @@ class LocalBatch:
             tx.executemany(
                 "UPDATE jobs SET pid = ? WHERE id = ? AND attempt = ? AND node = ? "
                 "AND state = 'running'",
-                [(pid, _job_key(jid), attempt, node) for jid, attempt, pid in pids],
+                [(pid, job_key(jid), attempt, node) for jid, attempt, pid in pids],
             )
 
     # -- extras for the CLI and metrics ------------------------------------------------
@@ -617,25 +565,25 @@ class LocalBatch:
     @_translated
     def jobs(self, states: Iterable[JobState | str] | None = None) -> list[Job]:
         """Every job (or those in ``states``), oldest first, with their times."""
-        query = f"SELECT {_JOB_COLUMNS} FROM jobs"
+        query = f"SELECT {JOB_COLUMNS} FROM jobs"
         params: list[str] = []
         if states is not None:
             params = [JobState(s).value for s in states]
             query += f" WHERE state IN ({', '.join('?' * len(params))})"
         with self._tx(write=False) as tx:
             rows = tx.execute(query + " ORDER BY id", params).fetchall()
-        return [_job(r) for r in rows]
+        return [job_from_row(r) for r in rows]
 
     @_translated
     def job(self, job_id: str) -> Job:
         """One job by id."""
         with self._tx(write=False) as tx:
             row = tx.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (_job_key(job_id),)
+                f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?", (job_key(job_id),)
             ).fetchone()
         if row is None:
             raise UnknownJob(f"no job {job_id!r} in the local batch system")
-        return _job(row)
+        return job_from_row(row)
 
     @_translated
     def cancel(self, job_id: str) -> None:

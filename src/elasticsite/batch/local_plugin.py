@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import Field
+
 from elasticsite.batch.local import LocalBatch
 from elasticsite.plugins import BatchPlugin, PluginOptions
 
@@ -23,6 +25,10 @@ class LocalBatchOptions(PluginOptions):
     which local cloud workers join too."""
 
     scheduler: Literal["fcfs", "easy"] = "easy"
+    node_partition: str = Field("", pattern=r"^[A-Za-z0-9_-]*$", max_length=64)
+    """The partition of the cloud workers' nodes; ``""`` (the default): every job may
+    run on them. Set it (e.g. ``"cloud"``) to run only jobs submitted or redirected
+    there on cloud workers, and the rest on the site's own nodes."""
 
 
 def _create(options: LocalBatchOptions, site: SiteInfo) -> LocalBatch:
@@ -30,6 +36,7 @@ def _create(options: LocalBatchOptions, site: SiteInfo) -> LocalBatch:
         site.batch_path,
         scheduler=options.scheduler,
         heartbeat_timeout=site.config.manager.heartbeat_timeout,
+        node_partition=options.node_partition,
     )
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, field_validator
 
+from elasticsite import attributes
 from elasticsite.batch.base import (
     BatchError,
     BatchView,
@@ -180,8 +181,6 @@ class PbsBatch:
         self.job_name = job_name
         self.script_dir = script_dir
         self.clock = clock
-        self.queues: dict[str, str] = {}
-        """Job id -> queue, as of the last listing."""
 
     @classmethod
     def from_options(
@@ -222,7 +221,6 @@ class PbsBatch:
             self._run(self.system.jobs_command()),
             timezone=self.timezone, default_walltime=self.default_walltime,
         )  # fmt: skip
-        self.queues = {j.job.id: j.queue for j in jobs}
         return jobs
 
     def _nodes(self) -> list[Node]:
@@ -311,7 +309,7 @@ class PbsBatch:
             result = self.runner(
                 self.system.qsub_command(
                     path, request.cores, request.walltime, request.priority,
-                    self.queue, self.job_name,
+                    _queue(request) or self.queue, self.job_name,
                 )
             )  # fmt: skip
         finally:
@@ -349,6 +347,26 @@ class PbsBatch:
         job = self._find(self._jobs(), job_id)
         if job.job.state is JobState.RUNNING:
             self._act(qrerun_command(job.job.id), job_id=job_id)
+
+    def redirect(self, job_id: str, target: str) -> None:
+        """``qmove TARGET JOB``: the queued job moves to the cloud workers' queue (already
+        there: no-op). A job no longer queued raises UnknownJob."""
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", target or ""):
+            raise BatchError(f"redirect: {target!r} is not a valid PBS queue name")
+        job = self._find(self._jobs(), job_id)
+        if job.job.state is not JobState.QUEUED:
+            raise UnknownJob(f"redirect: job {job_id} is no longer queued")
+        if job.job.attributes.get(attributes.PARTITION) == target:
+            return
+        self._act(["qmove", target, job.job.id], job_id=job_id)
+
+
+def _queue(request: JobRequest) -> str | None:
+    """The request's ``partition`` attribute, as a PBS queue name (checked)."""
+    queue = request.attributes.get(attributes.PARTITION)
+    if queue and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", queue):
+        raise BatchError(f"submit: {queue!r} is not a valid PBS queue name")
+    return queue or None
 
 
 def _check_priority(priority: int) -> None:

@@ -19,17 +19,19 @@ import logging
 import re
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from elasticsite import attributes
 from elasticsite.batch.base import BatchError, Node, NodeState
 from elasticsite.model import Job, JobState
 
 __all__ = [
     "NODE_STATES",
+    "STATE_ATTRIBUTE",
     "PbsJob",
     "node_state",
     "parse_pbsnodes_json",
@@ -225,10 +227,13 @@ def _load_xml(text: str, what: str) -> ET.Element | None:
 
 @dataclass(slots=True)
 class PbsJob:
-    """One queued or running job and what :class:`~elasticsite.model.Job` has no field for."""
+    """One queued or running job and its one-letter PBS state (``Q``, ``R``, ``E`` ...).
+
+    The job's queue, account and exec hosts are in its
+    :attr:`~elasticsite.model.Job.attributes` (the queue as ``partition``).
+    """
 
     job: Job
-    queue: str
     native_state: str
 
 
@@ -238,13 +243,29 @@ _RUNNING_CODES = {"R", "E"}
 """Running, or exiting (its cores are still taken)."""
 
 
-def _exec_node(attrs: Mapping[str, Any]) -> str | None:
+def _exec_nodes(attrs: Mapping[str, Any]) -> list[str]:
+    """The hosts a running job holds, in order, without repeats."""
     host = str(attrs.get("exec_host") or "")
     if host:
-        return host.split("+")[0].split("/")[0] or None
-    vnode = str(attrs.get("exec_vnode") or "")
-    match = re.match(r"\(([^:)\[]+)", vnode)
-    return match.group(1) if match else None
+        names = [part.split("/")[0] for part in host.split("+")]
+    else:
+        names = re.findall(r"\(([^:)\[]+)", str(attrs.get("exec_vnode") or ""))
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def _attributes(attrs: Mapping[str, Any], code: str, nodes: Sequence[str]) -> Mapping[str, str]:
+    found = {
+        attributes.PARTITION: str(attrs.get("queue") or ""),
+        attributes.ACCOUNT: str(attrs.get("Account_Name") or ""),
+        attributes.NAME: str(attrs.get("Job_Name") or ""),
+        attributes.NODES: ",".join(nodes),
+        STATE_ATTRIBUTE: code,
+    }
+    return {k: v for k, v in found.items() if v and v.isprintable()}
+
+
+STATE_ATTRIBUTE = "pbs.state"
+"""The job's one-letter PBS state."""
 
 
 def _job(
@@ -264,6 +285,7 @@ def _job(
     submitted = _timestamp(attrs.get("qtime") or attrs.get("ctime"), zone)
     started = _timestamp(attrs.get("stime") or attrs.get("start_time"), zone)
     owner = str(attrs.get("Job_Owner") or attrs.get("euser") or "")
+    nodes = _exec_nodes(attrs) if state is JobState.RUNNING else []
     job = Job(
         id=job_id,
         cores=request_cores(resources),
@@ -272,11 +294,12 @@ def _job(
         state=state,
         command=str(attrs.get("Job_Name") or ""),
         started_at=started if state is JobState.RUNNING else None,
-        node=_exec_node(attrs) if state is JobState.RUNNING else None,
+        node=nodes[0] if nodes else None,
         priority=_int(attrs.get("Priority"), 0),
         user=owner.split("@")[0],
+        attributes=_attributes(attrs, code, nodes),
     )
-    return PbsJob(job, str(attrs.get("queue") or ""), code)
+    return PbsJob(job, code)
 
 
 def _jobs(

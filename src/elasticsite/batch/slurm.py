@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from elasticsite import attributes
+from elasticsite.attributes import NODES, PARTITION
 from elasticsite.batch.base import (
     BatchError,
     BatchView,
@@ -41,7 +43,6 @@ from elasticsite.batch.base import (
 from elasticsite.batch.command import CommandError, CommandResult, Runner, run
 from elasticsite.batch.slurm_output import (
     SQUEUE_FORMAT_ARGV,
-    SlurmJobInfo,
     jobs_per_node,
     load_json,
     nodes_from,
@@ -99,8 +100,8 @@ class SlurmBatch:
     ``partition`` is where :meth:`submit` sends jobs (Slurm's default partition if
     None); ``node_feature`` is the feature given to nodes :meth:`add_node` creates,
     which slurm.conf's ``Nodeset`` maps to the partition of elastic nodes.
-    ``jobs_info`` holds what the last snapshot learnt beyond :class:`Job`'s fields
-    (partition, QOS, features, nodes ...), by job id. ``jobs_from`` picks how jobs
+    Each job's partition, QOS, account, features, nodes and Slurm state come in its
+    :attr:`~elasticsite.model.Job.attributes`. ``jobs_from`` picks how jobs
     are read: ``"format"`` (fast, the default) or ``"json"`` (``squeue --json``).
     ``demand_partitions``, when given, limits the jobs a snapshot reports to those
     submitted to one of these partitions (a job submitted to several counts if any is
@@ -141,7 +142,6 @@ class SlurmBatch:
         self.include_held = include_held
         self.remove_timeout = remove_timeout
         self.clock = clock
-        self.jobs_info: dict[str, SlurmJobInfo] = {}
         self._nodes_argv: tuple[str, ...] = ("sinfo", "--json")
 
     @classmethod
@@ -189,9 +189,7 @@ class SlurmBatch:
 
     # -- sensing ---------------------------------------------------------------------
 
-    def _read_jobs(
-        self, include_held: bool
-    ) -> tuple[list[Job], list[Job], dict[str, SlurmJobInfo]]:
+    def _read_jobs(self, include_held: bool) -> tuple[list[Job], list[Job]]:
         if self.jobs_from == "json":
             text = self._cmd("squeue", "--json")
             return parse_squeue(text, self.default_walltime, include_held)
@@ -201,19 +199,17 @@ class SlurmBatch:
     def snapshot(self) -> BatchView:
         """Queued and running jobs and all nodes: one ``squeue`` and one node query."""
         taken = self.clock()
-        queued, running, info = self._read_jobs(self.include_held)
+        queued, running = self._read_jobs(self.include_held)
         data = load_json(self._cmd(*self._nodes_argv), " ".join(self._nodes_argv))
         if "nodes" not in data and "sinfo" in data:  # 23.02+: sinfo --json lists partitions
             self._nodes_argv = ("scontrol", "show", "nodes", "--json")
             data = load_json(self._cmd(*self._nodes_argv), " ".join(self._nodes_argv))
-        nodes = nodes_from(data, jobs_per_node(running, info))
-        self.jobs_info = info
+        nodes = nodes_from(data, jobs_per_node(running))
         if self.demand_partitions:
             wanted = self.demand_partitions
 
             def served(job: Job) -> bool:
-                i = info.get(job.id)
-                return i is not None and not wanted.isdisjoint(i.partition.split(","))
+                return not wanted.isdisjoint(attributes.values(job.attributes, PARTITION))
 
             queued = [j for j in queued if served(j)]
             running = [j for j in running if served(j)]
@@ -290,21 +286,31 @@ class SlurmBatch:
             time.sleep(0.3)
 
     def _jobs_on(self, name: str) -> list[str]:
-        _, running, info = self._read_jobs(include_held=True)
-        return [j.id for j in running if name in info[j.id].nodes]
+        _, running = self._read_jobs(include_held=True)
+        return [j.id for j in running if name in attributes.values(j.attributes, NODES)]
 
     # -- jobs --------------------------------------------------------------------------
 
     def submit(self, request: JobRequest) -> str:
-        """``sbatch --parsable --wrap``: one task with ``cores`` CPUs, walltime in minutes."""
+        """``sbatch --parsable --wrap``: one task with ``cores`` CPUs, walltime in minutes.
+
+        The request's ``partition``, ``qos``, ``account`` and ``features`` attributes
+        become ``--partition``, ``--qos``, ``--account`` and ``--constraint``."""
         argv = checked_command(request)
         sbatch = [
             "sbatch", "--parsable", "--ntasks=1", f"--cpus-per-task={request.cores}",
             f"--time={max(1, math.ceil(request.walltime / 60.0))}",
             "--output=/dev/null", f"--job-name={_job_name(argv)}",
         ]  # fmt: skip
+        wanted = dict(request.attributes)
         if self.partition:
-            sbatch.append(f"--partition={self.partition}")
+            wanted.setdefault(PARTITION, self.partition)
+        for key, flag in _SUBMIT_FLAGS:
+            value = wanted.get(key)
+            if value:
+                if not _VALUE.fullmatch(value):
+                    raise BatchError(f"submit: {key} {value!r} is not a valid Slurm {key}")
+                sbatch.append(f"{flag}={value}")
         if request.priority:
             sbatch.append(f"--nice={-request.priority}")
         sbatch += ["--wrap", shlex.join(argv)]
@@ -351,7 +357,7 @@ class SlurmBatch:
         ok, out = self._job_update("move_to_front", job_id, "scontrol", "top", job_id)
         if not ok and "no longer pending" in out:
             return  # running already
-        queued, running, _ = self._read_jobs(include_held=True)
+        queued, running = self._read_jobs(include_held=True)
         if any(j.id == job_id for j in running):
             return
         ahead = [j for j in queued if j.id != job_id]
@@ -373,6 +379,20 @@ class SlurmBatch:
         if not ok and "is pending" not in out:
             raise BatchError(f"preempt: job {job_id}: {out}")
 
+    def redirect(self, job_id: str, target: str) -> None:
+        """``scontrol update jobid=X partition=TARGET``: the pending job moves to the
+        cloud's partition (a job already there: no-op). A started job raises UnknownJob."""
+        if not _NAME.fullmatch(target or ""):
+            raise BatchError(f"redirect: {target!r} is not a valid partition name")
+        ok, out = self._job_update(
+            "redirect", job_id, "scontrol", "update", f"jobid={job_id}", f"partition={target}"
+        )
+        if ok:
+            return
+        if "no longer pending" in out or "not pending" in out.lower():
+            raise UnknownJob(f"redirect: job {job_id} is no longer queued")
+        raise BatchError(f"redirect: job {job_id} to partition {target}: {out}")
+
     def cancel(self, job_id: str) -> None:
         """``scancel`` (tests and the CLI); cancelling a finished job is a no-op."""
         _check_job(job_id)
@@ -380,6 +400,14 @@ class SlurmBatch:
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,&|:()\[\]*-]{0,255}")
+"""A partition list, QOS, account or constraint expression as sbatch takes it."""
+_SUBMIT_FLAGS = (
+    (PARTITION, "--partition"),
+    (attributes.QOS, "--qos"),
+    (attributes.ACCOUNT, "--account"),
+    (attributes.FEATURES, "--constraint"),
+)
 _JOB = re.compile(r"\d+(_\d+)?")
 
 

@@ -20,9 +20,9 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from elasticsite import attributes
 from elasticsite.batch.base import (
     BatchError,
     Node,
@@ -33,8 +33,9 @@ from elasticsite.model import Job, JobState
 
 __all__ = [
     "SQUEUE_FORMAT_ARGV",
-    "SlurmJobInfo",
+    "STATE_ATTRIBUTE",
     "expand_hostlist",
+    "job_attributes",
     "jobs_per_node",
     "load_json",
     "node_state",
@@ -245,29 +246,46 @@ def load_json(text: str, what: str) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True, slots=True)
-class SlurmJobInfo:
-    """What Slurm knows about a job beyond :class:`~elasticsite.model.Job`'s fields."""
+def job_attributes(
+    partition: str,
+    qos: str,
+    account: str,
+    features: str,
+    name: str,
+    nodes: Sequence[str],
+    node_count: int,
+    state: str,
+    reason: str,
+    held: bool,
+) -> Mapping[str, str]:
+    """A job's :mod:`~elasticsite.attributes` from squeue's fields (empty ones left out).
 
-    partition: str
-    qos: str
-    account: str
-    features: str
-    name: str
-    nodes: tuple[str, ...]
-    node_count: int
-    state: str
-    """Slurm's own state words, e.g. ``"PENDING"`` or ``"RUNNING"``."""
-    reason: str
-    """Why a job waits (``Priority``, ``Resources``, ``JobHeldUser`` ...)."""
-    held: bool
+    Slurm's own state words (``PENDING``, ``CONFIGURING`` ...) go under ``slurm.state``.
+    """
+    found = {
+        attributes.PARTITION: partition,
+        attributes.QOS: qos,
+        attributes.ACCOUNT: account,
+        attributes.FEATURES: features,
+        attributes.NAME: name,
+        attributes.NODES: ",".join(nodes),
+        attributes.NODE_COUNT: str(node_count),
+        attributes.REASON: "" if reason == "None" else reason,
+        attributes.HELD: "true" if held else "",
+        STATE_ATTRIBUTE: state,
+    }
+    return {k: v for k, v in found.items() if v and v.isprintable()}
+
+
+STATE_ATTRIBUTE = "slurm.state"
+"""Slurm's own state words for a job, e.g. ``"PENDING"`` or ``"RUNNING"``."""
 
 
 _QUEUED = frozenset(
     {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT"}
 )
 """Waiting to start. CONFIGURING: given nodes that are still booting (powered down,
-or declared and not yet registered); it has not started, and ``SlurmJobInfo.nodes``
+or declared and not yet registered); it has not started, and its ``nodes`` attribute
 says which nodes it waits for."""
 _RUNNING = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "RESIZING", "STAGE_OUT"})
 # Everything else (COMPLETED, CANCELLED, FAILED, TIMEOUT, NODE_FAIL, PREEMPTED, BOOT_FAIL,
@@ -293,8 +311,8 @@ def _job_nodes(raw: dict[str, Any]) -> tuple[str, ...]:
 
 def parse_squeue(
     text: str, default_walltime: float = 3600.0, include_held: bool = False
-) -> tuple[list[Job], list[Job], dict[str, SlurmJobInfo]]:
-    """``squeue --json`` output -> (queued in priority order, running, details by job id).
+) -> tuple[list[Job], list[Job]]:
+    """``squeue --json`` output -> (queued in priority order, running), with attributes.
 
     A pending job array not yet split into tasks counts as one queued job per task
     (ids ``ARRAY_TASK``); held jobs are left out of the queue unless ``include_held``,
@@ -306,7 +324,6 @@ def parse_squeue(
         raise BatchError("squeue --json: no 'jobs' list in the output")
     queued: list[tuple[float, float, int, int, Job]] = []
     running: list[Job] = []
-    details: dict[str, SlurmJobInfo] = {}
     try:
         for raw in jobs:
             words = [w.upper() for w in _words(raw.get("job_state"))]
@@ -336,12 +353,13 @@ def parse_squeue(
             walltime = limit * 60.0 if limit else default_walltime
             submitted = _time(raw.get("submit_time")) or 0.0
             nodes = _job_nodes(raw) if base in _RUNNING or base == "CONFIGURING" else ()
-            info = SlurmJobInfo(
+            name = _text(raw.get("name"))
+            attrs = job_attributes(
                 partition=_text(raw.get("partition")),
                 qos=_text(raw.get("qos")),
                 account=_text(raw.get("account")),
                 features=_text(raw.get("features")),
-                name=_text(raw.get("name")),
+                name=name,
                 nodes=nodes,
                 node_count=_int(raw.get("node_count"), 1),
                 state=" ".join(words),
@@ -362,13 +380,13 @@ def parse_squeue(
                     walltime=walltime,
                     submitted_at=submitted,
                     state=state,
-                    command=_text(raw.get("command")) or info.name,
+                    command=_text(raw.get("command")) or name,
                     started_at=_time(raw.get("start_time")) if running_now else None,
                     node=nodes[0] if running_now else None,
                     priority=priority,
                     user=_text(raw.get("user_name")),
+                    attributes=attrs,
                 )
-                details[jid] = info
                 if state is JobState.RUNNING:
                     running.append(job)
                 elif include_held or not held:
@@ -376,7 +394,7 @@ def parse_squeue(
     except (KeyError, TypeError, ValueError) as exc:
         raise BatchError(f"squeue --json: unexpected job record ({exc!r})") from exc
     queued.sort(key=lambda q: q[:4])
-    return [q[4] for q in queued], running, details
+    return [q[4] for q in queued], running
 
 
 SEP = "\x1f"
@@ -422,15 +440,14 @@ def _field(text: str) -> str:
 
 def parse_squeue_format(
     text: str, default_walltime: float = 3600.0, include_held: bool = False
-) -> tuple[list[Job], list[Job], dict[str, SlurmJobInfo]]:
-    """Output of :data:`SQUEUE_FORMAT_ARGV` -> (queued in priority order, running, details).
+) -> tuple[list[Job], list[Job]]:
+    """Output of :data:`SQUEUE_FORMAT_ARGV` -> (queued in priority order, running).
 
     Same result as :func:`parse_squeue` on ``squeue --json``; pending arrays come one
     line per task already (``--array``).
     """
     queued: list[tuple[float, float, int, int, Job]] = []
     running: list[Job] = []
-    details: dict[str, SlurmJobInfo] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -457,7 +474,7 @@ def parse_squeue_format(
         nodes = tuple(expand_hostlist(nodes_text))
         running_now = state is JobState.RUNNING and bool(nodes)
         submitted = _local_time(submit) or 0.0
-        info = SlurmJobInfo(
+        attrs = job_attributes(
             partition=partition,
             qos=_field(qos),
             account=_field(account),
@@ -480,23 +497,24 @@ def parse_squeue_format(
             node=nodes[0] if running_now else None,
             priority=priority,
             user=user,
+            attributes=attrs,
         )
-        details[jid] = info
         if state is JobState.RUNNING:
             running.append(job)
         elif include_held or not held:
             order = int(task) if task.isdigit() else 0
             queued.append((-priority, submitted, int(head), order, job))
     queued.sort(key=lambda q: q[:4])
-    return [q[4] for q in queued], running, details
+    return [q[4] for q in queued], running
 
 
-def jobs_per_node(running: Iterable[Job], info: Mapping[str, SlurmJobInfo]) -> dict[str, int]:
+def jobs_per_node(running: Iterable[Job]) -> dict[str, int]:
     """How many running jobs each node holds (a multi-node job counts on each)."""
     counts: dict[str, int] = {}
     for job in running:
-        details = info.get(job.id)
-        names = details.nodes if details else ((job.node,) if job.node else ())
+        names = attributes.values(job.attributes, attributes.NODES) or (
+            (job.node,) if job.node else ()
+        )
         for name in names:
             counts[name] = counts.get(name, 0) + 1
     return counts

@@ -77,16 +77,31 @@ def submit(
     cores: Annotated[int, typer.Option(min=1)] = 1,
     walltime: Annotated[float, typer.Option(min=1, help="Requested time limit, s.")] = 3600,
     count: Annotated[int, typer.Option(min=1, help="Submit this many copies.")] = 1,
+    attr: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--attr",
+            metavar="KEY=VALUE",
+            help="A job attribute, e.g. partition=cloud, qos=high, account=phys (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Queue a job on the site's batch system: submit --cores 1 --walltime 60 -- sleep 30"""
+    from elasticsite.attributes import InvalidAttribute, parse_pairs
     from elasticsite.batch.base import BatchError, JobRequest
     from elasticsite.files import StateFileError
 
+    try:
+        attributes = parse_pairs(attr or [])
+    except InvalidAttribute as exc:
+        raise fail(f"--attr: {exc}") from None
     site = open_configured_site(config)
     user = os.environ.get("USER", "") or str(os.getuid())
     for _ in range(count):
         try:
-            job_id = site.batch.submit(JobRequest(command, cores, walltime, user))
+            job_id = site.batch.submit(
+                JobRequest(command, cores, walltime, user, attributes=attributes)
+            )
         except StateFileError:
             raise  # said as FILE: cause
         except BatchError as exc:
@@ -188,5 +203,8 @@ def list_policies() -> None:
 
     for name in policies.available():
         fn = policies.get(name)
-        doc = (sys.modules[fn.__module__].__doc__ or fn.__doc__ or "").strip().splitlines()
+        # a module holding several policies describes each on its function
+        module_doc = sys.modules[fn.__module__].__doc__
+        own = fn.__doc__ if getattr(fn, "redirects", False) else None
+        doc = (own or module_doc or fn.__doc__ or "").strip().splitlines()
         console.print(f"[bold]{name}[/]: {doc[0] if doc else ''}", highlight=False)

@@ -1,7 +1,8 @@
 """From a decision to worker moves and commands: the second half of a step.
 
 :func:`apply` carries out a :class:`~elasticsite.model.Decision` the way both the live
-manager and the simulator do: terminations move workers at once (to ``terminating``,
+manager and the simulator do: redirections become batch commands; terminations
+move workers at once (to ``terminating``,
 or ``failed`` for a stall, a loss or a launch error) and ask the cloud to give the
 instance back; drains and undrains become batch commands, and the worker moves when
 the batch system has done it (:mod:`.observe` settles the outcome); launches create
@@ -20,6 +21,7 @@ from elasticsite.core.plan import (
     CoreState,
     DrainNode,
     Plan,
+    RedirectJob,
     TerminateInstance,
     UndrainNode,
     WorkerRecord,
@@ -67,6 +69,9 @@ def apply(
         if rec is not None and rec.worker.state is S.DRAINING:
             w = rec.worker
             plan.run(UndrainNode(w.id, w.node or w.id), state)
+    for r in decision.redirect:
+        plan.run(RedirectJob(r.job_id, r.target), state)
+        plan.count("redirected")
     specs = {c.name: c for c in config.clouds}
     handed: dict[str, int] = {}
     for launch in decision.launch:

@@ -23,6 +23,7 @@ from elasticsite.core.plan import (
     ForgetNode,
     Outcome,
     Plan,
+    RedirectJob,
     RemoveNode,
     TerminateInstance,
     UndrainNode,
@@ -60,7 +61,13 @@ def observe(
     _reconcile(state, plan, config, now, nodes, instances)
     _adopt(state, plan, config, now, instances)
     workers = [r.worker for r in state.records.values() if r.worker.state not in _FINAL]
-    return SiteSnapshot(now, queued, running, workers, config.clouds)
+    held = {r.worker.node for r in state.records.values()}
+    site_cores = sum(
+        n.cores
+        for name, n in nodes.items()
+        if name not in held and n.state in (NodeState.IDLE, NodeState.BUSY)
+    )
+    return SiteSnapshot(now, queued, running, workers, config.clouds, site_cores)
 
 
 # --- outcomes -----------------------------------------------------------------------
@@ -88,6 +95,11 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
         return
     if isinstance(command, ForgetNode):
         return  # the driver keeps its own list of departures still to send
+    if isinstance(command, RedirectJob):
+        if out.error is not None:  # the job may have started or gone meanwhile
+            plan.count("redirect_errors")
+            plan.errors.append(f"redirect job {command.job_id} failed: {out.error}")
+        return
     rec = state.records.get(command.worker_id)
     if rec is None:
         return

@@ -120,11 +120,31 @@ class ForgetNode:
     kind = "forget"
 
 
-Command = AddAndLaunch | TerminateInstance | DrainNode | UndrainNode | RemoveNode | ForgetNode
+@dataclass(frozen=True, slots=True)
+class RedirectJob:
+    """Move a queued job to the partition (queue) ``target`` the cloud's workers serve."""
+
+    job_id: str
+    target: str
+    kind = "redirect"
+
+
+Command = (
+    AddAndLaunch
+    | TerminateInstance
+    | DrainNode
+    | UndrainNode
+    | RemoveNode
+    | ForgetNode
+    | RedirectJob
+)
 
 
 def command_key(command: Command) -> str:
-    """What identifies a command in flight: one of each kind per worker (or instance)."""
+    """What identifies a command in flight: one of each kind per worker (or instance,
+    or job)."""
+    if isinstance(command, RedirectJob):
+        return f"redirect:{command.job_id}"
     if isinstance(command, TerminateInstance):
         return (
             f"terminate:{command.worker_id}"

@@ -21,6 +21,7 @@ from elasticsite.core import (
     DrainNode,
     ForgetNode,
     Outcome,
+    RedirectJob,
     RemoveNode,
     TerminateInstance,
     UndrainNode,
@@ -79,6 +80,8 @@ class CommandRunner:
             self.batch.undrain(command.node)
         elif isinstance(command, RemoveNode):
             self.batch.remove_node(command.node)
+        elif isinstance(command, RedirectJob):
+            self.batch.redirect(command.job_id, command.target)
         elif isinstance(command, ForgetNode) and self.context is not None:
             self._forget(command.node)
         return None

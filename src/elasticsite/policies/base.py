@@ -61,6 +61,12 @@ class PolicySettings:
     cloud_rule: CloudRule = "cheapest"
     billing_margin: float = 120.0
     stall_timeout: float = 600.0
+    redirect_to: str = "cloud"
+    """The partition (queue) the redirection policies send jobs to: the one cloud
+    workers serve."""
+    provision: str = "on_demand"
+    """The policy the redirection policies size the cloud's workers with, over the
+    jobs sent to the cloud."""
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -96,6 +102,7 @@ def _load_builtins() -> None:
         core_demand,
         dedicated,
         on_demand,
+        redirect,
         steady_stream,
     )
 

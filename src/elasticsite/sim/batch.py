@@ -8,12 +8,17 @@ until its instance has booted and calls :meth:`SimBatch.register` (the simulated
 cloud does, as a worker's daemon would); it goes DOWN again when its instance
 stops (:meth:`SimBatch.node_down`). A scheduling pass runs at every arrival,
 completion, registration and undrain, so a job starts the instant it can.
+
+Partitions work as on the embedded batch system: a job runs only on nodes of its
+``partition`` attribute (``""`` by default); nodes ``add_node`` declares are in
+``node_partition``, those :meth:`SimBatch.add_site_node` adds in the default one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from elasticsite.attributes import PARTITION
 from elasticsite.batch import scheduling
 from elasticsite.batch.base import (
     BatchError,
@@ -22,6 +27,7 @@ from elasticsite.batch.base import (
     Node,
     NodeState,
     UnknownJob,
+    UnknownNode,
     checked_command,
 )
 from elasticsite.model import Job, JobState
@@ -39,12 +45,13 @@ class _Node:
     draining: bool = False
     running: int = 0
     registered_at: float | None = None
+    partition: str = ""
 
 
 class SimBatch:
-    """The simulated site's batch system (only cloud nodes: the site is all elastic)."""
+    """The simulated site's batch system: cloud nodes, and site nodes if some are added."""
 
-    def __init__(self, sim: Simulation, scheduler: str = "easy") -> None:
+    def __init__(self, sim: Simulation, scheduler: str = "easy", node_partition: str = "") -> None:
         if scheduler not in scheduling.POLICIES:
             raise ValueError(
                 f"unknown scheduler {scheduler!r}; use one of {', '.join(scheduling.POLICIES)}"
@@ -57,15 +64,32 @@ class SimBatch:
         self.nodes: dict[str, _Node] = {}
         self.done = 0
         self._ids = 0
+        self.node_partition = node_partition
+        self._seq: dict[str, int] = {}
+        self._front: dict[str, int] = {}
+        self._partitioned = bool(node_partition)
+        """Whether any job or node is outside the default partition (else one schedule)."""
 
     # --- the workload ---------------------------------------------------------------
 
     def arrive(self, job: Job) -> None:
         """Queue ``job`` now (the simulator schedules this at its submit time)."""
         job.state = JobState.QUEUED
+        if not self._partitioned and job.attributes.get(PARTITION):
+            self._partitioned = True
         self.jobs.append(job)
-        self.queue.append(job)
+        self._seq[job.id] = len(self._seq)
+        queue = self.queue
+        if not queue or self._key(queue[-1]) <= self._key(job):
+            queue.append(job)  # the usual case: equal priorities, arrival order
+        else:
+            queue.append(job)
+            queue.sort(key=self._key)
         self._schedule()
+
+    def _key(self, job: Job) -> tuple[int, int, int]:
+        """Queue order: moved to the front (latest first), priority, then arrival."""
+        return (-self._front.get(job.id, 0), -job.priority, self._seq.get(job.id, 0))
 
     def _finish(self, run: tuple[Job, float]) -> None:
         job, started = run
@@ -86,15 +110,19 @@ class SimBatch:
     def _schedule(self) -> None:
         if not self.queue:
             return
-        free = [(n.name, n.free) for n in self.nodes.values() if n.up and not n.draining]
-        if not free:
+        up = [n for n in self.nodes.values() if n.up and not n.draining]
+        if not up:
             return
         now = self.sim.now
         running = [
             (j.node or "", j.cores, (j.started_at or now) + j.walltime)
             for j in self.running.values()
         ]
-        starts = dict(scheduling.schedule(self.scheduler, now, self.queue, free, running))
+        if self._partitioned:
+            starts = self._by_partition(up, running)
+        else:
+            free = [(n.name, n.free) for n in up]
+            starts = dict(scheduling.schedule(self.scheduler, now, self.queue, free, running))
         if not starts:
             return
         kept = []
@@ -112,6 +140,27 @@ class SimBatch:
             self.running[job.id] = job
             self.sim.at(now + min(job.runtime or 0.0, job.walltime), self._finish, (job, now))
         self.queue = kept
+
+    def _by_partition(
+        self, up: list[_Node], running: list[tuple[str, int, float]]
+    ) -> dict[str, str]:
+        """One schedule per partition: its queued jobs on its nodes."""
+        part_of = {n.name: n.partition for n in self.nodes.values()}
+        starts: dict[str, str] = {}
+        for part in {n.partition for n in up}:
+            waiting = [j for j in self.queue if j.attributes.get(PARTITION, "") == part]
+            if not waiting:
+                continue
+            free = [(n.name, n.free) for n in up if n.partition == part]
+            busy = [r for r in running if part_of.get(r[0]) == part]
+            starts.update(scheduling.schedule(self.scheduler, self.sim.now, waiting, free, busy))
+        return starts
+
+    def add_site_node(self, name: str, cores: int) -> None:
+        """A node of the site itself, in the default partition, up from now on."""
+        self.add_node(name, cores)
+        self.nodes[name].partition = ""
+        self.register(name)
 
     # --- what the simulated cloud reports ---------------------------------------------
 
@@ -164,23 +213,25 @@ class SimBatch:
     def add_node(self, name: str, cores: int) -> None:
         if cores < 1:
             raise BatchError(f"add_node {name}: cores must be >= 1, got {cores}")
-        self.nodes.setdefault(name, _Node(name, cores, cores))
+        self.nodes.setdefault(name, _Node(name, cores, cores, partition=self.node_partition))
 
     def drain(self, name: str, reason: str) -> None:
         node = self.nodes.get(name)
         if node is None:
-            raise BatchError(f"drain: no node {name}")
+            raise UnknownNode(f"drain: no node {name}")
         node.draining = True
 
     def undrain(self, name: str) -> None:
         node = self.nodes.get(name)
         if node is None:
-            raise BatchError(f"undrain: no node {name}")
+            raise UnknownNode(f"undrain: no node {name}")
         node.draining = False
         self._schedule()
 
     def remove_node(self, name: str) -> None:
-        if name in self.nodes:
+        node = self.nodes.get(name)
+        if node is not None:
+            node.up = False  # its requeued jobs must not start on it again
             self._requeue(name)
             del self.nodes[name]
 
@@ -195,6 +246,7 @@ class SimBatch:
             user=request.user,
             priority=request.priority,
             runtime=request.walltime,
+            attributes=dict(request.attributes),
         )
         self.arrive(job)
         return job.id
@@ -208,13 +260,21 @@ class SimBatch:
     def set_priority(self, job_id: str, priority: int) -> None:
         job = self._queued(job_id)
         job.priority = priority
-        self.queue.sort(key=lambda j: -j.priority)  # stable: ties keep their order
+        self.queue.sort(key=self._key)
         self._schedule()
 
     def move_to_front(self, job_id: str) -> None:
+        self._queued(job_id)
+        self._front[job_id] = len(self._front) + 1
+        self.queue.sort(key=self._key)
+        self._schedule()
+
+    def redirect(self, job_id: str, target: str) -> None:
         job = self._queued(job_id)
-        self.queue.remove(job)
-        self.queue.insert(0, job)
+        if job.attributes.get(PARTITION, "") == target:
+            return
+        job.attributes = {**job.attributes, PARTITION: target}
+        self._partitioned = True
         self._schedule()
 
     def preempt(self, job_id: str) -> None:

@@ -54,6 +54,10 @@ class ElasticResult:
         )
 
 
+SITE_NODE = "site"
+"""The name of the simulated site's own node, when it has one."""
+
+
 class ElasticRun:
     """One simulated elastic site: the core, a simulated batch system and clouds."""
 
@@ -67,6 +71,7 @@ class ElasticRun:
         scheduler: str,
         seed: int,
         warm_up: float = 0.0,
+        site_cores: int = 0,
     ) -> None:
         if not clouds:
             raise ValueError("an elastic site needs at least one cloud")
@@ -74,10 +79,16 @@ class ElasticRun:
             raise ValueError(f"interval must be > 0, got {interval}")
         if warm_up < 0:
             raise ValueError(f"warm_up must be >= 0 seconds, got {warm_up}")
-        largest = max(vm.cores for c in clouds for vm in c.spec().vm_types)
+        if site_cores < 0:
+            raise ValueError(f"site_cores must be >= 0, got {site_cores}")
+        largest = max(max(vm.cores for c in clouds for vm in c.spec().vm_types), site_cores)
         first = min((a[0] for a in arrivals), default=0.0)
         self.sim = Simulation(start=first - warm_up)
-        self.batch = SimBatch(self.sim, scheduler)
+        # A redirecting policy sends jobs to the cloud workers' partition: theirs.
+        partition = settings.redirect_to if getattr(policy, "redirects", False) else ""
+        self.batch = SimBatch(self.sim, scheduler, node_partition=partition)
+        if site_cores:
+            self.batch.add_site_node(SITE_NODE, site_cores)
         rng = random.Random(seed)
         self.models = list(clouds)
         self.clouds = {c.name: SimCloud(c, self.sim, rng, self.batch) for c in clouds}
@@ -110,7 +121,7 @@ class ElasticRun:
             if cores > largest:
                 raise ValueError(
                     f"job {i}: needs {cores} cores on one node; the largest VM of these "
-                    f"clouds has {largest}, so it could never run"
+                    f"clouds (or the site's node) has {largest}, so it could never run"
                 )
             job = Job(str(i + 1), cores, walltime, at, runtime=runtime)
             self.jobs.append(job)
@@ -179,10 +190,12 @@ def simulate_elastic(
     scheduler: str = "easy",
     seed: int = 0,
     warm_up: float = 0.0,
+    site_cores: int = 0,
     progress: Callable[[float], None] | None = None,
 ) -> ElasticResult:
     """Replay ``arrivals`` — ``(submit_time, cores, runtime, requested_walltime)`` — on a
-    site that has only cloud workers, provisioned by ``policy`` every ``interval``.
+    site that has only cloud workers (and, with ``site_cores``, one node of its own),
+    provisioned by ``policy`` every ``interval``.
 
     Decisions start with the first job, or ``warm_up`` seconds before it (the papers'
     dedicated baseline has its pool booted before the workload arrives).
@@ -196,6 +209,7 @@ def simulate_elastic(
         scheduler,
         seed,
         warm_up,
+        site_cores,
     )
     run.sim.run(progress=progress)
     return ElasticResult(run.jobs, run.workers, list(clouds), run.decisions, run.sim.events)

@@ -108,6 +108,12 @@ class _Waiting:
     def waiting_job(self, job_id: int) -> tuple[int, float, float]:
         return self._jobs[job_id]
 
+    def backdate(self, job_id: int, submitted: float) -> None:
+        """A waiting job was submitted at ``submitted``, before it was queued here (a
+        queue rebuilt from a live batch system): its wait counts from then."""
+        procs, requested, _ = self._jobs[job_id]
+        self._jobs[job_id] = (procs, requested, submitted)
+
     @property
     def demand(self) -> int:
         return self._demand
@@ -364,6 +370,10 @@ class BackfillPool(_Waiting):
         for job_id in started:
             self._demand -= self._jobs.pop(job_id)[0]
         return started
+
+    def backdate(self, job_id: int, submitted: float) -> None:
+        super().backdate(job_id, submitted)
+        self.sched.backdate(job_id, submitted)
 
     def remove(self, job_id: int, now: float) -> None:
         self.sched.cancel(job_id, now)

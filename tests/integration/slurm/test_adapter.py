@@ -33,8 +33,8 @@ def test_job_runs_on_localhost_and_the_snapshot_says_so_exactly(
         JobState.RUNNING, 1, 120.0, "localhost", "root"
     )  # fmt: skip
     assert job.started_at is not None and job.submitted_at <= job.started_at <= view.taken_at + 1
-    info = slurm.jobs_info[job_id]
-    assert (info.partition, info.nodes, info.name) == ("debug", ("localhost",), "sleep")
+    info = job.attributes
+    assert (info["partition"], info["nodes"], info["name"]) == ("debug", "localhost", "sleep")
     local = node(view, "localhost")
     assert local is not None
     assert (local.state, local.running_jobs, local.free_cores) == (
@@ -177,9 +177,9 @@ def test_native_power_saving_starts_a_cloud_node_for_a_job(slurm: SlurmBatch) ->
     def waiting_for_node() -> str | None:
         """The node Slurm gave the job while it boots (CONFIGURING: still queued)."""
         view = slurm.snapshot()
-        info = slurm.jobs_info.get(job_id)
-        if info and info.state == "CONFIGURING" and job_id in {j.id for j in view.queued}:
-            return info.nodes[0]
+        job = next((j for j in view.queued if j.id == job_id), None)
+        if job is not None and job.attributes.get("slurm.state") == "CONFIGURING":
+            return job.attributes["nodes"].split(",")[0]
         return None
 
     booting = wait_for(waiting_for_node, what="the job to be given a powered-down cloud node")

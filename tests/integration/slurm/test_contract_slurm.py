@@ -35,6 +35,7 @@ class ContractSlurm(TrackedSlurm):
 
 
 class TestSlurmContract(BatchContract):
+    redirect_target = "elastic"
     settle_timeout = 20.0
     settle_poll = 0.2
 

@@ -73,7 +73,8 @@ def test_urgent_partition_preempts_and_requeues_the_running_job(
     view = slurm.snapshot()
     assert [j.id for j in view.running if j.id in TrackedSlurm.submitted] == [job]
     assert victim in {j.id for j in view.queued}  # requeued, not killed for good
-    assert slurm.jobs_info[job].partition == "urgent"
+    started = next(j for j in view.running if j.id == job)
+    assert started.attributes["partition"] == "urgent"
 
 
 def test_preempt_puts_a_running_job_back_in_the_queue(slurm: SlurmBatch, local_cores: int) -> None:

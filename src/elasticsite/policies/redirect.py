@@ -1,0 +1,235 @@
+"""Paper 002's redirection strategies as live policies: which queued jobs burst to the cloud.
+
+``naive``, ``shortest_queue``, ``weighted_queue`` and ``selective`` decide, like the
+replay's strategy sets (:mod:`elasticsite.sim.strategies`, the same code), which of
+the site's waiting jobs go to the cloud, and return them as
+:class:`~elasticsite.model.Redirect`\\ s to ``settings.redirect_to``, the partition
+(or queue) the cloud workers serve. The workers for the jobs bound to the cloud
+(those already in that partition, and those redirected now) are sized by the
+policy named ``settings.provision`` (``on_demand`` by default), run on a snapshot
+holding only those jobs.
+
+Each step rebuilds the two pools the strategies reason on from the snapshot:
+
+* the site: ``snapshot.site_cores`` processors, its running jobs (those on no
+  worker's node) until their requested end, its queued jobs (every queued job not
+  in ``redirect_to``) in queue order, back-dated to their submission;
+* the cloud: the VM cores of every cloud serving the target, with the jobs running
+  on workers and those queued in ``redirect_to``. A job's time there is its
+  requested time plus the longest boot estimate, as in the replay.
+
+Then arrivals are placed (Naive's rule, for every site job still waiting: the live
+queue has no "arrival" to wait for, so a job the cloud could not take yesterday may
+go today), both pools start what they can, and the reacting strategies redirect.
+Where the live site differs from the paper's model:
+
+* A job that can never run on the site (larger than its processors, or a site
+  without nodes of its own) goes to the cloud whenever it fits there.
+* Selective's threshold is selective backfilling's own (1, with no completed job in
+  a pool rebuilt each step), unless ``params["selective_threshold"]`` sets one.
+
+Pure: the snapshot in, a Decision out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from elasticsite.attributes import PARTITION, Selector
+from elasticsite.model import Decision, Job, Redirect, SiteSnapshot
+from elasticsite.policies.base import Policy, PolicySettings, get, register
+from elasticsite.sim.pools import BackfillPool, EasyPool, Key, make_pool
+from elasticsite.sim.strategies import (
+    Naive,
+    Selective,
+    ShortestQueue,
+    Strategy,
+    WeightedQueue,
+)
+
+__all__ = ["REDIRECTING", "plan_redirects"]
+
+Pool = EasyPool | BackfillPool
+
+
+class _Threshold:
+    """A site pool whose selective threshold is set, not learnt."""
+
+    def __init__(self, pool: Pool, threshold: float) -> None:
+        self._pool = pool
+        self.threshold = threshold
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+
+class _Live:
+    """The :class:`~elasticsite.sim.strategies.Context` of one live step: job ``i`` is
+    ``jobs[i]``; redirections are recorded, not carried out."""
+
+    def __init__(self, jobs: Sequence[Job], site: Any, cloud: Pool | None, boot: float) -> None:
+        self.jobs = jobs
+        self.site = site
+        self.cloud = cloud
+        self.boot = boot
+        self.redirected: list[int] = []
+
+    def procs(self, job: int) -> int:
+        return self.jobs[job].cores
+
+    def requested(self, job: int) -> float:
+        return max(self.jobs[job].walltime, 1.0)  # a pool plans with a positive time
+
+    def cloud_requested(self, job: int) -> float:
+        return self.requested(job) + self.boot
+
+    def deadline(self, job: int) -> float:
+        return math.inf
+
+    def key(self, job: int) -> Key | None:
+        return None
+
+    def fits_cloud(self, job: int) -> bool:
+        return self.cloud is not None and self.jobs[job].cores <= self.cloud.capacity
+
+    def to_site(self, job: int, now: float) -> None:
+        j = self.jobs[job]
+        self.site.submit(job, j.cores, self.requested(job), now)
+        self.site.backdate(job, min(j.submitted_at, now))
+
+    def to_cloud(self, job: int, now: float) -> None:
+        assert self.cloud is not None
+        self.cloud.submit(job, self.jobs[job].cores, self.cloud_requested(job), now)
+        self.redirected.append(job)
+
+    def redirect(self, job: int, now: float) -> None:
+        self.site.remove(job, now)
+        self.to_cloud(job, now)
+
+    def reject(self, job: int, now: float) -> None:
+        """Live jobs are never rejected here: the job stays where it is."""
+
+    def start_cloud(self, now: float) -> None:
+        if self.cloud is not None:
+            self.cloud.start_now(now)
+
+
+def _occupy(pool: Pool, jobs: Sequence[tuple[int, Job]], now: float) -> None:
+    """Start ``jobs`` (running in the batch system) in ``pool`` until their requested end."""
+    for i, job in jobs:
+        end = (job.started_at if job.started_at is not None else now) + job.walltime
+        pool.submit(i, job.cores, max(end - now, 1.0), now)
+    if jobs:
+        pool.start_now(now)
+
+
+def plan_redirects(
+    snapshot: SiteSnapshot, strategy: Strategy, settings: PolicySettings
+) -> list[Job]:
+    """The queued jobs ``strategy`` sends to the cloud now, in the order it chose them."""
+    target = settings.redirect_to
+    now = snapshot.now
+    bound = Selector.of({PARTITION: [target]})
+    serving = [c for c in snapshot.clouds if not c.serves or c.serves.matches({PARTITION: target})]
+    cloud_cores = sum(c.max_instances * c.default_vm.cores for c in serving)
+    if cloud_cores <= 0:
+        return []
+    jobs: list[Job] = [*snapshot.running, *snapshot.queued]
+    on_workers = {w.node for w in snapshot.workers}
+    site_running: list[tuple[int, Job]] = []
+    cloud_running: list[tuple[int, Job]] = []
+    for i, job in enumerate(snapshot.running):
+        (cloud_running if job.node in on_workers else site_running).append((i, job))
+    first = len(snapshot.running)
+    site_queued: list[int] = []
+    cloud_queued: list[int] = []
+    for i, job in enumerate(snapshot.queued, first):
+        (cloud_queued if bound.matches(job.attributes) else site_queued).append(i)
+
+    cloud = make_pool(strategy.cloud_scheduler or "easy", max(cloud_cores, _cores(cloud_running)))
+    boot = max((c.boot_time for c in serving), default=0.0)
+    _occupy(cloud, cloud_running, now)
+    ctx = _Live(jobs, None, cloud, boot)
+    for i in cloud_queued:
+        if jobs[i].cores <= cloud.capacity:
+            cloud.submit(i, jobs[i].cores, ctx.cloud_requested(i), now)
+            cloud.backdate(i, min(jobs[i].submitted_at, now))
+
+    site_cores = snapshot.site_cores
+    runnable = [i for i in site_queued if jobs[i].cores <= site_cores]
+    stranded = [i for i in site_queued if jobs[i].cores > site_cores]
+    for i in stranded:  # no site node can ever run it
+        if ctx.fits_cloud(i):
+            ctx.to_cloud(i, now)
+    if site_cores <= 0 or not runnable:
+        return [jobs[i] for i in ctx.redirected]
+
+    site_pool = make_pool(strategy.site_scheduler, max(site_cores, _cores(site_running)))
+    _occupy(site_pool, site_running, now)
+    threshold = settings.params.get("selective_threshold")
+    ctx.site = site_pool if threshold is None else _Threshold(site_pool, float(threshold))
+    for i in runnable:
+        strategy.on_arrival(ctx, i, now)
+    site_pool.start_now(now)
+    ctx.start_cloud(now)
+    if strategy.reacts:
+        strategy.on_change(ctx, now)
+    return [jobs[i] for i in ctx.redirected]
+
+
+def _cores(jobs: Sequence[tuple[int, Job]]) -> int:
+    return sum(job.cores for _, job in jobs)
+
+
+def _policy(make: Callable[[], Strategy]) -> Policy:
+    def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
+        provision = get(settings.provision)
+        if getattr(provision, "redirects", False):
+            raise ValueError(
+                f"policy.provision = {settings.provision!r} redirects jobs itself; "
+                "name a provisioning policy (on_demand, bursts, ...)"
+            )
+        chosen = plan_redirects(snapshot, make(), settings)
+        target = settings.redirect_to
+        bound = Selector.of({PARTITION: [target]})
+        moved = {job.id for job in chosen}
+        cloud_queue = [
+            job for job in snapshot.queued if job.id in moved or bound.matches(job.attributes)
+        ]
+        on_workers = {w.node for w in snapshot.workers}
+        cloud_view = SiteSnapshot(
+            snapshot.now,
+            cloud_queue,
+            [job for job in snapshot.running if job.node in on_workers],
+            snapshot.workers,
+            snapshot.clouds,
+        )
+        decision = provision(cloud_view, settings)
+        decision.redirect.extend(Redirect(job.id, target) for job in chosen)
+        return decision
+
+    decide.redirects = True  # type: ignore[attr-defined]
+    decide.__doc__ = f"{_SUMMARY[make.__name__]} (paper 002)."
+    return decide
+
+
+_SUMMARY = {
+    "Naive": "Naive: a job the site cannot start now goes to a cloud that can",
+    "ShortestQueue": "Shortest queue: move waiting jobs while the cloud's queue is shorter",
+    "WeightedQueue": "Weighted queue: fill the cloud up to the site's demand",
+    "Selective": "Selective: move jobs waiting past the threshold that start sooner there",
+}
+
+
+REDIRECTING: dict[str, Callable[[], Strategy]] = {
+    "naive": Naive,
+    "shortest_queue": ShortestQueue,
+    "weighted_queue": WeightedQueue,
+    "selective": Selective,
+}
+"""The redirection strategies that run live, by policy name."""
+
+for _name, _make in REDIRECTING.items():
+    register(_name)(_policy(_make))
