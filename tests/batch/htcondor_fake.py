@@ -29,7 +29,7 @@ from typing import Any
 
 import classad2
 
-from elasticsite.batch.htcondor import parse_long
+from elasticsite.batch.htcondor_output import parse_long
 
 FIXTURES = Path(__file__).parent / "fixtures" / "htcondor"
 

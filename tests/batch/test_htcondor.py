@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.batch.htcondor_fake import FakeCondorPool
 
-from elasticsite.batch import htcondor
-from elasticsite.batch.base import BatchError, JobRequest, NodeState, UnknownJob
-from elasticsite.batch.htcondor import (
-    CondorBatch,
+from elasticsite.batch import htcondor, htcondor_output
+from elasticsite.batch.base import BatchError, JobRequest, NodeState
+from elasticsite.batch.htcondor import CondorBatch
+from elasticsite.batch.htcondor_output import (
+    job_attributes,
     parse_jobs,
     parse_long,
     parse_nodes,
@@ -37,40 +38,57 @@ def ad(text: str) -> Any:
 
 
 def test_recorded_7_4_running_job() -> None:
-    (parsed,) = parse_jobs(ads("7.4/condor_q-long.txt"), default_walltime=900.0)
-    job = parsed.job
+    (job,) = parse_jobs(ads("7.4/condor_q-long.txt"), default_walltime=900.0)
     assert (job.id, job.state, job.cores, job.walltime) == ("19.0", JobState.RUNNING, 1, 900.0)
     assert (job.submitted_at, job.started_at) == (1286911040.0, 1286911058.0)
     assert (job.node, job.user, job.priority) == ("fedora13vm0.localdomain", "fpierfed", 0)
     assert job.command.startswith("/hstdev/project/condor_bcw/bcw/python/processMef.py -i ")
-    assert parsed.requirements == {}
+    assert job.attributes == {}
 
 
-def test_cloud_scheduler_vm_attributes_are_exposed_per_job() -> None:
-    (parsed,) = parse_jobs(ads("cloud-scheduler/condor_q-long.txt"))
-    assert parsed.requirements == {
-        "VMType": "vm.for.script",  # from Requirements = VMType =?= "vm.for.script" && ...
-        "VMAMI": "ami-dfasfds",
-        "VMLoc": "http://repository.tld/your.vm.img.gz",
-        "VMCPUArch": "x86",
-        "VMCPUCores": 1,
-        "VMMem": 512,
-        "VMStorage": 20,
-        "VMNetwork": "private",
+def test_cloud_scheduler_vm_attributes_are_job_attributes() -> None:
+    (job,) = parse_jobs(ads("cloud-scheduler/condor_q-long.txt"))
+    assert job.attributes == {
+        "vm_type": "vm.for.script",  # from Requirements = VMType =?= "vm.for.script" && ...
+        "vm_image": "ami-dfasfds",
+        "vm_location": "http://repository.tld/your.vm.img.gz",
+        "vm_arch": "x86",
+        "vm_cores": "1",
+        "vm_memory": "512",
+        "vm_storage": "20",
+        "vm_network": "private",
     }
 
 
 def test_vmtype_as_an_attribute_wins_over_requirements() -> None:
     job = ad('VMType = "vm-name"\nRequirements = VMType =?= "other"\nVMMem = "lots"')
-    assert htcondor.job_requirements(job) == {"VMType": "vm-name", "VMMem": "lots"}
+    assert job_attributes(job) == {"vm_type": "vm-name", "vm_memory": "lots"}
+    assert job_attributes(ad('AcctGroup = "physics"\nJobBatchName = "run 7"')) == {
+        "account": "physics",
+        "name": "run 7",
+    }
+
+
+def test_a_vm_attribute_with_a_control_character_is_left_out() -> None:
+    job = {"VMType": "m1\nsmall", "VMAMI": "ami-1", "VMNetwork": "x\x1b[31m"}  # as decoded
+    assert job_attributes(job) == {"vm_image": "ami-1"}
+
+
+def test_a_requests_vm_attributes_go_into_the_submit_description() -> None:
+    wanted = {"vm_type": "m1.small", "vm_memory": "2048", "account": "phys"}
+    description = submit_description(JobRequest(["/bin/true"], attributes=wanted))
+    assert description["+VMType"] == '"m1.small"' and description["+VMMem"] == "2048"
+    assert description["accounting_group"] == "phys"
+    with pytest.raises(BatchError, match="vm_memory must be a whole number"):
+        submit_description(JobRequest(["/bin/true"], attributes={"vm_memory": "2048 || true"}))
 
 
 def test_walltime_comes_from_allowed_execute_duration_or_max_wall_time_mins() -> None:
     base = "ClusterId = 4\nProcId = 1\nJobStatus = 1\nQDate = 10\nRequestCpus = 2 * 2\n"
     (allowed,) = parse_jobs([ad(base + "AllowedExecuteDuration = 7200\nMaxWallTimeMins = 5")])
     (minutes,) = parse_jobs([ad(base + "MaxWallTimeMins = 30")])
-    assert (allowed.job.id, allowed.job.cores, allowed.job.walltime) == ("4.1", 4, 7200.0)
-    assert (minutes.job.walltime, minutes.job.state) == (1800.0, JobState.QUEUED)
+    assert (allowed.id, allowed.cores, allowed.walltime) == ("4.1", 4, 7200.0)
+    assert (minutes.walltime, minutes.state) == (1800.0, JobState.QUEUED)
 
 
 def test_held_and_finished_jobs_are_left_out() -> None:
@@ -208,20 +226,20 @@ def old_classad(literal: str) -> Any:
 
 @pytest.mark.parametrize("value", TRICKY, ids=repr)
 def test_submit_strings_read_back_exactly(value: str) -> None:
-    assert old_classad(htcondor.submit_string(value)) == value
+    assert old_classad(htcondor_output.submit_string(value)) == value
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x00")))
 def test_any_text_without_a_line_break_reads_back_exactly(value: str) -> None:
-    assert old_classad(htcondor.submit_string(value)) == value
+    assert old_classad(htcondor_output.submit_string(value)) == value
 
 
 def test_the_command_attribute_holds_the_exact_command() -> None:
     argv = ["/bin/echo", *TRICKY]
     description = submit_description(JobRequest(argv, cores=1, walltime=60))
     assert old_classad(description["+ElasticsiteCommand"]) == shlex.join(argv)
-    bindings, _ = htcondor.load_bindings()
+    bindings, _ = htcondor_output.load_bindings()
     submit = bindings.Submit(description)
     assert sorted(submit.keys()) == sorted(k.replace("+", "MY.") for k in description)
 
@@ -243,7 +261,7 @@ def test_a_line_break_never_reaches_the_submit_description(where: str, brk: str)
 
 
 def test_the_submit_description_is_accepted_by_the_real_submit_object() -> None:
-    bindings, _ = htcondor.load_bindings()
+    bindings, _ = htcondor_output.load_bindings()
     description = submit_description(JobRequest(["/bin/echo", "a b"], cores=2, walltime=60))
     submit = bindings.Submit(description)
     assert submit["request_cpus"] == "2"
@@ -255,7 +273,6 @@ def test_adapter_over_the_fake_pool() -> None:
     batch = CondorBatch(pool, drain_mode="quick")
     job_id = batch.submit(JobRequest(["/bin/sleep", "60"], cores=2, walltime=600))
     assert job_id == "1.0"
-    assert batch.requirements(job_id) == {}
     batch.add_node("wn1", 4)
     pool.startd_joins("wn1", 4)
     view = batch.snapshot()
@@ -265,8 +282,8 @@ def test_adapter_over_the_fake_pool() -> None:
     assert ("drain", "wn1", "quick") in pool.calls
     node = batch.snapshot().nodes[0]
     assert (node.state, node.reason) == (NodeState.DRAINING, "cloud worker going")
-    with pytest.raises(UnknownJob, match=r"no idle or running job '9\.0'"):
-        batch.requirements("9.0")
+    with pytest.raises(BatchError, match="HTCondor has no partitions"):
+        batch.redirect(job_id, "cloud")
 
 
 def test_binding_failures_become_batch_errors() -> None:
@@ -305,7 +322,7 @@ def test_missing_bindings_are_one_clear_error(monkeypatch: pytest.MonkeyPatch) -
     def no_module(name: str) -> Any:
         raise ImportError(f"No module named {name!r}")
 
-    monkeypatch.setattr(htcondor.importlib, "import_module", no_module)
+    monkeypatch.setattr(htcondor_output.importlib, "import_module", no_module)
     with pytest.raises(BatchError) as caught:
         htcondor.BindingsPool()
     assert str(caught.value) == (
