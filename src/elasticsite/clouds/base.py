@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from elasticsite.clouds.errors import ErrorKind
 from elasticsite.model import VMType
 
 __all__ = ["SITE_TAG", "WORKER_TAG", "CloudDriver", "CloudError", "Instance", "InstanceState"]
@@ -30,7 +31,15 @@ WORKER_TAG = "elasticsite-worker"
 
 
 class CloudError(Exception):
-    """A cloud call failed; the message names the cloud and the operation."""
+    """A cloud call failed; the message names the cloud and the operation, and
+    ``kind`` says why when the driver knows (:mod:`elasticsite.clouds.errors`)."""
+
+    kind: ErrorKind = ErrorKind.UNKNOWN
+
+    def __init__(self, *args: object, kind: ErrorKind | None = None) -> None:
+        super().__init__(*args)  # cooperative: CloudStateError is a StateFileError too
+        if kind is not None:
+            self.kind = kind
 
 
 class InstanceState(enum.StrEnum):

@@ -1,0 +1,312 @@
+"""Amazon EC2 (and any EC2-compatible endpoint) as the ``ec2`` cloud driver, through boto3.
+
+How the contract maps onto EC2:
+
+* **launch** names every instance after its worker (tag :data:`WORKER_TAG`, and
+  ``Name``) and sends a ``ClientToken`` derived from the site and the names, so a
+  call retried after a timeout or a crash returns the instances the first one
+  started. Names already running are returned as they are. Several names go in one
+  ``run_instances`` call per ``batch_size``; the worker tags are then set on each
+  instance (``create_tags``).
+* **describe** lists the instances tagged with this site (:data:`SITE_TAG`), all
+  pages; EC2 is eventually consistent and so is this.
+* **terminate** gives back only instances carrying this site's tag: an id of another
+  site's or another tool's instance is ignored, like an unknown one.
+
+Credentials come from boto3's usual chain (environment, shared files, instance
+role), or the profile and the credentials file the options name; they never pass
+through elasticsite's configuration, logs or state. Errors are
+:class:`~elasticsite.clouds.base.CloudError` with a :class:`~.errors.ErrorKind`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shlex
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field
+
+from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
+from elasticsite.clouds.errors import ErrorKind, ec2_kind
+from elasticsite.model import VMType
+from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
+
+if TYPE_CHECKING:
+    from elasticsite.config import CloudConfig
+    from elasticsite.plugins import SiteInfo
+
+__all__ = ["Ec2Cloud", "Ec2Options", "plugin", "worker_userdata"]
+
+log = logging.getLogger(__name__)
+
+STATES = {
+    "pending": InstanceState.PENDING,
+    "running": InstanceState.RUNNING,
+    "shutting-down": InstanceState.STOPPING,
+    "stopping": InstanceState.STOPPING,
+    "stopped": InstanceState.STOPPING,
+    "terminated": InstanceState.TERMINATED,
+}
+"""EC2's instance states (``State.Name``) and what they mean to the manager."""
+
+_MAX_USERDATA = 16 * 1024  # EC2's limit on user data, before base64
+
+
+class Ec2Options(PluginOptions):
+    """An EC2 cloud's ``options``."""
+
+    image_id: str = Field(pattern=r"^ami-[0-9a-zA-Z]{1,64}$")
+    """The AMI workers boot (a stock image plus the user data, or a pre-baked one)."""
+    images: dict[str, Annotated[str, Field(pattern=r"^ami-[0-9a-zA-Z]{1,64}$")]] = {}
+    """Per VM type (instance type) images, overriding ``image_id``."""
+    region: str = Field("us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    endpoint_url: str | None = Field(None, pattern=r"^https?://")
+    """An EC2-compatible endpoint (another provider, a local test server)."""
+    profile: str | None = None
+    """A profile of the shared credentials file; boto3's usual chain if not set."""
+    credentials_file: str | None = None
+    """A shared-credentials file to read instead of ``~/.aws/credentials``."""
+    subnet_id: str | None = None
+    security_group_ids: list[str] = []
+    key_name: str | None = None
+    instance_profile: str | None = None
+    """An IAM instance profile name for the workers."""
+    batch_size: Annotated[int, integer(), Field(ge=1, le=1000)] = 50
+    """Names sent in one ``run_instances`` call."""
+    timeout: Annotated[float, number("in [1, 600] s", 1.0, 600.0)] = 30.0
+    """Connect and read timeout of each API call."""
+    api_attempts: Annotated[int, integer(), Field(ge=1, le=20)] = 4
+    """boto3's own tries per call (its standard retry mode, with jittered backoff)."""
+
+
+def worker_userdata(values: Mapping[str, str]) -> str:
+    """A cloud-config document writing the worker's settings to a root-only file,
+    ``/etc/elasticsite/worker.env`` (``KEY='value'`` lines, shell-quoted), for the
+    image's boot scripts to read."""
+    lines = [f"ELASTICSITE_{k.upper()}={shlex.quote(v)}" for k, v in sorted(values.items())]
+    body = "\n".join(f"      {line}" for line in lines)
+    return (
+        "#cloud-config\n"
+        "write_files:\n"
+        "  - path: /etc/elasticsite/worker.env\n"
+        "    permissions: '0600'\n"
+        "    owner: root:root\n"
+        "    content: |\n"
+        f"{body}\n"
+    )
+
+
+class Ec2Cloud:
+    """One EC2 region (or compatible endpoint) for one site."""
+
+    def __init__(self, name: str, site_id: str, client: Any, options: Ec2Options) -> None:
+        self.name = name
+        self.site_id = site_id
+        self.client = client
+        self.options = options
+
+    @classmethod
+    def connect(cls, name: str, site_id: str, options: Ec2Options) -> Ec2Cloud:
+        """A driver with its own boto3 session (credentials as the options say)."""
+        try:
+            import boto3
+            import botocore.config
+            import botocore.session
+        except ImportError:
+            raise CloudError(
+                f"cloud {name}: the ec2 driver needs boto3: pip install 'elasticsite[ec2]'",
+                kind=ErrorKind.NOT_FOUND,
+            ) from None
+        core = botocore.session.Session(profile=options.profile)
+        if options.credentials_file:
+            core.set_config_variable("credentials_file", options.credentials_file)
+        config = botocore.config.Config(
+            region_name=options.region,
+            connect_timeout=options.timeout,
+            read_timeout=options.timeout,
+            retries={"mode": "standard", "max_attempts": options.api_attempts},
+        )
+        session = boto3.Session(botocore_session=core)
+        client = session.client("ec2", endpoint_url=options.endpoint_url, config=config)
+        return cls(name, site_id, client, options)
+
+    # -- calls ----------------------------------------------------------------------
+
+    def _call(self, what: str, method: str, **kwargs: Any) -> Any:
+        """One API call; every failure becomes a CloudError with its kind."""
+        try:
+            return getattr(self.client, method)(**kwargs)
+        except Exception as exc:
+            raise self._error(what, exc) from exc
+
+    def _error(self, what: str, exc: Exception) -> CloudError:
+        response = getattr(exc, "response", None)
+        if isinstance(response, dict):
+            error = response.get("Error") or {}
+            code = str(error.get("Code") or "")
+            status = int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
+            message = str(error.get("Message") or exc)
+            kind = ec2_kind(code, status)
+            return CloudError(f"cloud {self.name}: {what}: {code}: {message}", kind=kind)
+        kind_name = type(exc).__name__
+        if kind_name in ("NoCredentialsError", "PartialCredentialsError", "ProfileNotFound"):
+            kind = ErrorKind.CREDENTIALS
+        elif kind_name in (
+            "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+            "ConnectionClosedError",
+        ):  # fmt: skip
+            kind = ErrorKind.TRANSIENT
+        else:
+            kind = ErrorKind.UNKNOWN
+        return CloudError(f"cloud {self.name}: {what}: {exc}", kind=kind)
+
+    def _instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        token: str | None = None
+        site = {"Name": f"tag:{SITE_TAG}", "Values": [self.site_id]}
+        while True:
+            kwargs: dict[str, Any] = {"Filters": [site, *filters], "MaxResults": 1000}
+            if token:
+                kwargs["NextToken"] = token
+            page = self._call("describe_instances", "describe_instances", **kwargs)
+            for reservation in page.get("Reservations", []):
+                found.extend(reservation.get("Instances", []))
+            token = page.get("NextToken")
+            if not token:
+                return found
+
+    @staticmethod
+    def _instance(raw: Mapping[str, Any]) -> Instance:
+        tags = {t["Key"]: t["Value"] for t in raw.get("Tags", []) if "Key" in t}
+        launched = raw.get("LaunchTime")
+        created = launched.timestamp() if isinstance(launched, datetime) else 0.0
+        state = STATES.get(str((raw.get("State") or {}).get("Name")), InstanceState.UNKNOWN)
+        return Instance(
+            id=str(raw["InstanceId"]),
+            name=tags.get(WORKER_TAG) or tags.get("Name", ""),
+            state=state,
+            tags=tags,
+            created_at=created,
+            address=str(raw.get("PrivateIpAddress") or ""),
+        )
+
+    # -- the contract ---------------------------------------------------------------
+
+    def describe(self) -> list[Instance]:
+        return [self._instance(raw) for raw in self._instances([])]
+
+    def launch(
+        self,
+        vm_type: VMType,
+        names: Sequence[str],
+        userdata: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> list[Instance]:
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return []
+        if tags.get(SITE_TAG, self.site_id) != self.site_id:
+            raise CloudError(f"cloud {self.name}: launch: tags name another site")
+        live = self._instances(
+            [
+                {"Name": f"tag:{WORKER_TAG}", "Values": wanted},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+        have = {self._instance(raw).name: self._instance(raw) for raw in live}
+        missing = [n for n in wanted if n not in have]
+        size = self.options.batch_size
+        for start in range(0, len(missing), size):
+            chunk = missing[start : start + size]
+            for instance in self._run(vm_type, chunk, userdata, tags):
+                have[instance.name] = instance
+        return [have[n] for n in wanted if n in have]
+
+    def _run(
+        self,
+        vm_type: VMType,
+        names: list[str],
+        userdata: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> list[Instance]:
+        key = "\0".join([self.site_id, *names]).encode()
+        token = hashlib.sha256(key).hexdigest()[:64]  # the same call, retried: the same token
+        common = {**tags, SITE_TAG: self.site_id}
+        single = len(names) == 1
+        if single:
+            common.update({WORKER_TAG: names[0], "Name": names[0]})
+        else:
+            common.pop(WORKER_TAG, None)
+        values = dict(userdata)
+        if single:
+            values.setdefault("worker_id", names[0])
+        document = worker_userdata(values)
+        if len(document.encode()) > _MAX_USERDATA:
+            raise CloudError(f"cloud {self.name}: launch: user data over 16 KiB")
+        request: dict[str, Any] = {
+            "ImageId": self.options.images.get(vm_type.name, self.options.image_id),
+            "InstanceType": vm_type.name,
+            "MinCount": len(names),
+            "MaxCount": len(names),
+            "ClientToken": token,
+            "UserData": document,
+            "TagSpecifications": [
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in sorted(common.items())],
+                },
+            ],
+        }
+        if self.options.subnet_id:
+            request["SubnetId"] = self.options.subnet_id
+        if self.options.security_group_ids:
+            request["SecurityGroupIds"] = list(self.options.security_group_ids)
+        if self.options.key_name:
+            request["KeyName"] = self.options.key_name
+        if self.options.instance_profile:
+            request["IamInstanceProfile"] = {"Name": self.options.instance_profile}
+        reply = self._call(
+            f"run_instances ({len(names)} x {vm_type.name})", "run_instances", **request
+        )
+        started = [self._instance(raw) for raw in reply.get("Instances", [])]
+        if single:
+            for instance in started:
+                instance.name = names[0]
+            return started
+        for instance, name in zip(started, names, strict=False):
+            worker = {WORKER_TAG: name, "Name": name}
+            self._call(
+                f"create_tags {instance.id}",
+                "create_tags",
+                Resources=[instance.id],
+                Tags=[{"Key": k, "Value": v} for k, v in worker.items()],
+            )
+            instance.name = name
+            instance.tags.update(worker)
+        return started
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        ids = list(dict.fromkeys(i for i in instance_ids if i))
+        if not ids:
+            return
+        ours = [
+            raw["InstanceId"]
+            for raw in self._instances([{"Name": "instance-id", "Values": ids}])
+            if (raw.get("State") or {}).get("Name") != "terminated"
+        ]
+        if ours:
+            self._call(
+                f"terminate_instances ({len(ours)})", "terminate_instances", InstanceIds=ours
+            )
+
+
+def _create(options: Ec2Options, cloud: CloudConfig, site: SiteInfo) -> Ec2Cloud:
+    return Ec2Cloud.connect(cloud.name, site.site_id, options)
+
+
+plugin = CloudPlugin(Ec2Options, _create)
+"""The ``ec2`` entry point of ``elasticsite.clouds``."""

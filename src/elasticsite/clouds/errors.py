@@ -1,0 +1,100 @@
+"""What went wrong with a cloud call, in categories the manager can act on.
+
+Every driver raises :class:`~elasticsite.clouds.base.CloudError` only; a driver that
+knows why sets its :attr:`~elasticsite.clouds.base.CloudError.kind`:
+
+=================  =========================================================  ==========
+kind               meaning                                                    retry?
+=================  =========================================================  ==========
+``quota``          the account's limit on instances, cores or addresses       later
+``capacity``       the provider has no capacity of that type or zone now      elsewhere
+``credentials``    credentials missing, wrong, expired or not allowed         no
+``not_found``      the image, flavour or network named does not exist         no
+``throttled``      too many API calls: the provider asks to slow down         backoff
+``transient``      a provider-side error or a network failure                 backoff
+``unknown``        anything else                                              as usual
+=================  =========================================================  ==========
+
+The tables below translate each provider's error codes (documented by the provider,
+checked against recorded responses).
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["EC2_CODES", "ErrorKind", "ec2_kind"]
+
+
+class ErrorKind(enum.StrEnum):
+    """Why a cloud call failed (see the module table)."""
+
+    QUOTA = "quota"
+    CAPACITY = "capacity"
+    CREDENTIALS = "credentials"
+    NOT_FOUND = "not_found"
+    THROTTLED = "throttled"
+    TRANSIENT = "transient"
+    UNKNOWN = "unknown"
+
+    @property
+    def retryable(self) -> bool:
+        """Worth trying again on the same cloud after a backoff."""
+        return self in (ErrorKind.THROTTLED, ErrorKind.TRANSIENT, ErrorKind.UNKNOWN)
+
+    @property
+    def blocks_cloud(self) -> bool:
+        """No launch on this cloud can succeed until an operator fixes something."""
+        return self in (ErrorKind.CREDENTIALS, ErrorKind.NOT_FOUND)
+
+
+K = ErrorKind
+EC2_CODES: dict[str, ErrorKind] = {
+    "InstanceLimitExceeded": K.QUOTA,
+    "VcpuLimitExceeded": K.QUOTA,
+    "MaxSpotInstanceCountExceeded": K.QUOTA,
+    "AddressLimitExceeded": K.QUOTA,
+    "InsufficientInstanceCapacity": K.CAPACITY,
+    "InsufficientHostCapacity": K.CAPACITY,
+    "InsufficientReservedInstanceCapacity": K.CAPACITY,
+    "InsufficientCapacity": K.CAPACITY,
+    "SpotMaxPriceTooLow": K.CAPACITY,
+    "Unsupported": K.CAPACITY,
+    "AuthFailure": K.CREDENTIALS,
+    "UnauthorizedOperation": K.CREDENTIALS,
+    "InvalidClientTokenId": K.CREDENTIALS,
+    "SignatureDoesNotMatch": K.CREDENTIALS,
+    "ExpiredToken": K.CREDENTIALS,
+    "RequestExpired": K.CREDENTIALS,
+    "OptInRequired": K.CREDENTIALS,
+    "Blocked": K.CREDENTIALS,
+    "InvalidAMIID.NotFound": K.NOT_FOUND,
+    "InvalidAMIID.Malformed": K.NOT_FOUND,
+    "InvalidAMIID.Unavailable": K.NOT_FOUND,
+    "InvalidSubnetID.NotFound": K.NOT_FOUND,
+    "InvalidGroup.NotFound": K.NOT_FOUND,
+    "InvalidKeyPair.NotFound": K.NOT_FOUND,
+    "InvalidInstanceType": K.NOT_FOUND,
+    "RequestLimitExceeded": K.THROTTLED,
+    "Throttling": K.THROTTLED,
+    "ThrottlingException": K.THROTTLED,
+    "InternalError": K.TRANSIENT,
+    "InternalFailure": K.TRANSIENT,
+    "ServiceUnavailable": K.TRANSIENT,
+    "Unavailable": K.TRANSIENT,
+}
+"""EC2 API error codes and what they mean to a manager."""
+
+
+def ec2_kind(code: str, status: int = 0) -> ErrorKind:
+    """The kind of an EC2 error ``code`` (HTTP ``status`` for codes not listed)."""
+    found = EC2_CODES.get(code)
+    if found is not None:
+        return found
+    if status in (401, 403):
+        return K.CREDENTIALS
+    if status == 429:
+        return K.THROTTLED
+    if status >= 500:
+        return K.TRANSIENT
+    return K.UNKNOWN

@@ -1,0 +1,155 @@
+"""The EC2 driver passes the shared driver contract against moto's EC2 server on 127.0.0.1,
+through boto3 over HTTP; its errors carry the kind the manager acts on."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.clouds.contract import CloudContract, CloudHarness
+from tests.clouds.ec2_server import FaultyEc2, credentials_file, moto_server
+
+from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError
+from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
+from elasticsite.clouds.errors import ErrorKind
+from elasticsite.model import VMType
+
+pytest.importorskip("boto3")
+pytest.importorskip("moto")
+
+IMAGE = "ami-03cf127a"  # one of moto's default images
+_sites = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def creds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return credentials_file(tmp_path_factory.mktemp("aws"))
+
+
+def driver(url: str, creds: Path, site: str, **options: object) -> Ec2Cloud:
+    settings = Ec2Options.model_validate(
+        {"image_id": IMAGE, "endpoint_url": url, "credentials_file": str(creds), **options}
+    )
+    return Ec2Cloud.connect("ec2", site, settings)
+
+
+class Ec2Harness(CloudHarness):
+    vm_type = VMType("t3.micro", cores=2)
+    step = 0.1
+
+    def __init__(self, url: str, creds: Path) -> None:
+        self.url, self.creds = url, creds
+        self.site_id = f"site-{next(_sites)}"  # a fresh site: nothing of ours yet
+        self.driver = driver(url, creds, self.site_id)
+        self.proxies: list[FaultyEc2] = []
+
+    def settle(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def neighbour(self) -> CloudDriver:
+        return driver(self.url, self.creds, "another-site")
+
+    def refusing(self) -> tuple[CloudDriver, list[str]]:
+        proxy = FaultyEc2(self.url)
+        self.proxies.append(proxy)
+        proxy.fail("RunInstances", "InsufficientInstanceCapacity")
+        return driver(proxy.url, self.creds, self.site_id, api_attempts=1), ["refused"]
+
+
+class TestEc2Contract(CloudContract):
+    @pytest.fixture
+    def harness(self, endpoint: str, creds: Path) -> Iterator[CloudHarness]:
+        harness = Ec2Harness(endpoint, creds)
+        yield harness
+        for proxy in harness.proxies:
+            proxy.close()
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("InsufficientInstanceCapacity", ErrorKind.CAPACITY),
+        ("InstanceLimitExceeded", ErrorKind.QUOTA),
+        ("RequestLimitExceeded", ErrorKind.THROTTLED),
+        ("AuthFailure", ErrorKind.CREDENTIALS),
+        ("InvalidAMIID.NotFound", ErrorKind.NOT_FOUND),
+        ("InternalError", ErrorKind.TRANSIENT),
+    ],
+)
+def test_ec2_errors_come_with_the_kind_the_manager_acts_on(
+    endpoint: str, creds: Path, code: str, kind: ErrorKind
+) -> None:
+    proxy = FaultyEc2(endpoint)
+    try:
+        proxy.fail("RunInstances", code)
+        cloud = driver(proxy.url, creds, f"site-{next(_sites)}", api_attempts=1)
+        with pytest.raises(CloudError, match=code) as caught:
+            cloud.launch(VMType("t3.micro"), ["w1"], {}, {})
+        assert caught.value.kind is kind and kind.blocks_cloud is (kind in (
+            ErrorKind.CREDENTIALS, ErrorKind.NOT_FOUND
+        ))  # fmt: skip
+    finally:
+        proxy.close()
+
+
+def test_throttling_is_retried_by_the_sdk_with_backoff(endpoint: str, creds: Path) -> None:
+    proxy = FaultyEc2(endpoint)
+    try:
+        proxy.fail("RunInstances", "RequestLimitExceeded", times=2)
+        cloud = driver(proxy.url, creds, f"site-{next(_sites)}", api_attempts=4)
+        (launched,) = cloud.launch(VMType("t3.micro"), ["w1"], {}, {})
+        assert launched.name == "w1"
+        assert proxy.seen.count("RunInstances") == 3  # two refusals, then the launch
+    finally:
+        proxy.close()
+
+
+def test_a_launch_retried_after_a_lost_answer_starts_nothing_twice(
+    endpoint: str, creds: Path
+) -> None:
+    site = f"site-{next(_sites)}"
+    cloud = driver(endpoint, creds, site)
+    (first,) = cloud.launch(VMType("t3.micro"), ["w1"], {"node": "w1"}, {SITE_TAG: site})
+    again = driver(endpoint, creds, site)  # a restarted manager retries the same worker
+    assert [i.id for i in again.launch(VMType("t3.micro"), ["w1"], {}, {})] == [first.id]
+    assert [(i.name, i.tags[WORKER_TAG]) for i in again.describe()] == [("w1", "w1")]
+
+
+def test_terminate_never_touches_another_sites_instance(endpoint: str, creds: Path) -> None:
+    ours = driver(endpoint, creds, f"site-{next(_sites)}")
+    theirs = driver(endpoint, creds, f"site-{next(_sites)}")
+    (their,) = theirs.launch(VMType("t3.micro"), ["w1"], {}, {})
+    ours.terminate([their.id])
+    (still,) = theirs.describe()
+    assert still.id == their.id and still.state.value in ("pending", "running")
+
+
+def test_user_data_is_a_cloud_config_writing_a_root_only_file(endpoint: str, creds: Path) -> None:
+    import base64
+
+    cloud = driver(endpoint, creds, f"site-{next(_sites)}")
+    (launched,) = cloud.launch(VMType("t3.micro"), ["w1"], {"node": "w1", "secret": "a'b"}, {})
+    raw = cloud.client.describe_instance_attribute(InstanceId=launched.id, Attribute="userData")
+    text = base64.b64decode(raw["UserData"]["Value"]).decode()
+    assert text.startswith("#cloud-config\n") and "permissions: '0600'" in text
+    assert "ELASTICSITE_SECRET='a'\"'\"'b'" in text and "ELASTICSITE_WORKER_ID=w1" in text
+
+
+def test_bad_options_are_refused_when_the_config_is_read() -> None:
+    from elasticsite.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match=r"clouds\[0\].options.image_id"):
+        parse_config({"clouds": [{"name": "aws", "driver": "ec2", "options": {"image_id": "x"}}]})
+    cfg = parse_config(
+        {"clouds": [{"name": "aws", "driver": "ec2", "options": {"image_id": IMAGE}}]}
+    )
+    assert cfg.clouds[0].options.model_dump()["region"] == "us-east-1"
