@@ -78,6 +78,26 @@ def test_submit_attributes_reach_the_batch_system_and_bad_ones_are_refused(
     assert dict(job.attributes) == {"account": "phys", "qos": "high"}
 
 
+def test_status_says_why_a_cloud_is_closed_and_cloud_reset_opens_it(tmp_path: Path) -> None:
+    from elasticsite.manager.store import StateStore
+
+    cfg = tmp_path / "site.toml"
+    cfg.write_text((ROOT / "examples" / "local.toml").read_text())
+    run("status", "-c", str(cfg), cwd=tmp_path)
+    store = StateStore(tmp_path / "elasticsite-state" / "manager.db")
+    store.save_cloud_health(
+        {"public": {"closed_until": None, "kind": "credentials", "reason": "AuthFailure",
+                    "failures": 0}}
+    )  # fmt: skip
+    out = run("status", "-c", str(cfg), cwd=tmp_path).stdout
+    assert "cloud public: closed until reset" in out and "credentials: AuthFailure" in out
+    done = run("cloud", "reset", "public", "-c", str(cfg), cwd=tmp_path).stdout
+    assert "reset requested (was credentials: AuthFailure)" in done
+    assert store.take_cloud_resets() == ["public"]
+    bad = run("cloud", "reset", "nowhere", "-c", str(cfg), cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "no cloud named 'nowhere'" in bad.stderr
+
+
 def test_bad_config_gives_one_clear_error(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[[clouds]]\nname = "c"\nmax_instances = -1\n')

@@ -324,6 +324,13 @@ class ManagerConfig(_Strict):
         5.0, gt=0, le=DAY, description="first retry delay, doubled per try"
     )
     retry_backoff_max: float = Field(300.0, gt=0, le=WEEK)
+    capacity_cooldown: float = Field(
+        300.0, ge=0, le=WEEK, description="seconds a cloud rests after a capacity refusal"
+    )
+    protect_after: int = Field(
+        3, ge=0, description="boot failures in a row that protect a cloud (0: never)"
+    )
+    protect_cooldown: float = Field(1800.0, ge=0, le=WEEK)
     on_shutdown: Literal["leave", "drain"] = "leave"
     shutdown_timeout: float = Field(3600.0, gt=0, le=WEEK)
 

@@ -329,6 +329,9 @@ class SiteSnapshot:
     clouds: Sequence[CloudSpec]
     site_cores: int = 0
     """Cores of the site's own nodes that are up (every node no worker holds)."""
+    closed: frozenset[str] = frozenset()
+    """Clouds that take no launch now (cooling down after a refusal, blocked until an
+    operator fixes them, or protected after repeated boot failures)."""
     queued_walltime: float = field(init=False)
     queued_cores: int = field(init=False)
     _groups: dict[object, object] = field(init=False, repr=False, compare=False)
@@ -348,6 +351,7 @@ class SiteSnapshot:
         view.workers = workers
         view.clouds = self.clouds
         view.site_cores = self.site_cores
+        view.closed = self.closed
         view.queued_walltime = self.queued_walltime
         view.queued_cores = self.queued_cores
         view._groups = self._groups

@@ -182,6 +182,18 @@ def status(
             "waiting for the broker)",
             highlight=False,
         )
+    for name, record in sorted(state.clouds.items()):
+        until = record.get("closed_until")
+        if until is None:
+            closed = "closed until reset (elasticsite cloud reset " + name + ")"
+        elif isinstance(until, int | float) and until > now:
+            closed = f"closed for {until - now:.0f}s more"
+        elif record.get("failures"):
+            closed = f"open, {record['failures']} boot failure(s) in a row"
+        else:
+            continue
+        why = f": {record.get('kind')}: {record.get('reason')}" if record.get("kind") else ""
+        console.print(f"cloud {name}: {closed}{why}", highlight=False)
     if state.counters:
         console.print(
             "counters: " + ", ".join(f"{k} {v}" for k, v in sorted(state.counters.items()))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from elasticsite.core import health
 from elasticsite.core.plan import (
     AddAndLaunch,
     CoreConfig,
@@ -74,7 +75,13 @@ def apply(
         plan.count("redirected")
     specs = {c.name: c for c in config.clouds}
     handed: dict[str, int] = {}
+    health.track(state, plan, config, now)  # a stall just now may have closed a cloud
+    shut = health.closed(state, now)
     for launch in decision.launch:
+        if launch.cloud in shut:  # whatever the policy thought: nothing launches there
+            handed[launch.cloud] = handed.get(launch.cloud, 0) + launch.count
+            plan.count("launches_on_closed_cloud", launch.count)
+            continue
         spec = specs[launch.cloud]
         vm = next((v for v in spec.vm_types if v.name == launch.vm_type), spec.default_vm)
         given = ids.get(launch.cloud, ())
@@ -98,6 +105,7 @@ def apply(
                 AddAndLaunch(wid, w.cloud, w.vm_type, node, w.cores, not config.power_save), state
             )
             plan.count("launched")
+    health.track(state, plan, config, now)
 
 
 def launches(decision: Decision) -> dict[str, int]:

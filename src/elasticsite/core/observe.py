@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from elasticsite.batch.base import Node, NodeState
 from elasticsite.clouds.base import SITE_TAG, Instance
 from elasticsite.clouds.base import InstanceState as IS
+from elasticsite.core import health
 from elasticsite.core.plan import (
     AddAndLaunch,
     CoreConfig,
@@ -67,7 +68,10 @@ def observe(
         for name, n in nodes.items()
         if name not in held and n.state in (NodeState.IDLE, NodeState.BUSY)
     )
-    return SiteSnapshot(now, queued, running, workers, config.clouds, site_cores)
+    health.track(state, plan, config, now)
+    snapshot = SiteSnapshot(now, queued, running, workers, config.clouds, site_cores)
+    snapshot.closed = health.closed(state, now)
+    return snapshot
 
 
 # --- outcomes -----------------------------------------------------------------------
@@ -80,6 +84,7 @@ def settle(
     a step that could not sense, or a driver stopping)."""
     for outcome in outcomes:
         _settle(state, plan, config, now, outcome)
+    health.track(state, plan, config, now)
 
 
 def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: Outcome) -> None:
@@ -128,8 +133,14 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
         return  # asked again by the policy, or at the next step
     rec.attempts += 1
     rec.last_error = f"{kind}: {out.error}"
-    if kind == "launch" and rec.attempts >= config.max_attempts and w.state.live:
+    why = out.kind or ""
+    refused = kind == "launch" and health.launch_refused(
+        state, plan, config, now, w.cloud, why, out.error
+    )
+    if kind == "launch" and (refused or rec.attempts >= config.max_attempts) and w.state.live:
         move(plan, rec, S.FAILED, now, Cause.LAUNCH_ERROR)
+    elif why in ("throttled", "transient"):
+        rec.next_attempt_at = now + health.jittered(config, w.id, rec.attempts)
     else:
         rec.next_attempt_at = now + config.backoff(rec.attempts)
     plan.dirty.add(w.id)

@@ -11,8 +11,12 @@ its next step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from elasticsite.model import CloudSpec, Transition, Worker
+
+if TYPE_CHECKING:
+    from elasticsite.core.health import CloudHealth
 
 __all__ = [
     "AddAndLaunch",
@@ -163,6 +167,8 @@ class Outcome:
     at: float
     error: str | None = None
     instance_id: str | None = None
+    kind: str | None = None
+    """Why a cloud call failed (:class:`~elasticsite.clouds.errors.ErrorKind`), if known."""
 
 
 # --- the state a driver keeps and the plan it gets ---------------------------------
@@ -182,6 +188,12 @@ class CoreConfig:
     """Slurm's power saving owns the node list: nodes are neither added nor removed."""
     power_down_grace: float = 15.0
     """Seconds a joined node may look down under power saving before it counts as lost."""
+    capacity_cooldown: float = 300.0
+    """Seconds a cloud takes no launch after refusing one for capacity or quota."""
+    protect_after: int = 3
+    """Workers of one cloud failing in a row before joining that protect it (0: never)."""
+    protect_cooldown: float = 1800.0
+    """Seconds a protected cloud takes no launch (unless an operator resets it)."""
 
     @property
     def grace(self) -> float:
@@ -210,6 +222,9 @@ class CoreState:
     """Stray instance ids being terminated -> when to try again."""
     down_since: dict[str, float] = field(default_factory=dict)
     shutting_down: bool = False
+    health: dict[str, CloudHealth] = field(default_factory=dict)
+    """Clouds closed for a while or until reset, and their failure counts
+    (:mod:`.health`); a cloud with no record is open."""
 
 
 @dataclass
@@ -230,6 +245,10 @@ class Plan:
     forgotten: list[str] = field(default_factory=list)
     """Ids of records that reached their end (terminated, or failed with the
     instance gone): the driver drops them from memory once persisted."""
+    tracked: int = 0
+    """Transitions already counted for the clouds' health."""
+    health_changed: bool = False
+    """A cloud's health record changed: the driver persists them."""
 
     def count(self, name: str, by: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + by

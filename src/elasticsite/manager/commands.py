@@ -62,7 +62,10 @@ class CommandRunner:
         """Carry ``command`` out; its outcome, success or failure."""
         try:
             instance_id = self._execute(command)
-        except (CloudError, BatchError) as exc:
+        except CloudError as exc:
+            kind = str(exc.kind)
+            return Outcome(command, self.clock(), error=str(exc) or type(exc).__name__, kind=kind)
+        except BatchError as exc:
             return Outcome(command, self.clock(), error=str(exc) or type(exc).__name__)
         except Exception as exc:  # a driver's bug must not lose the outcome
             log.exception("%s failed unexpectedly", command)

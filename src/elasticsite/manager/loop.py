@@ -27,7 +27,7 @@ from elasticsite import core
 from elasticsite.batch.base import BatchError, BatchSystem, Node
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, Instance
 from elasticsite.config import ManagerConfig
-from elasticsite.core import Command, CoreConfig, CoreState, Outcome, Plan, WorkerRecord
+from elasticsite.core import Command, CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
 from elasticsite.manager.commands import CommandRunner
 from elasticsite.manager.store import StateStore, worker_number
 from elasticsite.model import Cause, CloudSpec, Decision, SiteSnapshot, WorkerState
@@ -103,6 +103,9 @@ class Manager:
             retry_backoff_max=config.retry_backoff_max,
             power_save=power_save,
             power_down_grace=POWER_DOWN_GRACE,
+            capacity_cooldown=config.capacity_cooldown,
+            protect_after=config.protect_after,
+            protect_cooldown=config.protect_cooldown,
         )
         self._pool = executor or ThreadPoolExecutor(
             config.launch_threads, thread_name_prefix="es-cloud"
@@ -130,6 +133,7 @@ class Manager:
             records={r.worker.id: r for r in store.load()},
             known={r.worker.id for r in store.load(include_done=True)},
         )
+        self.state.health = health.load(store.cloud_health())
         self._reserved = store.last_worker_number()
         if self.state.records:
             log.info("resuming with %d workers from %s", len(self.state.records), store.path)
@@ -182,6 +186,7 @@ class Manager:
         report = StepReport(at=now)
         outcomes = self._outcomes()
         plan = Plan()
+        self._cloud_resets(plan)
         try:
             view = self.batch.snapshot()
         except BatchError as exc:
@@ -373,12 +378,21 @@ class Manager:
                 self.store.record(plan.transitions)
                 for name, by in plan.counts.items():
                     self.store.bump(name, by)
+        if plan.health_changed:
+            self.store.save_cloud_health(health.dump(self.state))
         for wid, rec in list(self.state.records.items()):
             w = rec.worker
             if w.state is S.TERMINATED or (w.state is S.FAILED and rec.instance_gone):
                 del self.state.records[wid]
             elif len(w.history) > 64:
                 del w.history[:-32]  # every transition is in the store
+
+    def _cloud_resets(self, plan: Plan) -> None:
+        """Open the clouds an operator reset (``elasticsite cloud reset``)."""
+        for name in self.store.take_cloud_resets():
+            if health.reset(self.state, name):
+                log.warning("cloud %s: reset by an operator; launches allowed again", name)
+            plan.health_changed = True
 
     def _run(self, command: Command) -> None:
         if isinstance(command, core.ForgetNode):

@@ -63,6 +63,8 @@ class SiteStatus:
     context: SavedContext | None
     counters: dict[str, int]
     transitions: list[Transition]
+    clouds: dict[str, dict[str, object]]
+    """Clouds with a health record (closed, or failing): kind, reason, until when."""
 
 
 @dataclass
@@ -128,6 +130,7 @@ class Site:
             context=saved_context(self.store),
             counters=self.store.counters(),
             transitions=self.store.transitions(last=events) if events else [],
+            clouds=self.store.cloud_health(),
         )
 
     def _count_jobs(self) -> dict[str, int]:

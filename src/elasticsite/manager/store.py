@@ -18,9 +18,10 @@ context's key and secret). A file that is corrupt, locked or unwritable raises
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,37 @@ class StateStore:
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def cloud_health(self) -> dict[str, dict[str, object]]:
+        """The clouds' health records as the manager last saved them (:mod:`core.health`)."""
+        try:
+            data = json.loads(self.get_meta("cloud_health") or "{}")
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def save_cloud_health(self, data: Mapping[str, object]) -> None:
+        self.set_meta("cloud_health", json.dumps(data, sort_keys=True))
+
+    def request_cloud_reset(self, cloud: str) -> None:
+        """Ask the manager to open ``cloud`` again (taken at its next step)."""
+        with self.transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key='cloud_resets'").fetchone()
+            wanted = set(json.loads(row[0])) if row else set()
+            wanted.add(cloud)
+            db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('cloud_resets', ?)",
+                (json.dumps(sorted(wanted)),),
+            )
+
+    def take_cloud_resets(self) -> list[str]:
+        """The clouds an operator asked to reset since the last call (and forget them)."""
+        with self.transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key='cloud_resets'").fetchone()
+            if row is None:
+                return []
+            db.execute("DELETE FROM meta WHERE key='cloud_resets'")
+        return [str(c) for c in json.loads(row[0])]
 
     def next_seq(self, name: str = "worker", count: int = 1) -> int:
         """Reserve ``count`` consecutive numbers of sequence ``name``; returns the first."""

@@ -130,10 +130,11 @@ def preferred_cloud(
         return None
     live = (counted or census(snapshot)).live_by_cloud or {}
     ranked = _rank(list(snapshot.clouds), settings.cloud_rule, live)
+    shut = snapshot.closed
     for c in ranked:
-        if live.get(c.name, 0) < c.max_instances:
+        if live.get(c.name, 0) < c.max_instances and c.name not in shut:
             return c
-    return ranked[0]
+    return next((c for c in ranked if c.name not in shut), ranked[0])
 
 
 def scale_up(
@@ -162,12 +163,13 @@ def scale_up(
     live = dict(cen.live_by_cloud or {})
     spend = cen.spend_per_hour
     cap = settings.spend_cap_per_hour
-    ranked = _rank(list(snapshot.clouds), settings.cloud_rule, live)
+    usable = [c for c in snapshot.clouds if c.name not in snapshot.closed]
+    ranked = _rank(usable, settings.cloud_rule, live)
     planned: dict[str, int] = {}
     if settings.cloud_rule == "balanced":
         # One at a time so the load spreads; the number of clouds is small. Ties on
         # free capacity go to the cheaper cloud at every step, as when launched singly.
-        order = {c.name: i for i, c in enumerate(snapshot.clouds)}
+        order = {c.name: i for i, c in enumerate(usable)}
         while count > 0:
             best = None
             for c in ranked:

@@ -1,0 +1,41 @@
+"""``elasticsite cloud reset NAME``: open a cloud the manager closed.
+
+A cloud is closed after it refused a launch for bad credentials or a missing image
+(until reset), or after its workers failed to boot or join too many times in a row
+(protected: until its cool-down passes, or a reset). ``status`` shows which and why.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from elasticsite.cli.common import ConfigOpt, console, fail, open_configured_site, state_errors
+
+__all__ = ["cloud_app"]
+
+cloud_app = typer.Typer(help="Operate on the site's clouds.", no_args_is_help=True)
+
+
+@cloud_app.command("reset")
+@state_errors()
+def reset(
+    name: Annotated[str, typer.Argument(help="The cloud's name in the configuration.")],
+    config: ConfigOpt = None,
+) -> None:
+    """Allow launches on a closed cloud again (the manager applies it at its next step)."""
+    site = open_configured_site(config)
+    known = [c.name for c in site.config.clouds]
+    if name not in known:
+        raise fail(f"no cloud named {name!r} in the configuration (clouds: {', '.join(known)})")
+    record = site.store.cloud_health().get(name)
+    site.store.request_cloud_reset(name)
+    if not record:
+        console.print(f"cloud {name} was not closed; reset recorded anyway", highlight=False)
+    else:
+        console.print(
+            f"cloud {name}: reset requested (was {record.get('kind') or 'failing'}: "
+            f"{record.get('reason') or '-'}); the manager opens it at its next step",
+            highlight=False,
+        )

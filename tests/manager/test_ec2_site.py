@@ -1,0 +1,183 @@
+"""The manager on EC2: moto's server on 127.0.0.1 through boto3, one cloud refusing.
+
+A capacity refusal closes the cheap cloud for its cool-down and the next launches go
+to the second cloud; a cloud whose credentials are refused launches nothing until an
+operator resets it; the spend cap holds across both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.clouds.ec2_server import FaultyEc2, credentials_file, moto_server
+
+from elasticsite import policies
+from elasticsite.batch.base import JobRequest
+from elasticsite.batch.local import LocalBatch
+from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
+from elasticsite.config import ManagerConfig
+from elasticsite.manager.loop import Manager
+from elasticsite.manager.store import StateStore
+from elasticsite.model import CloudSpec, VMType, WorkerState
+
+pytest.importorskip("moto")
+
+IMAGE = "ami-03cf127a"
+SMALL = (VMType("t3.micro", cores=1),)
+
+
+class AtOnce(Executor):
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def proxy(endpoint: str) -> Iterator[FaultyEc2]:
+    faulty = FaultyEc2(endpoint)
+    yield faulty
+    faulty.close()
+
+
+class Site:
+    def __init__(
+        self,
+        tmp: Path,
+        site_id: str,
+        clouds: dict[str, str],
+        manager: dict[str, Any] | None = None,
+        **settings: Any,
+    ) -> None:
+        creds = credentials_file(tmp)
+        self.now = 1_000.0
+        self.batch = LocalBatch(tmp / "batch.db", clock=lambda: self.now)
+        self.drivers = {
+            name: Ec2Cloud.connect(
+                name,
+                site_id,
+                Ec2Options(
+                    image_id=IMAGE, endpoint_url=url, credentials_file=str(creds), api_attempts=1
+                ),
+            )
+            for name, url in clouds.items()
+        }
+        prices = {"cheap": 0.0, "dear": 0.5}
+        specs = [
+            CloudSpec(n, "ec2", max_instances=4, price_per_hour=prices[n], vm_types=SMALL)
+            for n in clouds
+        ]
+        self.store = StateStore(tmp / "state.db")
+        self.manager = Manager(
+            config=ManagerConfig(
+                site_id=site_id, interval=10.0, retry_backoff=1.0, **(manager or {})
+            ),
+            batch=self.batch,
+            clouds=self.drivers,
+            specs=specs,
+            store=self.store,
+            policy=policies.get("on_demand"),
+            settings=policies.PolicySettings(**settings),
+            clock=lambda: self.now,
+            executor=AtOnce(),
+        )
+
+    def submit(self, n: int) -> None:
+        for _ in range(n):
+            self.batch.submit(JobRequest(["true"], 1, 600.0))
+
+    def step(self, seconds: float = 10.0) -> None:
+        self.manager.step()
+        self.now += seconds
+
+    def live(self, cloud: str) -> int:
+        return sum(1 for i in self.drivers[cloud].describe() if i.state.value != "terminated")
+
+
+def test_capacity_refusals_fall_back_to_the_second_cloud(
+    tmp_path: Path, endpoint: str, proxy: FaultyEc2
+) -> None:
+    proxy.fail("RunInstances", "InsufficientInstanceCapacity")
+    site = Site(tmp_path, "fallback", {"cheap": proxy.url, "dear": endpoint})
+    site.submit(3)
+    for _ in range(3):
+        site.step()
+    assert site.live("dear") == 3 and proxy.seen.count("RunInstances") >= 1
+    health = site.store.cloud_health()
+    assert health["cheap"]["kind"] == "capacity"
+    failed = [r for r in site.store.load(include_done=True) if r.worker.cloud == "cheap"]
+    assert failed and all(r.worker.state is WorkerState.FAILED for r in failed)
+    assert site.store.counters()["cloud_closed_capacity"] >= 1
+
+
+def test_throttling_is_retried_and_then_launches(
+    tmp_path: Path, endpoint: str, proxy: FaultyEc2
+) -> None:
+    proxy.fail("RunInstances", "RequestLimitExceeded", times=1)
+    site = Site(tmp_path, "throttled", {"cheap": proxy.url})
+    site.submit(1)
+    for _ in range(4):
+        site.step()
+    assert site.live("cheap") == 1
+    (rec,) = site.store.load()
+    assert rec.worker.state is not WorkerState.FAILED
+    assert "cheap" not in site.store.cloud_health()
+
+
+def test_refused_credentials_stop_a_cloud_until_reset(
+    tmp_path: Path, endpoint: str, proxy: FaultyEc2
+) -> None:
+    proxy.fail("RunInstances", "AuthFailure")
+    site = Site(tmp_path, "blocked", {"cheap": proxy.url})
+    site.submit(2)
+    for _ in range(5):
+        site.step()
+    calls = proxy.seen.count("RunInstances")
+    for _ in range(5):
+        site.step(600.0)  # long after any cool-down: still closed
+    assert proxy.seen.count("RunInstances") == calls == 2  # the first step's two launches
+    assert site.store.cloud_health()["cheap"]["closed_until"] is None
+    proxy.clear()
+    site.store.request_cloud_reset("cheap")
+    site.step()
+    site.step()
+    assert site.live("cheap") == 2
+
+
+def test_the_spend_cap_holds_across_clouds(tmp_path: Path, endpoint: str) -> None:
+    site = Site(tmp_path, "capped", {"dear": endpoint}, spend_cap_per_hour=1.0)
+    site.submit(4)
+    for _ in range(3):
+        site.step()
+    assert site.live("dear") == 2  # 2 x 0.5 per hour
+
+
+def test_a_cloud_whose_workers_never_join_is_protected_and_launches_nothing(
+    tmp_path: Path, proxy: FaultyEc2
+) -> None:
+    site = Site(
+        tmp_path, "protect", {"cheap": proxy.url},
+        manager={"protect_after": 2, "protect_cooldown": 3600.0}, stall_timeout=30.0,
+    )  # fmt: skip
+    site.submit(1)  # moto's instances boot but never join the batch system: they stall
+    for _ in range(12):
+        site.step()
+    assert site.store.cloud_health()["cheap"]["kind"] == "protected"
+    launched = proxy.seen.count("RunInstances")
+    assert launched == 2
+    for _ in range(10):
+        site.step()
+    assert proxy.seen.count("RunInstances") == launched  # closed: nothing more
+    stalled = [r.worker for r in site.store.load(include_done=True)]
+    assert [w.state for w in stalled] == [WorkerState.FAILED] * 2
+    assert site.live("cheap") == 0  # and the stalled instances were given back
