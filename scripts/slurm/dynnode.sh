@@ -66,7 +66,11 @@ stop)
         kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
     fi
     rm -f "$pidf"
-    if [ "${3:-}" = --delete ]; then scontrol delete nodename="$node" 2>/dev/null || true; fi
+    # only a node that is still there: slurmctld 22.05 can crash (SIGSEGV in
+    # delete_nodes) on a delete of a dynamic node that is already gone
+    if [ "${3:-}" = --delete ] && scontrol show node "$node" >/dev/null 2>&1; then
+        scontrol delete nodename="$node" 2>/dev/null || true
+    fi
     ip netns del "$ns" 2>/dev/null || true     # also removes the veth pair
     rm -rf "/etc/netns/$ns" "$RUN_DIR/dyn-$node.idx"
     ;;

@@ -267,6 +267,10 @@ class SlurmBatch:
         deadline = time.monotonic() + self.remove_timeout
         requeued = False
         while True:
+            # slurmctld 22.05 can crash (SIGSEGV in delete_nodes) deleting a dynamic node
+            # that is already gone, so every retry asks first: someone may have beaten us
+            if requeued and not self._node_exists(name):
+                return
             ok, out = self._try("scontrol", "delete", f"nodename={name}")
             if ok or "Invalid node name" in out:
                 return

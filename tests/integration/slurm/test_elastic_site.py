@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from elasticsite.batch.base import JobRequest
+from elasticsite.batch.slurm import SlurmBatch
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.manager.site import Site, open_site
@@ -38,8 +39,9 @@ pytestmark = pytest.mark.slow
 class LiveSite:
     """A manager on its own thread; everything it started is gone at the end."""
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: Site, *, dynamic_nodes: bool) -> None:
         self.site = site
+        self.dynamic_nodes = dynamic_nodes
         self.manager = site.manager()
         self.thread = threading.Thread(target=self.manager.run, daemon=True)
         self.thread.start()
@@ -54,10 +56,12 @@ class LiveSite:
         for cloud in self.site.clouds.values():
             assert isinstance(cloud, LocalCloud)
             cloud.kill_all()
+        if not self.dynamic_nodes:
+            return  # power saving: the cloudN nodes are slurm.conf's own, never deleted
+        batch = self.site.batch
+        assert isinstance(batch, SlurmBatch)
         for w in self.workers(include_done=True):
-            subprocess.run(
-                ["scontrol", "delete", f"nodename={w.node}"], capture_output=True, check=False
-            )
+            batch.remove_node(w.node)  # only if still there: see SlurmBatch.remove_node
 
 
 def job_state(job_id: str) -> str:
@@ -108,7 +112,7 @@ def external_site(slurm_cluster: Path, tmp_path: Path) -> Iterator[LiveSite]:
         'options = { partition = "elastic", demand_partitions = ["elastic"] }'
     )
     config = _write_site(tmp_path, "slurm-external", batch)
-    live = LiveSite(open_site(load_config(config)))
+    live = LiveSite(open_site(load_config(config)), dynamic_nodes=True)
     try:
         yield live
     finally:
@@ -151,7 +155,7 @@ def test_external_manager_runs_a_queued_job_on_a_new_dynamic_node_then_removes_i
 def power_save_site(slurm_cluster: Path, tmp_path: Path) -> Iterator[LiveSite]:
     batch = '[batch]\ntype = "slurm"\nmode = "power_save"\noptions = { partition = "cloud" }'
     config = _write_site(tmp_path, "slurm-native", batch)
-    live = LiveSite(open_site(load_config(config)))
+    live = LiveSite(open_site(load_config(config)), dynamic_nodes=False)
     try:
         yield live
     finally:
