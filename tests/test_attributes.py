@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elasticsite.attributes import EMPTY, InvalidAttribute, Selector, check, parse_pairs, values
-from elasticsite.model import CloudSpec, Demand, Job, SiteSnapshot
+from elasticsite.model import CloudSpec, Job
+from elasticsite.snapshot import Demand, SiteSnapshot
 
 
 def test_pairs_are_parsed_and_checked() -> None:

@@ -12,11 +12,11 @@ from elasticsite.model import (
     CloudSpec,
     InvalidTransition,
     Job,
-    SiteSnapshot,
     Worker,
     WorkerState,
     billed_cost,
 )
+from elasticsite.snapshot import SiteSnapshot
 
 S = WorkerState
 

@@ -13,17 +13,10 @@ from collections.abc import Iterable, Iterator
 
 import pytest
 
-from elasticsite.model import (
-    CloudSpec,
-    Decision,
-    Job,
-    SiteSnapshot,
-    VMType,
-    Worker,
-    WorkerState,
-)
+from elasticsite.model import CloudSpec, Decision, Job, VMType, Worker, WorkerState
 from elasticsite.policies import PolicySettings, evaluate, get
 from elasticsite.policies import base as registry
+from elasticsite.snapshot import SiteSnapshot
 
 S = WorkerState
 NOW = 1000.0

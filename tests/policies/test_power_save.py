@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from elasticsite.model import Cause, CloudSpec, SiteSnapshot, VMType, Worker, WorkerState
+from elasticsite.model import Cause, CloudSpec, VMType, Worker, WorkerState
 from elasticsite.policies import PolicySettings
 from elasticsite.policies.power_save import decide_power
+from elasticsite.snapshot import SiteSnapshot
 
 SMALL = VMType("small", 1)
 

@@ -12,16 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elasticsite.model import (
-    Cause,
-    CloudSpec,
-    Job,
-    SiteSnapshot,
-    VMType,
-    Worker,
-    WorkerState,
-)
+from elasticsite.model import Cause, CloudSpec, Job, VMType, Worker, WorkerState
 from elasticsite.policies import CLOUD_RULES, PolicySettings, available, evaluate, get
+from elasticsite.snapshot import SiteSnapshot
 
 S = WorkerState
 POLICIES = available()

@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from elasticsite.attributes import Selector
-from elasticsite.model import Cause, Decision, Job, JobState, Launch, SiteSnapshot
+from elasticsite.model import Cause, Decision, Job, JobState, Launch
+from elasticsite.snapshot import SiteSnapshot
 
 from .conftest import NOW, cloud, decide, job, snap, worker
 

@@ -28,7 +28,8 @@ from elasticsite.core.plan import (
     WorkerRecord,
 )
 from elasticsite.core.transitions import move, move_new
-from elasticsite.model import Cause, Decision, Drain, SiteSnapshot, Terminate, Worker, WorkerState
+from elasticsite.model import Cause, Decision, Drain, Terminate, Worker, WorkerState
+from elasticsite.snapshot import SiteSnapshot
 
 __all__ = ["apply", "shutdown_decision"]
 

@@ -32,7 +32,8 @@ from elasticsite.core.plan import (
     command_key,
 )
 from elasticsite.core.transitions import move, move_new
-from elasticsite.model import Cause, Job, SiteSnapshot, Worker, WorkerState
+from elasticsite.model import Cause, Job, Worker, WorkerState
+from elasticsite.snapshot import SiteSnapshot
 
 __all__ = ["observe", "settle"]
 

@@ -30,9 +30,10 @@ from elasticsite.config import ManagerConfig
 from elasticsite.core import Command, CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
 from elasticsite.manager.commands import CommandRunner
 from elasticsite.manager.store import StateStore, worker_number
-from elasticsite.model import Cause, CloudSpec, Decision, SiteSnapshot, WorkerState
+from elasticsite.model import Cause, CloudSpec, Decision, WorkerState
 from elasticsite.policies import Policy, PolicySettings, evaluate
 from elasticsite.policies.power_save import decide_power
+from elasticsite.snapshot import SiteSnapshot
 
 if TYPE_CHECKING:
     from elasticsite.manager.context_link import ContextLink

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Literal, Protocol
 
-from elasticsite.model import Decision, SiteSnapshot
+from elasticsite.model import Decision
+from elasticsite.snapshot import SiteSnapshot
 
 __all__ = [
     "CLOUD_RULES",

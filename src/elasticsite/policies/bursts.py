@@ -12,9 +12,10 @@ cores fill, so a burst never boots a worker that has no job to run.
 
 from __future__ import annotations
 
-from elasticsite.model import Cause, Decision, SiteSnapshot
+from elasticsite.model import Cause, Decision
 from elasticsite.policies.base import PolicySettings, register
 from elasticsite.policies.planning import Census, census, preferred_cloud, scale_down, scale_up
+from elasticsite.snapshot import SiteSnapshot
 
 
 def wanted(snapshot: SiteSnapshot, settings: PolicySettings, cen: Census | None = None) -> int:

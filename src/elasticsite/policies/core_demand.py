@@ -7,9 +7,10 @@ rounding up. Idle workers whose cores no queued job needs are released.
 
 from __future__ import annotations
 
-from elasticsite.model import Cause, Decision, SiteSnapshot, WorkerState
+from elasticsite.model import Cause, Decision, WorkerState
 from elasticsite.policies.base import PolicySettings, register
 from elasticsite.policies.planning import census, preferred_cloud, scale_down, scale_up
+from elasticsite.snapshot import SiteSnapshot
 
 
 @register("core_demand")

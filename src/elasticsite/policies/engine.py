@@ -16,17 +16,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from elasticsite.model import (
-    Cause,
-    Decision,
-    Drain,
-    Launch,
-    SiteSnapshot,
-    Terminate,
-    Worker,
-    WorkerState,
-)
+from elasticsite.model import Cause, Decision, Drain, Launch, Terminate, Worker, WorkerState
 from elasticsite.policies.base import Policy, PolicySettings
+from elasticsite.snapshot import SiteSnapshot
 
 __all__ = ["evaluate"]
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from elasticsite.model import Cause, Decision, SiteSnapshot
+from elasticsite.model import Cause, Decision
 from elasticsite.policies.base import PolicySettings, register
 from elasticsite.policies.planning import census, scale_down, scale_up
+from elasticsite.snapshot import SiteSnapshot
 
 
 @register("on_demand")

@@ -23,12 +23,12 @@ from elasticsite.model import (
     Decision,
     Drain,
     Launch,
-    SiteSnapshot,
     Undrain,
     Worker,
     WorkerState,
 )
 from elasticsite.policies.base import PolicySettings
+from elasticsite.snapshot import SiteSnapshot
 
 __all__ = ["Census", "census", "paid_time_left", "preferred_cloud", "scale_down", "scale_up"]
 

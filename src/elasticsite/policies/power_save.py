@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from elasticsite.model import Cause, Decision, Launch, SiteSnapshot, Terminate, WorkerState
+from elasticsite.model import Cause, Decision, Launch, Terminate, WorkerState
 from elasticsite.policies.base import PolicySettings
 from elasticsite.policies.planning import scale_up
+from elasticsite.snapshot import SiteSnapshot
 
 __all__ = ["PowerDecision", "decide_power"]
 

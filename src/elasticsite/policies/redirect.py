@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from elasticsite.attributes import PARTITION, Selector
-from elasticsite.model import Decision, Job, Redirect, SiteSnapshot
+from elasticsite.model import Decision, Job, Redirect
 from elasticsite.policies.base import Policy, PolicySettings, get, register
 from elasticsite.sim.pools import BackfillPool, EasyPool, Key, make_pool
 from elasticsite.sim.strategies import (
@@ -48,6 +48,7 @@ from elasticsite.sim.strategies import (
     Strategy,
     WeightedQueue,
 )
+from elasticsite.snapshot import SiteSnapshot
 
 __all__ = ["REDIRECTING", "plan_redirects"]
 

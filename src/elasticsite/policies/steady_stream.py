@@ -11,9 +11,10 @@ The waste time is that of the cloud the next worker would go to.
 
 from __future__ import annotations
 
-from elasticsite.model import Cause, Decision, SiteSnapshot
+from elasticsite.model import Cause, Decision
 from elasticsite.policies.base import PolicySettings, register
 from elasticsite.policies.planning import census, preferred_cloud, scale_down, scale_up
+from elasticsite.snapshot import SiteSnapshot
 
 
 @register("steady_stream")

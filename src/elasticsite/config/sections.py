@@ -1,0 +1,104 @@
+"""The sections of a site file that name no plug-in: policy, context and manager."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from elasticsite.config.common import DAY, HOUR, WEEK, Strict
+
+__all__ = ["ContextConfig", "ManagerConfig", "PolicyConfig"]
+
+
+class PolicyConfig(Strict):
+    """Which policy runs, and every threshold it reads (see :class:`PolicySettings`)."""
+
+    name: str = "bursts"
+    steady_up_factor: float = Field(5.0, gt=0)
+    steady_down_factor: float = Field(3.0, ge=0)
+    steady_min_workers: int = Field(1, ge=0)
+    bursts_factor: float = Field(2.0, gt=0)
+    dedicated_workers: int = Field(10, ge=0)
+    spend_cap_per_hour: float | None = Field(None, ge=0)
+    cloud_rule: Literal["cheapest", "fastest", "ordered", "balanced"] = "cheapest"
+    billing_margin: float = Field(120.0, ge=0, le=31 * DAY, description="seconds")
+    redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    provision: str = "on_demand"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _factors(self) -> PolicyConfig:
+        if self.steady_down_factor > self.steady_up_factor:
+            raise ValueError(
+                f"steady_down_factor ({self.steady_down_factor}) must not exceed "
+                f"steady_up_factor ({self.steady_up_factor})"
+            )
+        return self
+
+
+class ContextConfig(Strict):
+    """The recontextualization broker the site's workers join (see ``docs/recontext.md``).
+
+    The manager creates one context for the site at its first start (or reuses the one
+    it created before), hands its coordinates to every worker in the user data, and
+    removes workers it terminates.
+    """
+
+    broker: str = Field(description="base URL, e.g. https://head:8443")
+    token_file: str | None = Field(
+        None, description="file holding the broker's admin token; default $ELASTICSITE_BROKER_TOKEN"
+    )
+    ca: str | None = Field(None, description="PEM file the broker's certificate is checked against")
+    name: str | None = Field(None, description="context name; default: the site id")
+    reserved: list[str] = Field(
+        default_factory=list,
+        description="host names and addresses no worker may take, besides this host's "
+        "own names and localhost (e.g. the head node's address)",
+    )
+    replace_on_rejoin: bool = Field(
+        False,
+        description="a worker rejoining under its old name with the same SSH host key "
+        "replaces its old record (else an administrator removes that first)",
+    )
+
+    @field_validator("broker")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+/?$", v):
+            raise ValueError("must be a base URL like https://host:8443")
+        return v.rstrip("/")
+
+
+class ManagerConfig(Strict):
+    """The decision loop itself."""
+
+    site_id: str = "elasticsite"
+    state_dir: str = "elasticsite-state"
+    # Durations, in seconds, bounded so that every wait and deadline stays computable.
+    interval: float = Field(10.0, gt=0, le=HOUR)
+    launch_threads: int = Field(10, ge=1, le=256)
+    stall_timeout: float = Field(600.0, gt=0, le=WEEK)
+    heartbeat_timeout: float = Field(60.0, gt=0, le=DAY)
+    max_attempts: int = Field(5, ge=1)
+    retry_backoff: float = Field(
+        5.0, gt=0, le=DAY, description="first retry delay, doubled per try"
+    )
+    retry_backoff_max: float = Field(300.0, gt=0, le=WEEK)
+    capacity_cooldown: float = Field(
+        300.0, ge=0, le=WEEK, description="seconds a cloud rests after a capacity refusal"
+    )
+    protect_after: int = Field(
+        3, ge=0, description="boot failures in a row that protect a cloud (0: never)"
+    )
+    protect_cooldown: float = Field(1800.0, ge=0, le=WEEK)
+    on_shutdown: Literal["leave", "drain"] = "leave"
+    shutdown_timeout: float = Field(3600.0, gt=0, le=WEEK)
+
+    @field_validator("site_id")
+    @classmethod
+    def _site(cls, v: str) -> str:
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", v):
+            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
+        return v
