@@ -80,7 +80,8 @@ class FaultyEc2:
 
     def __init__(self, upstream: str) -> None:
         self.upstream = urllib.parse.urlsplit(upstream)
-        self.faults: dict[str, tuple[str, int | None]] = {}
+        self.faults: dict[str, tuple[str, int | None, str]] = {}
+        self.delays: dict[str, float] = {}
         self.seen: list[str] = []
         self.lock = threading.Lock()
         proxy = self
@@ -89,7 +90,7 @@ class FaultyEc2:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 action = urllib.parse.parse_qs(body.decode()).get("Action", [""])[0]
-                fault = proxy.take(action)
+                fault = proxy.take(action, body.decode())
                 if fault is not None:
                     self.reply(ERROR_STATUS.get(fault, 400), error_xml(fault))
                     return
@@ -99,7 +100,9 @@ class FaultyEc2:
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 conn.request("POST", self.path, body, headers)
                 answer = conn.getresponse()
-                self.reply(answer.status, answer.read(), answer.getheader("Content-Type"))
+                data = answer.read()
+                time.sleep(proxy.delays.get(action, 0.0))  # done upstream, answer held back
+                self.reply(answer.status, data, answer.getheader("Content-Type"))
                 conn.close()
 
             def reply(self, status: int, data: bytes, kind: str | None = "text/xml") -> None:
@@ -117,26 +120,37 @@ class FaultyEc2:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def fail(self, action: str, code: str, times: int | None = None) -> None:
+    def fail(self, action: str, code: str, times: int | None = None, matching: str = "") -> None:
+        """Answer ``action`` with ``code`` (only requests whose form contains ``matching``,
+        e.g. ``InstanceType=t3.micro``)."""
         with self.lock:
-            self.faults[action] = (code, times)
+            self.faults[action] = (code, times, matching)
+
+    def delay(self, action: str, seconds: float) -> None:
+        """Hold back the answer to ``action`` for ``seconds`` after EC2 carried it out
+        (0: no more), as a slow API or a lost connection would."""
+        with self.lock:
+            self.delays[action] = seconds
 
     def clear(self) -> None:
         with self.lock:
             self.faults.clear()
+            self.delays.clear()
 
-    def take(self, action: str) -> str | None:
+    def take(self, action: str, form: str = "") -> str | None:
         with self.lock:
             self.seen.append(action)
             fault = self.faults.get(action)
             if fault is None:
                 return None
-            code, times = fault
+            code, times, matching = fault
+            if matching and matching not in form:
+                return None
             if times is not None:
                 if times <= 1:
                     del self.faults[action]
                 else:
-                    self.faults[action] = (code, times - 1)
+                    self.faults[action] = (code, times - 1, matching)
             return code
 
     def close(self) -> None:

@@ -56,6 +56,25 @@ def test_a_capacity_refusal_fails_the_worker_and_sends_the_next_launch_elsewhere
     assert health.closed(state, 301.0) == frozenset()  # the cool-down is over
 
 
+def test_capacity_closes_one_vm_type_and_the_cloud_only_when_every_type_is_out() -> None:
+    two = (VMType("small"), VMType("large", cores=4))
+    config = core.CoreConfig("site", (CloudSpec("cheap", vm_types=two), DEAR))
+    state = core.CoreState()
+    plan = core.Plan()
+    health.launch_refused(state, plan, config, 0.0, "cheap", "capacity", "none left", "small")
+    clouds, shut = health.open_clouds(state, 1.0, config.clouds)
+    assert shut == frozenset() and [v.name for v in clouds[0].vm_types] == ["large"]
+    assert clouds[0].default_vm.name == "large" and clouds[1] is DEAR
+    health.launch_refused(state, plan, config, 0.0, "cheap", "capacity", "none left", "large")
+    assert health.closed(state, 1.0, config.clouds) == {"cheap"}
+    assert health.closed(state, 1.0) == frozenset()  # no spec given: per-type only
+    assert (
+        health.reset(state, "cheap") and health.open_clouds(state, 1.0, config.clouds)[1] == set()
+    )
+    health.launch_refused(state, plan, config, 0.0, "cheap", "quota", "limit", "small")
+    assert health.closed(state, 1.0, config.clouds) == {"cheap"}  # quota: the account
+
+
 def test_bad_credentials_close_the_cloud_until_an_operator_resets_it() -> None:
     state = core.CoreState()
     refuse(state, launch(state, "cheap", ["cheap-1"], 0.0), "credentials", 1.0)

@@ -57,6 +57,7 @@ class Site:
         site_id: str,
         clouds: dict[str, str],
         manager: dict[str, Any] | None = None,
+        vm_types: tuple[VMType, ...] = SMALL,
         **settings: Any,
     ) -> None:
         creds = credentials_file(tmp)
@@ -74,7 +75,7 @@ class Site:
         }
         prices = {"cheap": 0.0, "dear": 0.5}
         specs = [
-            CloudSpec(n, "ec2", max_instances=4, price_per_hour=prices[n], vm_types=SMALL)
+            CloudSpec(n, "ec2", max_instances=4, price_per_hour=prices[n], vm_types=vm_types)
             for n in clouds
         ]
         self.store = StateStore(tmp / "state.db")
@@ -118,6 +119,43 @@ def test_capacity_refusals_fall_back_to_the_second_cloud(
     failed = [r for r in site.store.load(include_done=True) if r.worker.cloud == "cheap"]
     assert failed and all(r.worker.state is WorkerState.FAILED for r in failed)
     assert site.store.counters()["cloud_closed_capacity"] >= 1
+
+
+def test_a_vm_type_out_of_capacity_falls_back_to_the_clouds_next_type(
+    tmp_path: Path, endpoint: str, proxy: FaultyEc2
+) -> None:
+    proxy.fail("RunInstances", "InsufficientInstanceCapacity", matching="InstanceType=t3.micro")
+    types = (VMType("t3.micro", cores=1), VMType("t3.small", cores=1))
+    site = Site(tmp_path, "typeback", {"cheap": proxy.url, "dear": endpoint}, vm_types=types)
+    site.submit(3)
+    for _ in range(3):
+        site.step()
+    live = [r.worker for r in site.store.load() if r.worker.state.live]
+    # (both clouds are one moto account here, so the workers say where they went)
+    assert [(w.cloud, w.vm_type) for w in live] == [("cheap", "t3.small")] * 3
+    health = site.store.cloud_health()
+    assert health["cheap/t3.micro"]["kind"] == "capacity" and "cheap" not in health
+    site.now += 400.0  # after the cool-down the first type is tried again
+    proxy.clear()
+    site.submit(1)
+    for _ in range(2):
+        site.step()
+    assert any(r.worker.vm_type == "t3.micro" and r.worker.state.live for r in site.store.load())
+
+
+def test_every_type_out_of_capacity_closes_the_cloud(
+    tmp_path: Path, endpoint: str, proxy: FaultyEc2
+) -> None:
+    proxy.fail("RunInstances", "InsufficientInstanceCapacity")
+    types = (VMType("t3.micro", cores=1), VMType("t3.small", cores=1))
+    site = Site(tmp_path, "allgone", {"cheap": proxy.url, "dear": endpoint}, vm_types=types)
+    site.submit(2)
+    for _ in range(4):
+        site.step()
+    live = [r.worker for r in site.store.load() if r.worker.state.live]
+    assert [w.cloud for w in live] == ["dear"] * 2
+    health = site.store.cloud_health()
+    assert {"cheap/t3.micro", "cheap/t3.small"} <= set(health)
 
 
 def test_throttling_is_retried_and_then_launches(

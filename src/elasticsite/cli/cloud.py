@@ -29,13 +29,17 @@ def reset(
     known = [c.name for c in site.config.clouds]
     if name not in known:
         raise fail(f"no cloud named {name!r} in the configuration (clouds: {', '.join(known)})")
-    record = site.store.cloud_health().get(name)
+    records = {
+        key: record
+        for key, record in site.store.cloud_health().items()
+        if key == name or key.startswith(name + "/")  # the cloud, and its VM types
+    }
     site.store.request_cloud_reset(name)
-    if not record:
+    if not records:
         console.print(f"cloud {name} was not closed; reset recorded anyway", highlight=False)
-    else:
+    for key, record in sorted(records.items()):
         console.print(
-            f"cloud {name}: reset requested (was {record.get('kind') or 'failing'}: "
+            f"cloud {key}: reset requested (was {record.get('kind') or 'failing'}: "
             f"{record.get('reason') or '-'}); the manager opens it at its next step",
             highlight=False,
         )

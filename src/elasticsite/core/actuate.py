@@ -77,9 +77,11 @@ def apply(
     specs = {c.name: c for c in config.clouds}
     handed: dict[str, int] = {}
     health.track(state, plan, config, now)  # a stall just now may have closed a cloud
-    shut = health.closed(state, now)
+    shut = health.closed(state, now, config.clouds)
+    types = health.closed_types(state, now)
     for launch in decision.launch:
-        if launch.cloud in shut:  # whatever the policy thought: nothing launches there
+        if launch.cloud in shut or launch.vm_type in types.get(launch.cloud, ()):
+            # whatever the policy thought: nothing launches there
             handed[launch.cloud] = handed.get(launch.cloud, 0) + launch.count
             plan.count("launches_on_closed_cloud", launch.count)
             continue

@@ -2,9 +2,11 @@
 
 A failed launch says why (:class:`~elasticsite.clouds.errors.ErrorKind`):
 
-* ``capacity`` or ``quota``: the cloud is closed for ``capacity_cooldown`` seconds and
-  the worker fails at once, so the policy replaces it on another cloud (or another
-  VM type) instead of retrying here;
+* ``capacity``: that VM type of the cloud is closed for ``capacity_cooldown`` seconds
+  (recorded as ``cloud/vm_type``; the whole cloud once every type of it is closed) and
+  the worker fails at once, so the policy replaces it with the cloud's next VM type,
+  or on another cloud, instead of retrying here;
+* ``quota``: the account's limit, so the whole cloud is closed for the cool-down;
 * ``credentials`` or ``not_found``: nothing will launch there until an operator fixes
   the configuration: the cloud is closed until reset (``elasticsite cloud reset``),
   and ``status`` says why;
@@ -23,20 +25,23 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 
 from elasticsite.core.plan import CoreConfig, CoreState, Plan
-from elasticsite.model import Cause, WorkerState
+from elasticsite.model import Cause, CloudSpec, WorkerState
 
 __all__ = [
     "BLOCKING",
     "COOLING",
     "CloudHealth",
     "closed",
+    "closed_types",
     "dump",
     "jittered",
     "launch_refused",
     "load",
+    "open_clouds",
     "reset",
     "track",
 ]
@@ -66,9 +71,44 @@ class CloudHealth:
         return now >= self.closed_until
 
 
-def closed(state: CoreState, now: float) -> frozenset[str]:
-    """Names of the clouds that take no launch at ``now``."""
-    return frozenset(name for name, h in state.health.items() if not h.is_open(now))
+def closed_types(state: CoreState, now: float) -> dict[str, frozenset[str]]:
+    """Per cloud, the VM types closed at ``now`` (after a capacity refusal)."""
+    found: dict[str, set[str]] = {}
+    for key, h in state.health.items():
+        cloud, sep, vm_type = key.partition("/")
+        if sep and not h.is_open(now):
+            found.setdefault(cloud, set()).add(vm_type)
+    return {cloud: frozenset(types) for cloud, types in found.items()}
+
+
+def closed(state: CoreState, now: float, clouds: Sequence[CloudSpec] = ()) -> frozenset[str]:
+    """Names of the clouds that take no launch at ``now``: closed themselves, or (of
+    ``clouds``) with every VM type closed."""
+    shut = {name for name, h in state.health.items() if "/" not in name and not h.is_open(now)}
+    types = closed_types(state, now) if clouds else {}
+    for spec in clouds:
+        gone = types.get(spec.name)
+        if gone and all(vm.name in gone for vm in spec.vm_types):
+            shut.add(spec.name)
+    return frozenset(shut)
+
+
+def open_clouds(
+    state: CoreState, now: float, clouds: Sequence[CloudSpec]
+) -> tuple[Sequence[CloudSpec], frozenset[str]]:
+    """``clouds`` as a policy should see them at ``now`` (closed VM types left out, so a
+    cloud's first open type is its default) and the names of the closed clouds."""
+    shut = closed(state, now, clouds)
+    types = closed_types(state, now)
+    if not types:
+        return clouds, shut
+    shown = []
+    for spec in clouds:
+        gone = types.get(spec.name)
+        if gone and spec.name not in shut:
+            spec = replace(spec, vm_types=tuple(v for v in spec.vm_types if v.name not in gone))
+        shown.append(spec)
+    return shown, shut
 
 
 def _close(state: CoreState, plan: Plan, cloud: str, until: float, kind: str, why: str) -> None:
@@ -87,10 +127,21 @@ def _close(state: CoreState, plan: Plan, cloud: str, until: float, kind: str, wh
 
 
 def launch_refused(
-    state: CoreState, plan: Plan, config: CoreConfig, now: float, cloud: str, kind: str, why: str
+    state: CoreState,
+    plan: Plan,
+    config: CoreConfig,
+    now: float,
+    cloud: str,
+    kind: str,
+    why: str,
+    vm_type: str = "",
 ) -> bool:
-    """Act on a launch the cloud refused for ``kind``; True if the worker must fail now
-    rather than be retried on this cloud."""
+    """Act on a launch of ``vm_type`` the cloud refused for ``kind``; True if the worker
+    must fail now rather than be retried on this cloud."""
+    spec = next((c for c in config.clouds if c.name == cloud), None)
+    if kind == "capacity" and vm_type and spec is not None and len(spec.vm_types) > 1:
+        _close(state, plan, f"{cloud}/{vm_type}", now + config.capacity_cooldown, kind, why)
+        return True
     if kind in COOLING:
         _close(state, plan, cloud, now + config.capacity_cooldown, kind, why)
         return True
@@ -138,9 +189,13 @@ def track(state: CoreState, plan: Plan, config: CoreConfig, now: float) -> None:
 
 
 def reset(state: CoreState, cloud: str) -> bool:
-    """An operator clears a cloud: open again, failure count zero. False if it was fine."""
-    health = state.health.pop(cloud, None)
-    return health is not None and (health.closed_until > 0 or health.failures > 0)
+    """An operator clears a cloud and its VM types: open again, failure count zero.
+    False if it was fine."""
+    was = False
+    for key in [k for k in state.health if k == cloud or k.startswith(cloud + "/")]:
+        health = state.health.pop(key)
+        was = was or health.closed_until > 0 or health.failures > 0
+    return was
 
 
 def dump(state: CoreState) -> dict[str, dict[str, object]]:

@@ -70,8 +70,9 @@ def observe(
         if name not in held and n.state in (NodeState.IDLE, NodeState.BUSY)
     )
     health.track(state, plan, config, now)
-    snapshot = SiteSnapshot(now, queued, running, workers, config.clouds, site_cores)
-    snapshot.closed = health.closed(state, now)
+    clouds, shut = health.open_clouds(state, now, config.clouds)
+    snapshot = SiteSnapshot(now, queued, running, workers, clouds, site_cores)
+    snapshot.closed = shut
     return snapshot
 
 
@@ -136,7 +137,7 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
     rec.last_error = f"{kind}: {out.error}"
     why = out.kind or ""
     refused = kind == "launch" and health.launch_refused(
-        state, plan, config, now, w.cloud, why, out.error
+        state, plan, config, now, w.cloud, why, out.error, w.vm_type
     )
     if kind == "launch" and (refused or rec.attempts >= config.max_attempts) and w.state.live:
         move(plan, rec, S.FAILED, now, Cause.LAUNCH_ERROR)
