@@ -124,6 +124,27 @@ def test_a_launch_retried_after_a_lost_answer_starts_nothing_twice(
     assert [(i.name, i.tags[WORKER_TAG]) for i in again.describe()] == [("w1", "w1")]
 
 
+@pytest.mark.parametrize(("known_for", "lookups"), [(60.0, 0), (0.0, 5)])
+def test_a_scale_out_after_a_describe_costs_one_call_per_launch(
+    endpoint: str, creds: Path, known_for: float, lookups: int
+) -> None:
+    proxy = FaultyEc2(endpoint)
+    try:
+        site = f"site-{next(_sites)}"
+        cloud = driver(proxy.url, creds, site, known_for=known_for)
+        cloud.describe()  # what the manager does every step
+        proxy.seen.clear()
+        for i in range(5):
+            cloud.launch(VMType("t3.micro"), [f"w{i}"], {}, {SITE_TAG: site})
+        assert proxy.seen.count("RunInstances") == 5
+        assert proxy.seen.count("DescribeInstances") == lookups
+        (again,) = cloud.launch(VMType("t3.micro"), ["w0"], {}, {SITE_TAG: site})
+        assert proxy.seen.count("RunInstances") == 5, "a name launched twice"
+        assert again.name == "w0"
+    finally:
+        proxy.close()
+
+
 def test_terminate_never_touches_another_sites_instance(endpoint: str, creds: Path) -> None:
     ours = driver(endpoint, creds, f"site-{next(_sites)}")
     theirs = driver(endpoint, creds, f"site-{next(_sites)}")

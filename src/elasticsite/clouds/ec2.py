@@ -5,9 +5,12 @@ How the contract maps onto EC2:
 * **launch** names every instance after its worker (tag :data:`WORKER_TAG`, and
   ``Name``) and sends a ``ClientToken`` derived from the site and the names, so a
   call retried after a timeout or a crash returns the instances the first one
-  started. Names already running are returned as they are. Several names go in one
-  ``run_instances`` call per ``batch_size``; the worker tags are then set on each
-  instance (``create_tags``).
+  started. Names already running are returned as they are: those this driver
+  launched or saw in a ``describe()`` less than ``known_for`` seconds ago are
+  answered from memory, others are looked up first (one filtered
+  ``describe_instances``), so a scale-out costs one API call per launch, not two.
+  Several names go in one ``run_instances`` call per ``batch_size``; the worker
+  tags are then set on each instance (``create_tags``).
 * **describe** lists the instances tagged with this site (:data:`SITE_TAG`), all
   pages; EC2 is eventually consistent and so is this.
 * **terminate** gives back only instances carrying this site's tag: an id of another
@@ -23,7 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import shlex
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -53,6 +59,7 @@ STATES = {
 }
 """EC2's instance states (``State.Name``) and what they mean to the manager."""
 
+_LIVE = (InstanceState.PENDING, InstanceState.RUNNING)
 _MAX_USERDATA = 16 * 1024  # EC2's limit on user data, before base64
 
 
@@ -81,6 +88,9 @@ class Ec2Options(PluginOptions):
     """Connect and read timeout of each API call."""
     api_attempts: Annotated[int, integer(), Field(ge=1, le=20)] = 4
     """boto3's own tries per call (its standard retry mode, with jittered backoff)."""
+    known_for: Annotated[float, number("in [0, 3600] s", 0.0, 3600.0)] = 60.0
+    """Seconds a ``describe()`` is trusted to tell which names have no instance yet
+    (0: look every launch's names up first; the ``ClientToken`` guards either way)."""
 
 
 def worker_userdata(values: Mapping[str, str]) -> str:
@@ -108,6 +118,12 @@ class Ec2Cloud:
         self.site_id = site_id
         self.client = client
         self.options = options
+        self._live: dict[str, Instance] = {}
+        """Pending or running instances by name, as of :attr:`_described_at`, plus those
+        launched since."""
+        self._launched_at: dict[str, float] = {}
+        self._described_at = -math.inf
+        self._lock = threading.Lock()
 
     @classmethod
     def connect(cls, name: str, site_id: str, options: Ec2Options) -> Ec2Cloud:
@@ -197,7 +213,31 @@ class Ec2Cloud:
     # -- the contract ---------------------------------------------------------------
 
     def describe(self) -> list[Instance]:
-        return [self._instance(raw) for raw in self._instances([])]
+        asked = time.monotonic()
+        found = [self._instance(raw) for raw in self._instances([])]
+        live = {i.name: i for i in found if i.state in _LIVE}
+        keep = asked - self.options.known_for
+        with self._lock:
+            # recent launches stay known even if this listing does not show them yet
+            since = {n: i for n, i in self._live.items() if self._launched_at.get(n, 0) >= keep}
+            self._live = {**since, **live}
+            self._launched_at = {n: t for n, t in self._launched_at.items() if t >= keep}
+            self._described_at = asked
+        return found
+
+    def _lookup(self, wanted: list[str]) -> dict[str, Instance]:
+        """The pending or running instances named ``wanted``: from memory if a describe is
+        recent enough, else from EC2."""
+        with self._lock:
+            if time.monotonic() - self._described_at < self.options.known_for:
+                return {n: self._live[n] for n in wanted if n in self._live}
+        live = self._instances(
+            [
+                {"Name": f"tag:{WORKER_TAG}", "Values": wanted},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+        return {i.name: i for i in map(self._instance, live)}
 
     def launch(
         self,
@@ -211,19 +251,16 @@ class Ec2Cloud:
             return []
         if tags.get(SITE_TAG, self.site_id) != self.site_id:
             raise CloudError(f"cloud {self.name}: launch: tags name another site")
-        live = self._instances(
-            [
-                {"Name": f"tag:{WORKER_TAG}", "Values": wanted},
-                {"Name": "instance-state-name", "Values": ["pending", "running"]},
-            ]
-        )
-        have = {self._instance(raw).name: self._instance(raw) for raw in live}
+        have = self._lookup(wanted)
         missing = [n for n in wanted if n not in have]
         size = self.options.batch_size
         for start in range(0, len(missing), size):
             chunk = missing[start : start + size]
             for instance in self._run(vm_type, chunk, userdata, tags):
                 have[instance.name] = instance
+                with self._lock:
+                    self._live[instance.name] = instance
+                    self._launched_at[instance.name] = time.monotonic()
         return [have[n] for n in wanted if n in have]
 
     def _run(
@@ -302,6 +339,9 @@ class Ec2Cloud:
             self._call(
                 f"terminate_instances ({len(ours)})", "terminate_instances", InstanceIds=ours
             )
+        gone = set(ids)
+        with self._lock:
+            self._live = {n: i for n, i in self._live.items() if i.id not in gone}
 
 
 def _create(options: Ec2Options, cloud: CloudConfig, site: SiteInfo) -> Ec2Cloud:
