@@ -177,6 +177,10 @@ class Cause(enum.StrEnum):
     """The batch system's power saving released the node, or gave up resuming it."""
     REDIRECTED = "redirected"
     """A queued job sent to the cloud's partition by a redirection strategy."""
+    SPOT_NOTICE = "spot-notice"
+    """The cloud announced it takes this spot instance back: drained before it goes."""
+    SPOT_INTERRUPTED = "spot-interrupted"
+    """The cloud took the spot instance back (its jobs are requeued)."""
 
 
 class InvalidTransition(ValueError):
@@ -215,6 +219,9 @@ class Worker:
     running_jobs: int = 0
     free_cores: int = 0
     history: list[Transition] = field(default_factory=list)
+    reclaim_at: float | None = None
+    """When the cloud takes this spot instance back, once it has said so (not stored:
+    the cloud says it again after a restart)."""
 
     def __post_init__(self) -> None:
         if self.node is None:
@@ -268,6 +275,10 @@ class CloudSpec:
     vm_types: tuple[VMType, ...] = (VMType("small"),)
     serves: Selector = EVERY_JOB
     """The jobs this cloud's workers can run (by job attributes); empty: every job."""
+    spot: bool = False
+    """Spot (preemptible) capacity: cheaper, and the cloud may take instances back."""
+    spot_price_cap: float | None = None
+    """The most a spot instance may cost per hour (the provider's bid); None: on-demand's."""
 
     @property
     def waste_time(self) -> float:

@@ -174,3 +174,59 @@ def test_bad_options_are_refused_when_the_config_is_read() -> None:
         {"clouds": [{"name": "aws", "driver": "ec2", "options": {"image_id": IMAGE}}]}
     )
     assert cfg.clouds[0].options.model_dump()["region"] == "us-east-1"
+
+
+def test_a_spot_cloud_launches_spot_instances_with_its_price_cap(
+    endpoint: str, creds: Path
+) -> None:
+    from elasticsite.config import parse_config
+
+    config = parse_config(
+        {
+            "clouds": [
+                {
+                    "name": "aws-spot", "driver": "ec2", "spot": True, "spot_price_cap": 0.02,
+                    "vm_types": [{"name": "t3.micro"}],
+                    "options": {
+                        "image_id": IMAGE, "endpoint_url": endpoint,
+                        "credentials_file": str(creds),
+                    },
+                }
+            ]
+        }
+    )  # fmt: skip
+    [cloud] = config.clouds
+    assert cloud.spec().spot and cloud.spec().spot_price_cap == 0.02
+    proxy = FaultyEc2(endpoint)
+    try:
+        site = f"site-{next(_sites)}"
+        spot = Ec2Cloud.connect(
+            "aws-spot", site, cloud.options.model_copy(update={"endpoint_url": proxy.url}),
+            spot=True, spot_price_cap=0.02,
+        )  # type: ignore[arg-type]  # fmt: skip
+        (inst,) = spot.launch(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site})
+        raw = spot.client.describe_instances(InstanceIds=[inst.id])["Reservations"][0]
+        assert raw["Instances"][0].get("InstanceLifecycle") == "spot"
+    finally:
+        proxy.close()
+    with pytest.raises(ValueError, match="spot_price_cap is set but spot is not"):
+        parse_config({"clouds": [{"name": "x", "spot_price_cap": 0.1}]})
+
+
+def test_an_instance_ec2_took_back_is_reported_reclaimed() -> None:
+    # describe_instances' record of a spot instance after an interruption (AWS's
+    # documented StateReason for it)
+    raw = {
+        "InstanceId": "i-0598c7d356eba48d7",
+        "State": {"Code": 48, "Name": "terminated"},
+        "StateReason": {
+            "Code": "Server.SpotInstanceTermination",
+            "Message": "Server.SpotInstanceTermination: Spot instance termination",
+        },
+        "InstanceLifecycle": "spot",
+        "Tags": [{"Key": WORKER_TAG, "Value": "w1"}, {"Key": SITE_TAG, "Value": "s"}],
+    }
+    inst = Ec2Cloud._instance(raw)
+    assert inst.reclaimed and inst.name == "w1"
+    raw["StateReason"] = {"Code": "Client.UserInitiatedShutdown", "Message": "..."}
+    assert not Ec2Cloud._instance(raw).reclaimed

@@ -65,6 +65,10 @@ class Instance:
     address: str = ""
     ended_at: float | None = None
     """When the instance stopped, for a terminated one, if the cloud says."""
+    reclaim_at: float | None = None
+    """When the cloud will take this spot instance back, once it has given notice."""
+    reclaimed: bool = False
+    """The cloud took it back (a spot interruption), rather than anyone terminating it."""
 
 
 @runtime_checkable

@@ -59,6 +59,8 @@ STATES = {
 }
 """EC2's instance states (``State.Name``) and what they mean to the manager."""
 
+SPOT_TERMINATION = "Server.SpotInstanceTermination"
+"""``StateReason.Code`` of a spot instance EC2 took back."""
 _LIVE = (InstanceState.PENDING, InstanceState.RUNNING)
 _MAX_USERDATA = 16 * 1024  # EC2's limit on user data, before base64
 
@@ -113,11 +115,23 @@ def worker_userdata(values: Mapping[str, str]) -> str:
 class Ec2Cloud:
     """One EC2 region (or compatible endpoint) for one site."""
 
-    def __init__(self, name: str, site_id: str, client: Any, options: Ec2Options) -> None:
+    def __init__(
+        self,
+        name: str,
+        site_id: str,
+        client: Any,
+        options: Ec2Options,
+        *,
+        spot: bool = False,
+        spot_price_cap: float | None = None,
+    ) -> None:
         self.name = name
         self.site_id = site_id
         self.client = client
         self.options = options
+        self.spot = spot
+        """Launch spot instances (one-time requests, terminated on interruption)."""
+        self.spot_price_cap = spot_price_cap
         self._live: dict[str, Instance] = {}
         """Pending or running instances by name, as of :attr:`_described_at`, plus those
         launched since."""
@@ -126,7 +140,15 @@ class Ec2Cloud:
         self._lock = threading.Lock()
 
     @classmethod
-    def connect(cls, name: str, site_id: str, options: Ec2Options) -> Ec2Cloud:
+    def connect(
+        cls,
+        name: str,
+        site_id: str,
+        options: Ec2Options,
+        *,
+        spot: bool = False,
+        spot_price_cap: float | None = None,
+    ) -> Ec2Cloud:
         """A driver with its own boto3 session (credentials as the options say)."""
         try:
             import boto3
@@ -148,7 +170,7 @@ class Ec2Cloud:
         )
         session = boto3.Session(botocore_session=core)
         client = session.client("ec2", endpoint_url=options.endpoint_url, config=config)
-        return cls(name, site_id, client, options)
+        return cls(name, site_id, client, options, spot=spot, spot_price_cap=spot_price_cap)
 
     # -- calls ----------------------------------------------------------------------
 
@@ -201,6 +223,7 @@ class Ec2Cloud:
         launched = raw.get("LaunchTime")
         created = launched.timestamp() if isinstance(launched, datetime) else 0.0
         state = STATES.get(str((raw.get("State") or {}).get("Name")), InstanceState.UNKNOWN)
+        reason = str((raw.get("StateReason") or {}).get("Code") or "")
         return Instance(
             id=str(raw["InstanceId"]),
             name=tags.get(WORKER_TAG) or tags.get("Name", ""),
@@ -208,6 +231,7 @@ class Ec2Cloud:
             tags=tags,
             created_at=created,
             address=str(raw.get("PrivateIpAddress") or ""),
+            reclaimed=reason == SPOT_TERMINATION,
         )
 
     # -- the contract ---------------------------------------------------------------
@@ -306,6 +330,14 @@ class Ec2Cloud:
             request["KeyName"] = self.options.key_name
         if self.options.instance_profile:
             request["IamInstanceProfile"] = {"Name": self.options.instance_profile}
+        if self.spot:
+            spot: dict[str, str] = {
+                "SpotInstanceType": "one-time",
+                "InstanceInterruptionBehavior": "terminate",
+            }
+            if self.spot_price_cap is not None:
+                spot["MaxPrice"] = f"{self.spot_price_cap:.6f}"
+            request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         reply = self._call(
             f"run_instances ({len(names)} x {vm_type.name})", "run_instances", **request
         )
@@ -345,7 +377,9 @@ class Ec2Cloud:
 
 
 def _create(options: Ec2Options, cloud: CloudConfig, site: SiteInfo) -> Ec2Cloud:
-    return Ec2Cloud.connect(cloud.name, site.site_id, options)
+    return Ec2Cloud.connect(
+        cloud.name, site.site_id, options, spot=cloud.spot, spot_price_cap=cloud.spot_price_cap
+    )
 
 
 plugin = CloudPlugin(Ec2Options, _create)

@@ -26,6 +26,7 @@ from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 
 from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
+from elasticsite.clouds.local_spot import RECLAIMS_SCHEMA, give_notice, pull_plug, reclaims
 from elasticsite.files import StateFileError, private_dir, private_opener, write_private
 from elasticsite.model import VMType
 from elasticsite.sqlite import connect
@@ -87,9 +88,11 @@ def cloud_db(
             ) as conn,
             conn.transaction(immediate=write),
         ):
-            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # a new registry
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version < 2:  # a new registry, or one from before spot notices
                 conn.execute(_SCHEMA)
-                conn.execute("PRAGMA user_version = 1")
+                conn.execute(RECLAIMS_SCHEMA)
+                conn.execute("PRAGMA user_version = 2")
             yield conn
     except StateFileError as exc:
         raise CloudStateError(exc.path, exc.cause) from exc
@@ -311,16 +314,27 @@ class LocalCloud:
             params = list(names)
         with cloud_db(self.db_path, write=False) as db:
             rows = db.execute(query + " ORDER BY created_at, name", params).fetchall()
+            notices = reclaims(db)
         result: list[Instance] = []
         fixes: list[tuple[str, str]] = []
         for instance_id, name, state, tags, created_at, pid in rows:
-            if state in _LIVE_ROW_STATES and not self._live(instance_id, pid, created_at, now):
+            reclaim_at = notices.get(instance_id)
+            taken = reclaim_at is not None and reclaim_at <= now
+            if taken and state in _LIVE_ROW_STATES:
+                pull_plug(pid)
+                log.info("cloud %s: %s taken back (spot)", self.name, name)
+                state = "terminated"
+                fixes.append((state, instance_id))
+            elif state in _LIVE_ROW_STATES and not self._live(instance_id, pid, created_at, now):
                 state = "terminated" if state == "stopping" else "error"
                 fixes.append((state, instance_id))
             translated = _STATES.get(state, InstanceState.UNKNOWN)
             if translated is InstanceState.UNKNOWN:
                 log.warning("cloud %s: instance %s has unknown state %r", self.name, name, state)
-            result.append(Instance(instance_id, name, translated, json.loads(tags), created_at))
+            inst = Instance(instance_id, name, translated, json.loads(tags), created_at)
+            inst.reclaim_at = reclaim_at
+            inst.reclaimed = taken and translated is InstanceState.TERMINATED
+            result.append(inst)
         if fixes:
             with cloud_db(self.db_path) as db:
                 db.executemany(
@@ -361,6 +375,12 @@ class LocalCloud:
                     with suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGTERM)
                     log.info("cloud %s: terminating %s (%s)", self.name, name, instance_id)
+
+    def interrupt(self, instance_id: str, notice: float = 120.0) -> bool:
+        """Give notice that the cloud takes ``instance_id`` back in ``notice`` seconds, as
+        a provider short of spot capacity does; False for an unknown or ended instance."""
+        with cloud_db(self.db_path) as db:
+            return give_notice(db, instance_id, time.time() + max(0.0, notice))
 
     def kill_all(self) -> int:
         """SIGKILL every live worker of this cloud and mark all terminated (tests, cleanup)."""

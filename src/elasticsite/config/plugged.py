@@ -78,9 +78,19 @@ class CloudConfig(Strict):
         default_factory=dict,
         description="job attribute -> values; only matching jobs count as this cloud's demand",
     )
+    spot: bool = Field(False, description="spot/preemptible capacity the cloud may take back")
+    spot_price_cap: float | None = Field(
+        None, gt=0, description="most a spot instance may cost per hour; default on-demand's"
+    )
     options: SerializeAsAny[PluginOptions] = Field(
         default_factory=PluginOptions, validate_default=True
     )
+
+    @model_validator(mode="after")
+    def _spot(self) -> CloudConfig:
+        if self.spot_price_cap is not None and not self.spot:
+            raise ValueError(f"cloud {self.name}: spot_price_cap is set but spot is not")
+        return self
 
     @field_validator("serves")
     @classmethod
@@ -126,6 +136,8 @@ class CloudConfig(Strict):
             shutdown_time=self.shutdown_time,
             vm_types=tuple(VMType(v.name, v.cores, v.memory_mb) for v in self.vm_types),
             serves=Selector.of(self.serves),
+            spot=self.spot,
+            spot_price_cap=self.spot_price_cap,
         )
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from elasticsite.config.common import DAY, HOUR, WEEK, Strict
+from elasticsite.policies.base import CloudRule
 
 __all__ = ["ContextConfig", "ManagerConfig", "PolicyConfig"]
 
@@ -22,7 +23,7 @@ class PolicyConfig(Strict):
     bursts_factor: float = Field(2.0, gt=0)
     dedicated_workers: int = Field(10, ge=0)
     spend_cap_per_hour: float | None = Field(None, ge=0)
-    cloud_rule: Literal["cheapest", "fastest", "ordered", "balanced"] = "cheapest"
+    cloud_rule: CloudRule = "cheapest"
     billing_margin: float = Field(120.0, ge=0, le=31 * DAY, description="seconds")
     redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     provision: str = "on_demand"

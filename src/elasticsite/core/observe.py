@@ -188,6 +188,7 @@ def _reconcile(
             node is not None
             and up.get(st) is node.state
             and (cloud is None or (inst is not None and inst.state is running))
+            and (inst is None or inst.reclaim_at is None)
         ):
             w.running_jobs = node.running_jobs
             w.free_cores = node.free_cores
@@ -216,7 +217,7 @@ def _reconcile(
                 else:
                     move(plan, rec, S.BUSY if w.running_jobs else S.IDLE, joined, Cause.JOINED)
             elif cloud_ok and f"launch:{w.id}" not in inflight and _vanished(inst, w, now, grace):
-                move(plan, rec, S.FAILED, now, Cause.LOST)
+                move(plan, rec, S.FAILED, now, _lost(inst))
             continue
 
         if st in (S.IDLE, S.BUSY, S.DRAINING):
@@ -228,11 +229,16 @@ def _reconcile(
                 if now - since < config.power_down_grace:
                     continue
             state.down_since.pop(w.id, None)
-            if lost_heartbeat or (cloud_ok and _vanished(inst, w, now, grace)):
+            if cloud_ok and _vanished(inst, w, now, grace):
+                move(plan, rec, S.FAILED, now, _lost(inst))
+                continue
+            if lost_heartbeat:
                 move(plan, rec, S.FAILED, now, Cause.LOST)
                 continue
             assert node is not None
             _update_load(w, node)
+            if inst is not None and inst.reclaim_at is not None:
+                _reclaiming(state, plan, rec, inst.reclaim_at)
             if node.state is NodeState.UNKNOWN:
                 continue
             draining = node.state in _DRAINING
@@ -267,6 +273,22 @@ def _reconcile(
                 plan.run(RemoveNode(w.id, w.node or w.id), state)
         elif now >= rec.next_attempt_at:
             plan.run(TerminateInstance(w.id, w.cloud, inst.id), state)
+
+
+def _lost(inst: Instance | None) -> Cause:
+    """Why a worker whose instance vanished failed: taken back (spot) or lost."""
+    return Cause.SPOT_INTERRUPTED if inst is not None and inst.reclaimed else Cause.LOST
+
+
+def _reclaiming(state: CoreState, plan: Plan, rec: WorkerRecord, at: float) -> None:
+    """The cloud gave notice on a joined spot worker: no new job goes there, and what
+    still runs when the instance goes is requeued by the batch system."""
+    w = rec.worker
+    if w.reclaim_at is None:
+        plan.count("spot_notices")
+    w.reclaim_at = at
+    if w.state in (S.IDLE, S.BUSY) and f"drain:{w.id}" not in state.inflight:
+        plan.run(DrainNode(w.id, w.node or w.id, Cause.SPOT_NOTICE), state)
 
 
 def _launch(rec: WorkerRecord, config: CoreConfig) -> AddAndLaunch:

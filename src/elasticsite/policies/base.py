@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "elasticsite.policies"
 
-CloudRule = Literal["cheapest", "fastest", "ordered", "balanced"]
+CloudRule = Literal["cheapest", "fastest", "ordered", "balanced", "spot_first"]
 CLOUD_RULES: dict[str, str] = {
     "cheapest": "lowest price per hour first, then lowest waste time, then configuration order",
     "fastest": "lowest waste time (boot + shutdown) first, then lowest price, then order",

@@ -82,9 +82,9 @@ def census(snapshot: SiteSnapshot) -> Census:
             pending_cores += w.cores
             if st is BOOTING:
                 booting += 1
-        elif st is DRAINING:
+        elif st is DRAINING and w.reclaim_at is None:
             draining += 1
-        else:
+        else:  # terminating, or a spot worker the cloud is taking back
             terminating += 1
     return Census(
         pending=pending,
@@ -108,6 +108,8 @@ def _rank(clouds: list[CloudSpec], rule: str, live: dict[str, int]) -> list[Clou
         return sorted(clouds, key=lambda c: (c.waste_time, c.price_per_hour, order[c.name]))
     if rule == "ordered":
         return list(clouds)
+    if rule == "spot_first":  # spot capacity first, on-demand when spot is closed or full
+        return sorted(clouds, key=lambda c: (not c.spot, c.price_per_hour, order[c.name]))
     if rule == "balanced":
         return sorted(
             clouds,
@@ -118,7 +120,8 @@ def _rank(clouds: list[CloudSpec], rule: str, live: dict[str, int]) -> list[Clou
             ),
         )
     raise ValueError(
-        f"unknown cloud rule {rule!r}; choose one of cheapest, fastest, ordered, balanced"
+        f"unknown cloud rule {rule!r}; choose one of cheapest, fastest, ordered, balanced, "
+        "spot_first"
     )
 
 
@@ -155,7 +158,7 @@ def scale_up(
         for w in snapshot.workers:
             if count <= 0:
                 break
-            if w.state is WorkerState.DRAINING:
+            if w.state is WorkerState.DRAINING and w.reclaim_at is None:
                 decision.undrain.append(Undrain(w.id, Cause.DEMAND_RETURNED))
                 count -= 1
     if count <= 0 or not snapshot.clouds:

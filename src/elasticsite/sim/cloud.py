@@ -103,8 +103,17 @@ class CloudModel:
     price_per_hour: float = 0.10
     billing_increment: float = 3600.0
     cores_per_vm: int = 1
+    spot: bool = False
+    """Spot capacity (also implied by an interruption rate): what ``spot_first`` prefers."""
+    interruptions_per_hour: float = 0.0
+    """Spot capacity: each running instance is taken back at this rate (a Poisson
+    process per instance); 0 is on-demand capacity, never taken back."""
+    spot_notice: float = 120.0
+    """Seconds of notice before a spot instance is taken back (EC2 gives two minutes)."""
 
     def __post_init__(self) -> None:
+        if self.interruptions_per_hour < 0 or self.spot_notice < 0:
+            raise ValueError("interruptions_per_hour and spot_notice must be >= 0")
         if self.vm_limit < 0:
             raise ValueError(f"vm_limit must be >= 0, got {self.vm_limit}")
         if self.price_per_hour < 0 or self.billing_increment <= 0:
@@ -127,6 +136,7 @@ class CloudModel:
             boot_time=self.boot.mean,
             shutdown_time=self.shutdown.mean,
             vm_types=(VMType("vm", self.cores_per_vm),),
+            spot=self.spot or self.interruptions_per_hour > 0,
         )
 
 
@@ -145,7 +155,11 @@ class SimCloud:
     its node (the user data's ``node``) registers with ``batch``; ``terminate`` makes
     it STOPPING (its node goes down) for a sampled shutdown time, then TERMINATED,
     with ``ended_at`` set. ``describe`` reports each terminated instance once more,
-    then forgets it, as real clouds do after a while.
+    then forgets it, as real clouds do after a while. On a spot cloud each instance
+    is taken back after an exponential lifetime (mean ``1 / interruptions_per_hour``
+    hours): ``spot_notice`` seconds before, ``describe`` shows its ``reclaim_at``; then
+    it is TERMINATED and ``reclaimed``, and its node goes down (its jobs go back to the
+    queue).
     """
 
     def __init__(
@@ -191,8 +205,28 @@ class SimCloud:
             self._node[inst.id] = userdata.get("node", name)
             self._live += 1
             self.sim.at(self.sim.now + self.model.boot.sample(self.rng), self._booted, inst)
+            rate = self.model.interruptions_per_hour
+            if rate > 0:
+                end = self.sim.now + self.rng.expovariate(rate / 3600.0)
+                notice = max(self.sim.now, end - self.model.spot_notice)
+                self.sim.at(notice, self._notice, (inst, end))
+                self.sim.at(end, self._reclaim, inst)
             out.append(inst)
         return out
+
+    def _notice(self, arg: tuple[Instance, float]) -> None:
+        inst, end = arg
+        if inst.state in (InstanceState.PENDING, InstanceState.RUNNING):
+            inst.reclaim_at = end
+
+    def _reclaim(self, inst: Instance) -> None:
+        if inst.state not in (InstanceState.PENDING, InstanceState.RUNNING):
+            return  # terminated before the cloud wanted it back
+        node = self._node.get(inst.id)
+        if node is not None and inst.state is InstanceState.RUNNING:
+            self.batch.node_down(node)
+        inst.reclaimed = True
+        self._stopped(inst)
 
     def _booted(self, inst: Instance) -> None:
         if inst.state is InstanceState.PENDING:

@@ -87,6 +87,11 @@ class CloudSection(_Strict):
     boot: str = "0"
     shutdown: str = "0"
     cores_per_vm: int = Field(1, ge=1)
+    spot: bool = False
+    interruptions_per_hour: float = Field(
+        0.0, ge=0, description="spot capacity: rate at which the cloud takes a VM back"
+    )
+    spot_notice: float = Field(120.0, ge=0, description="seconds of notice before it does")
 
     @field_validator("boot", "shutdown")
     @classmethod
@@ -104,6 +109,9 @@ class CloudSection(_Strict):
             price_per_hour=self.price_per_hour,
             billing_increment=self.billing_increment,
             cores_per_vm=self.cores_per_vm,
+            spot=self.spot,
+            interruptions_per_hour=self.interruptions_per_hour,
+            spot_notice=self.spot_notice,
         )
 
 
