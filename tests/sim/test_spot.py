@@ -11,9 +11,9 @@ from elasticsite.sim.elastic import simulate_elastic
 
 def spot(rate: float, notice: float = 120.0, price: float = 0.03) -> CloudModel:
     return CloudModel(
-        "spot", spot=True, vm_limit=8, boot=Durations.constant(30.0), shutdown=Durations.constant(5.0),
-        price_per_hour=price, billing_increment=1.0, interruptions_per_hour=rate,
-        spot_notice=notice,
+        "spot", spot=True, vm_limit=8, boot=Durations.constant(30.0),
+        shutdown=Durations.constant(5.0), price_per_hour=price, billing_increment=1.0,
+        interruptions_per_hour=rate, spot_notice=notice,
     )  # fmt: skip
 
 
