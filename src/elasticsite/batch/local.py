@@ -18,17 +18,15 @@ the standard library, :mod:`elasticsite.model` and the batch contracts only.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar
 
 from elasticsite import attributes
 from elasticsite.batch.base import (
@@ -53,8 +51,8 @@ from elasticsite.batch.local_schema import (
     job_from_row,
     job_key,
 )
+from elasticsite.batch.local_workers import BatchStateError, WorkerEndpoints, translated
 from elasticsite.batch.scheduling import POLICIES, schedule
-from elasticsite.files import StateFileError
 from elasticsite.model import Job, JobState
 from elasticsite.sqlite import Connection, connect
 
@@ -65,32 +63,9 @@ log = logging.getLogger(__name__)
 LOCK_TIMEOUT = 10.0
 """Seconds to wait for another process's write lock before giving up as "locked"."""
 DEFAULT_SCHEDULER = "easy"
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 
 
-class BatchStateError(BatchError, StateFileError):
-    """The batch file itself is unusable (corrupt, locked, unwritable): ``PATH: cause``."""
-
-
-def _translated(
-    method: Callable[Concatenate[LocalBatch, _P], _R],
-) -> Callable[Concatenate[LocalBatch, _P], _R]:
-    """``method`` raising BatchError only: any other failure is translated, chained."""
-
-    @functools.wraps(method)
-    def boundary(self: LocalBatch, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return method(self, *args, **kwargs)
-        except BatchError:
-            raise
-        except Exception as exc:  # the contract: callers (a worker) catch BatchError only
-            raise self._failure(exc, method.__name__) from exc
-
-    return boundary
-
-
-class LocalBatch:
+class LocalBatch(WorkerEndpoints):
     """A batch system in one SQLite file (WAL): jobs, nodes and the scheduling pass.
 
     ``scheduler`` names a policy of :mod:`elasticsite.batch.scheduling`; it is stored
@@ -132,14 +107,6 @@ class LocalBatch:
         except Exception as exc:
             raise self._failure(exc, "open") from exc
 
-    def _failure(self, exc: Exception, doing: str) -> BatchError:
-        """What a public method raises for ``exc``, a failure while ``doing``:
-        :class:`BatchStateError` when the file is the problem, else a BatchError naming
-        the file and the method."""
-        if isinstance(exc, StateFileError):
-            return BatchStateError(exc.path, exc.cause)
-        return BatchError(f"local batch {self.path}: {doing}: {exc}")
-
     # -- connection and transactions ---------------------------------------------------
 
     def _conn(self) -> Connection:
@@ -175,7 +142,7 @@ class LocalBatch:
                 if scheduler is not None:
                     tx.execute("INSERT OR REPLACE INTO meta VALUES ('scheduler', ?)", (scheduler,))
 
-    @_translated
+    @translated
     def close(self) -> None:
         """Close this thread's connection (others close when their thread's data goes)."""
         conn = getattr(self._local, "conn", None)
@@ -184,7 +151,7 @@ class LocalBatch:
             self._local.conn = None
 
     @property
-    @_translated
+    @translated
     def scheduler(self) -> str:
         """The scheduling policy this file uses."""
         with self._tx(write=False) as tx:
@@ -197,7 +164,7 @@ class LocalBatch:
 
     # -- scheduling --------------------------------------------------------------------
 
-    @_translated
+    @translated
     def schedule_pass(self) -> list[tuple[str, str]]:
         """Start what can start now; returns ``(job_id, node)`` of the jobs it started."""
         with self._tx(write=True) as tx:
@@ -247,7 +214,7 @@ class LocalBatch:
 
     # -- the BatchSystem contract ------------------------------------------------------
 
-    @_translated
+    @translated
     def snapshot(self) -> BatchView:
         """Queued (in priority order) and running jobs and all nodes, in one consistent read."""
         now = self.clock()
@@ -289,7 +256,7 @@ class LocalBatch:
         free = max(cores - busy_cores, 0) if state in (NodeState.IDLE, NodeState.BUSY) else 0
         return Node(name, cores, state, jobs, free, reason, heartbeat_at, registered_at)
 
-    @_translated
+    @translated
     def add_node(self, name: str, cores: int) -> None:
         """Declare a node (in ``node_partition``); it is DOWN until its worker registers.
         A known node is left alone."""
@@ -301,7 +268,7 @@ class LocalBatch:
                 (name, cores, self.clock(), self.node_partition),
             )
 
-    @_translated
+    @translated
     def drain(self, name: str, reason: str) -> None:
         """Give the node no new job; its running jobs go on."""
         if not isinstance(reason, str):
@@ -310,7 +277,7 @@ class LocalBatch:
             self._require_node(tx, name)
             tx.execute("UPDATE nodes SET drain = 1, reason = ? WHERE name = ?", (reason, name))
 
-    @_translated
+    @translated
     def undrain(self, name: str) -> None:
         """Accept jobs on the node again (and start what now fits)."""
         with self._tx(write=True) as tx:
@@ -318,7 +285,7 @@ class LocalBatch:
             tx.execute("UPDATE nodes SET drain = 0, reason = '' WHERE name = ?", (name,))
             self._pass(tx, self.clock())
 
-    @_translated
+    @translated
     def remove_node(self, name: str) -> None:
         """Forget the node; jobs still recorded on it go back to the queue. Unknown: no-op."""
         with self._tx(write=True) as tx:
@@ -342,7 +309,7 @@ class LocalBatch:
         if tx.execute("SELECT 1 FROM nodes WHERE name = ?", (name,)).fetchone() is None:
             raise UnknownNode(f"no node {name!r} in the local batch system")
 
-    @_translated
+    @translated
     def submit(self, request: JobRequest) -> str:
         """Queue a job and run a scheduling pass; returns the new job's id."""
         argv, attrs = checked_request(request)
@@ -366,7 +333,7 @@ class LocalBatch:
             raise UnknownJob(f"no job {job_id!r} in the local batch system")
         return key, row[0]
 
-    @_translated
+    @translated
     def set_priority(self, job_id: str, priority: int) -> None:
         """Change a job's priority (higher runs first); finished jobs refuse."""
         if not isinstance(priority, int) or isinstance(priority, bool):
@@ -378,7 +345,7 @@ class LocalBatch:
             tx.execute("UPDATE jobs SET priority = ? WHERE id = ?", (priority, key))
             self._pass(tx, self.clock())
 
-    @_translated
+    @translated
     def move_to_front(self, job_id: str) -> None:
         """Put a queued job ahead of every other, whatever their priority. Running: no-op."""
         with self._tx(write=True) as tx:
@@ -392,7 +359,7 @@ class LocalBatch:
                 )
                 self._pass(tx, self.clock())
 
-    @_translated
+    @translated
     def preempt(self, job_id: str) -> None:
         """Put a running job back in the queue; its worker sees it gone and kills it."""
         with self._tx(write=True) as tx:
@@ -407,7 +374,7 @@ class LocalBatch:
                 )
                 self._pass(tx, self.clock())
 
-    @_translated
+    @translated
     def redirect(self, job_id: str, target: str) -> None:
         """Move a queued job to partition ``target`` (and start it if a node there is
         free). Already there: no-op; running or finished: UnknownJob."""
@@ -432,137 +399,9 @@ class LocalBatch:
             )
             self._pass(tx, self.clock())
 
-    # -- worker side -------------------------------------------------------------------
-
-    @_translated
-    def register_node(self, name: str, cores: int) -> None:
-        """A worker reports its node up (creating it if undeclared); nothing runs there yet."""
-        checked_node("register_node", name, cores)
-        with self._tx(write=True) as tx:
-            now = self.clock()
-            tx.execute(
-                "INSERT INTO nodes (name, cores, up, heartbeat_at, registered_at, declared_at) "
-                "VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET up = 1, "
-                "cores = excluded.cores, heartbeat_at = excluded.heartbeat_at, "
-                "registered_at = excluded.registered_at",
-                (name, cores, now, now, now),
-            )
-            self._requeue_node(tx, name)
-            self._pass(tx, now)
-
-    @_translated
-    def heartbeat(self, name: str) -> None:
-        """Record that the node is alive."""
-        with self._tx(write=True) as tx:
-            tx.execute("UPDATE nodes SET heartbeat_at = ? WHERE name = ?", (self.clock(), name))
-
-    @_translated
-    def assigned(self, name: str) -> list[Job]:
-        """The jobs running on ``name``."""
-        with self._tx(write=False) as tx:
-            rows = tx.execute(
-                f"SELECT {JOB_COLUMNS} FROM jobs WHERE state = 'running' AND node = ? ORDER BY id",
-                (name,),
-            ).fetchall()
-        return [job_from_row(r) for r in rows]
-
-    @_translated
-    def finish_job(
-        self, job_id: str, node: str, exit_code: int, attempt: int | None = None
-    ) -> bool:
-        """Record a job's end if it still runs on ``node`` (and is that ``attempt``).
-
-        Returns False, changing nothing, for a job preempted or requeued meanwhile.
-        """
-        with self._tx(write=True) as tx:
-            now = self.clock()
-            done = self._finish(tx, node, [(job_id, attempt, exit_code)], now)
-            if done:
-                self._pass(tx, now)
-        return bool(done)
-
-    @staticmethod
-    def _finish(
-        tx: sqlite3.Connection, node: str, ends: Iterable[tuple[str, int | None, int]], now: float
-    ) -> int:
-        """Mark jobs done at ``now`` (the same instant a pass in this transaction starts
-        their successors, so a node's jobs never overlap in the records)."""
-        done = 0
-        for job_id, attempt, code in ends:
-            done += tx.execute(
-                "UPDATE jobs SET state = 'done', finished_at = ?, exit_code = ? "
-                "WHERE id = ? AND state = 'running' AND node = ? AND (? IS NULL OR attempt = ?)",
-                (now, code, job_key(job_id), node, attempt, attempt),
-            ).rowcount
-        return done
-
-    @_translated
-    def leave(self, name: str) -> None:
-        """The node goes away for good (same as :meth:`remove_node`)."""
-        self.remove_node(name)
-
-    @_translated
-    def worker_poll(
-        self,
-        name: str,
-        finished: Sequence[tuple[str, int, int]] = (),
-        heartbeat: bool = False,
-        want_jobs: bool = False,
-        pass_interval: float = 1.0,
-    ) -> list[Assignment]:
-        """A worker's whole periodic exchange in one small transaction.
-
-        Records ``finished`` ``(job_id, attempt, exit_code)``, refreshes the heartbeat
-        if asked, runs a scheduling pass if jobs finished, or if the worker
-        ``want_jobs`` and jobs wait and no pass ran for ``pass_interval`` seconds, and
-        returns what should run on ``name``. Without anything to write it is a read.
-        """
-        now = self.clock()
-        write = bool(finished) or heartbeat
-        if not write:  # the common case: one read
-            with self._tx(write=False) as tx:
-                write = want_jobs and self._pass_due(tx, now, pass_interval)
-                if not write:
-                    return self._assignments(tx, name)
-        with self._tx(write=True) as tx:
-            beat = "UPDATE nodes SET heartbeat_at = ? WHERE name = ?"
-            if heartbeat and not tx.execute(beat, (now, name)).rowcount:
-                log.warning("node %s is not in the batch system (removed?)", name)
-            done = self._finish(tx, name, finished, now) if finished else 0
-            if done or (want_jobs and self._pass_due(tx, now, pass_interval)):
-                self._pass(tx, now)
-            return self._assignments(tx, name)
-
-    @staticmethod
-    def _assignments(tx: sqlite3.Connection, name: str) -> list[Assignment]:
-        rows = tx.execute(
-            "SELECT id, attempt, command, cores, walltime FROM jobs "
-            "WHERE state = 'running' AND node = ? ORDER BY id",
-            (name,),
-        ).fetchall()
-        return [Assignment(str(i), a, json.loads(c), n, w) for i, a, c, n, w in rows]
-
-    @staticmethod
-    def _pass_due(tx: sqlite3.Connection, now: float, interval: float) -> bool:
-        row = tx.execute(
-            "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued'), "
-            "(SELECT value FROM meta WHERE key = 'last_pass')"
-        ).fetchone()
-        return bool(row[0]) and (row[1] is None or now - float(row[1]) >= interval)
-
-    @_translated
-    def record_pids(self, node: str, pids: Iterable[tuple[str, int, int]]) -> None:
-        """Note the process id of each started ``(job_id, attempt, pid)`` (for operators)."""
-        with self._tx(write=True) as tx:
-            tx.executemany(
-                "UPDATE jobs SET pid = ? WHERE id = ? AND attempt = ? AND node = ? "
-                "AND state = 'running'",
-                [(pid, job_key(jid), attempt, node) for jid, attempt, pid in pids],
-            )
-
     # -- extras for the CLI and metrics ------------------------------------------------
 
-    @_translated
+    @translated
     def jobs(self, states: Iterable[JobState | str] | None = None) -> list[Job]:
         """Every job (or those in ``states``), oldest first, with their times."""
         query = f"SELECT {JOB_COLUMNS} FROM jobs"
@@ -574,7 +413,7 @@ class LocalBatch:
             rows = tx.execute(query + " ORDER BY id", params).fetchall()
         return [job_from_row(r) for r in rows]
 
-    @_translated
+    @translated
     def job(self, job_id: str) -> Job:
         """One job by id."""
         with self._tx(write=False) as tx:
@@ -585,7 +424,7 @@ class LocalBatch:
             raise UnknownJob(f"no job {job_id!r} in the local batch system")
         return job_from_row(row)
 
-    @_translated
+    @translated
     def cancel(self, job_id: str) -> None:
         """Remove a queued or running job (its worker kills it); cancelling twice is a no-op."""
         with self._tx(write=True) as tx:
@@ -600,7 +439,7 @@ class LocalBatch:
                 if state == "running":
                     self._pass(tx, now)
 
-    @_translated
+    @translated
     def counts(self) -> dict[str, int]:
         """Number of jobs in each state (every state present, zeros included)."""
         result = {s.value: 0 for s in JobState}
