@@ -204,6 +204,48 @@ class BatchContract:
         with pytest.raises(UnknownJob, match=UNKNOWN_JOB):
             batch.redirect(UNKNOWN_JOB, target)
 
+    @staticmethod
+    def waiting(view: BatchView, job_id: str) -> bool:
+        """Queued and not held: a pass may start it."""
+        job = next((j for j in view.queued if j.id == job_id), None)
+        return job is not None and job.attributes.get("held") != "true"
+
+    def test_hold_and_release_are_idempotent(self, batch: BatchSystem) -> None:
+        (job_id,) = self.queue(batch, [0])
+        batch.hold(job_id)
+        batch.hold(job_id)
+        view = self.settle(batch, lambda v: not self.waiting(v, job_id))
+        assert not self.waiting(view, job_id), "a held job is still waiting to run"
+        assert self.job(view.running, job_id) is None
+        batch.release(job_id)
+        batch.release(job_id)
+        assert self.waiting(self.settle(batch, lambda v: self.waiting(v, job_id)), job_id)
+        with pytest.raises(UnknownJob, match=UNKNOWN_JOB):
+            batch.hold(UNKNOWN_JOB)
+
+    def test_a_held_job_waits_on_a_free_node_until_released(self, batch: BatchSystem) -> None:
+        (job_id,) = self.queue(batch, [0])
+        batch.hold(job_id)
+        self.settle(batch, lambda v: not self.waiting(v, job_id))
+        self.live_node(batch)
+        view = batch.snapshot()
+        assert self.job(view.running, job_id) is None, "a held job started"
+        batch.release(job_id)
+        view = self.settle(batch, lambda v: self.job(v.running, job_id) is not None)
+        assert self.job(view.running, job_id) is not None
+
+    def test_holding_a_running_job_raises_unknown_job(self, batch: BatchSystem) -> None:
+        job_id, _ = self.running_job(batch)
+        with pytest.raises(UnknownJob):
+            batch.hold(job_id)
+
+    def test_a_node_can_be_declared_for_a_vm_type(self, batch: BatchSystem) -> None:
+        name = self.node_name(7)
+        batch.add_node(name, 1, pool="m1.small")
+        view = self.settle(batch, lambda v: self.node(v, name) is not None)
+        node = self.node(view, name)
+        assert node is not None and node.state is NodeState.DOWN
+
     def test_unknown_nodes_raise_unknown_node(self, batch: BatchSystem) -> None:
         name = self.node_name(99)
         with pytest.raises(UnknownNode, match=name):

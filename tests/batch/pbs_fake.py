@@ -60,6 +60,7 @@ class FakeNode:
     offline: bool = False
     comment: str = ""
     jobs: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
 
 
 class FakePbs:
@@ -117,6 +118,10 @@ class FakePbs:
             return self._qrerun(rest)
         if cmd == "qmove":
             return self._qmove(rest)
+        if cmd == "qhold":
+            return self._qhold(rest)
+        if cmd == "qrls":
+            return self._qrls(rest)
         raise _Fail(127, f"{cmd}: command not found")
 
     # -- state changes ------------------------------------------------------------------
@@ -158,6 +163,8 @@ class FakePbs:
             expected = "resources_available.ncpus" if self.flavour == "openpbs" else "np"
             assert key == expected, words
             self.nodes[name] = FakeNode(name, int(value))
+        elif verb == "set":
+            self._node(name).labels.append(" ".join(words[3:]))
         elif verb == "delete":
             if name not in self.nodes:
                 raise _Fail(1, f"qmgr obj={name} svr=default: Unknown node")
@@ -215,6 +222,21 @@ class FakePbs:
         assert job.node is not None
         self.nodes[job.node].jobs.remove(job.id)
         job.state, job.node, job.stime = "Q", None, None
+        self._schedule()
+        return ""
+
+    def _qhold(self, rest: list[str]) -> str:
+        job = self._job(rest[0], "qhold")
+        if job.state not in ("Q", "H"):
+            raise _Fail(168, f"qhold: Request invalid for state of job {job.id}")
+        job.state = "H"
+        return ""
+
+    def _qrls(self, rest: list[str]) -> str:
+        job = self._job(rest[0], "qrls")
+        if job.state != "H":
+            raise _Fail(168, f"qrls: Request invalid for state of job {job.id}")
+        job.state = "Q"
         self._schedule()
         return ""
 

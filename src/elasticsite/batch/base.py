@@ -122,8 +122,10 @@ class BatchSystem(Protocol):
         """Queued and running jobs and all nodes, in one consistent read."""
         ...
 
-    def add_node(self, name: str, cores: int) -> None:
-        """Declare a node the cloud is bringing up; it stays DOWN until it reports."""
+    def add_node(self, name: str, cores: int, pool: str = "") -> None:
+        """Declare a node the cloud is bringing up; it stays DOWN until it reports.
+        ``pool``, when given, is the VM type the node serves: jobs that ask for that
+        type (attribute ``vm_type``) run there (a feature, a property, a partition)."""
         ...
 
     def drain(self, name: str, reason: str) -> None:
@@ -152,6 +154,16 @@ class BatchSystem(Protocol):
 
     def preempt(self, job_id: str) -> None:
         """Stop a running job and put it back in the queue."""
+        ...
+
+    def hold(self, job_id: str) -> None:
+        """Keep a queued job from starting until :meth:`release`; it leaves the snapshot's
+        queue (or is listed with attribute ``held``). Holding a held job is a no-op; a
+        job that started or ended raises :class:`UnknownJob`."""
+        ...
+
+    def release(self, job_id: str) -> None:
+        """Let a held job start again; releasing a job that is not held is a no-op."""
         ...
 
     def redirect(self, job_id: str, target: str) -> None:

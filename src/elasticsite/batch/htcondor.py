@@ -55,6 +55,7 @@ from elasticsite.batch.base import (
     checked_command,
 )
 from elasticsite.batch.htcondor_output import (
+    HELD,
     IDLE,
     RUNNING,
     load_bindings,
@@ -291,8 +292,9 @@ class CondorBatch:
 
     # -- nodes --------------------------------------------------------------------------
 
-    def add_node(self, name: str, cores: int) -> None:
-        """Expect a startd on ``name``: DOWN until it reports (startds join by themselves)."""
+    def add_node(self, name: str, cores: int, pool: str = "") -> None:
+        """Expect a startd on ``name``: DOWN until it reports (startds join by themselves,
+        advertising their ``VMType`` themselves, so ``pool`` needs nothing here)."""
         if not name or cores < 1:
             raise BatchError(f"add_node: need a name and cores >= 1, got {name!r}, {cores}")
         self.expected.setdefault(name, cores)
@@ -354,6 +356,36 @@ class CondorBatch:
         job = self._find(job_id)
         if job.state is JobState.RUNNING:
             self._vacate([job.id], "preempted by elasticsite")
+
+    def _status(self, job_id: str) -> tuple[str, int] | None:
+        """``(id, JobStatus)`` of one job in the schedd, or None."""
+        cluster, _, proc = job_id.partition(".")
+        if not cluster.isdigit() or not (proc or "0").isdigit():
+            raise UnknownJob(f"no job {job_id!r} in the schedd")
+        ads = self._call(
+            "job query",
+            lambda: self.pool.jobs(f"ClusterId == {cluster} && ProcId == {proc or 0}"),
+        )
+        for ad in ads:
+            return f"{cluster}.{proc or 0}", int(ad.get("JobStatus", -1))
+        return None
+
+    def hold(self, job_id: str) -> None:
+        """``Hold`` an idle job (held already: no-op); a job that started or ended raises
+        UnknownJob."""
+        found = self._status(job_id)
+        if found is None or found[1] not in (IDLE, HELD):
+            raise UnknownJob(f"hold: job {job_id} is not queued in the schedd")
+        if found[1] == IDLE:
+            self._call("hold", lambda: self.pool.act("Hold", [found[0]], "held by elasticsite"))
+
+    def release(self, job_id: str) -> None:
+        """``Release`` a held job (a job not held: no-op)."""
+        found = self._status(job_id)
+        if found is not None and found[1] == HELD:
+            self._call(
+                "release", lambda: self.pool.act("Release", [found[0]], "released by elasticsite")
+            )
 
     def redirect(self, job_id: str, target: str) -> None:
         """HTCondor has no partitions: jobs reach cloud workers through their

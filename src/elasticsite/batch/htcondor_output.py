@@ -26,6 +26,7 @@ from elasticsite.model import Job, JobState
 
 __all__ = [
     "CLOUD_SCHEDULER_ATTRIBUTES",
+    "HELD",
     "IDLE",
     "RUNNING",
     "SLOT_STATES",
@@ -43,8 +44,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-IDLE, RUNNING = 1, 2
-"""``JobStatus`` values of the jobs a snapshot lists (held, removed, completed are not)."""
+IDLE, RUNNING, HELD = 1, 2, 5
+"""``JobStatus`` values: a snapshot lists idle and running jobs (held, removed and
+completed ones are not)."""
 
 CLOUD_SCHEDULER_ATTRIBUTES = (
     "VMType",

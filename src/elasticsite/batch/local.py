@@ -39,6 +39,7 @@ from elasticsite.batch.base import (
     UnknownNode,
 )
 from elasticsite.batch.local_schema import (
+    HELD_STATE,
     JOB_COLUMNS,
     QUEUE_ORDER,
     SCHEMA_VERSION,
@@ -76,10 +77,12 @@ class LocalBatch(WorkerEndpoints):
 
     Partitions: every job and node is in one partition (``''``, the default, unless
     said otherwise), and a job runs only on nodes of its own. A job's partition is
-    its ``partition`` attribute; nodes :meth:`add_node` declares (the manager's cloud
-    workers) are in ``node_partition``, and nodes that register undeclared (a
-    site's own) in the default one. With ``node_partition = "cloud"``, jobs run on
-    cloud workers only once submitted or :meth:`redirect`-ed to ``cloud``.
+    its ``partition`` attribute, else its ``vm_type`` (a job asking for a VM type runs
+    on workers of that type only, declared with it as their ``pool``); nodes
+    :meth:`add_node` declares (the manager's cloud workers) are in ``node_partition``,
+    and nodes that register undeclared (a site's own) in the default one. With
+    ``node_partition = "cloud"``, jobs run on cloud workers only once submitted or
+    :meth:`redirect`-ed to ``cloud``.
     """
 
     def __init__(
@@ -257,15 +260,16 @@ class LocalBatch(WorkerEndpoints):
         return Node(name, cores, state, jobs, free, reason, heartbeat_at, registered_at)
 
     @translated
-    def add_node(self, name: str, cores: int) -> None:
-        """Declare a node (in ``node_partition``); it is DOWN until its worker registers.
-        A known node is left alone."""
+    def add_node(self, name: str, cores: int, pool: str = "") -> None:
+        """Declare a node (in ``node_partition``, or in the partition of its VM type
+        ``pool``); it is DOWN until its worker registers. A known node is left alone."""
         checked_node("add_node", name, cores)
+        partition = checked_partition("add_node", pool) or self.node_partition
         with self._tx(write=True) as tx:
             tx.execute(
                 "INSERT OR IGNORE INTO nodes (name, cores, declared_at, partition) "
                 "VALUES (?, ?, ?, ?)",
-                (name, cores, self.clock(), self.node_partition),
+                (name, cores, self.clock(), partition),
             )
 
     @translated
@@ -319,12 +323,30 @@ class LocalBatch(WorkerEndpoints):
                 "INSERT INTO jobs (command, cores, walltime, user, priority, state, submitted_at,"
                 " partition, attributes) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
                 (json.dumps(argv), request.cores, float(request.walltime), request.user,
-                 request.priority, now, attrs.get(attributes.PARTITION, ""),
+                 request.priority, now, attributes.partition_of(attrs),
                  json.dumps(attrs, sort_keys=True)),
             )  # fmt: skip
             job_id = str(cursor.lastrowid)
             self._pass(tx, now)
         return job_id
+
+    @translated
+    def hold(self, job_id: str) -> None:
+        """Keep a queued job from starting; held already: no-op; running or over: UnknownJob."""
+        with self._tx(write=True) as tx:
+            key, state = self._job_state(tx, job_id)
+            if state not in ("queued", HELD_STATE):
+                raise UnknownJob(f"hold: job {job_id} is no longer queued ({state})")
+            tx.execute("UPDATE jobs SET state = ? WHERE id = ?", (HELD_STATE, key))
+
+    @translated
+    def release(self, job_id: str) -> None:
+        """Let a held job start again (a pass runs); a job not held: no-op."""
+        with self._tx(write=True) as tx:
+            key, state = self._job_state(tx, job_id)
+            if state == HELD_STATE:
+                tx.execute("UPDATE jobs SET state = 'queued' WHERE id = ?", (key,))
+                self._pass(tx, self.clock())
 
     def _job_state(self, tx: sqlite3.Connection, job_id: str) -> tuple[int, str]:
         key = job_key(job_id)

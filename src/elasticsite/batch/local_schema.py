@@ -19,6 +19,7 @@ from elasticsite.batch.base import BatchError, JobRequest, UnknownJob, checked_c
 from elasticsite.model import Job, JobState
 
 __all__ = [
+    "HELD_STATE",
     "JOB_COLUMNS",
     "QUEUE_ORDER",
     "SCHEMA_VERSION",
@@ -122,6 +123,10 @@ def job_from_row(row: sqlite3.Row | tuple) -> Job:
     """A :data:`JOB_COLUMNS` row as a :class:`Job`."""
     (jid, command, cores, walltime, user, prio, state, sub, start, fin, node, code, attrs) = row
     runtime = fin - start if state == "done" and start is not None and fin is not None else None
+    found = _attributes(attrs)
+    if state == HELD_STATE:  # a held job is still queued, marked as held
+        state = JobState.QUEUED
+        found = {**found, attributes.HELD: "true"}
     return Job(
         id=str(jid),
         cores=cores,
@@ -136,8 +141,12 @@ def job_from_row(row: sqlite3.Row | tuple) -> Job:
         exit_code=code,
         priority=prio,
         user=user,
-        attributes=_attributes(attrs),
+        attributes=found,
     )
+
+
+HELD_STATE = "held"
+"""A job's ``state`` column while it is held: queued, but no pass starts it."""
 
 
 def checked_node(doing: str, name: object, cores: object) -> None:
@@ -151,10 +160,12 @@ def checked_partition(doing: str, partition: object) -> str:
     if not isinstance(partition, str):
         raise BatchError(f"{doing}: partition must be a string, got {partition!r}")
     if partition and not (
-        partition.isascii() and partition.replace("-", "").replace("_", "").isalnum()
+        partition.isascii()
+        and partition[0].isalnum()
+        and partition.replace("-", "").replace("_", "").replace(".", "").isalnum()
     ):
         raise BatchError(
-            f"{doing}: partition {partition!r}: one name of letters, digits, '-' and '_'"
+            f"{doing}: partition {partition!r}: one name of letters, digits, '-', '_' and '.'"
         )
     return partition
 

@@ -265,13 +265,18 @@ class PbsBatch:
 
     # -- nodes --------------------------------------------------------------------------
 
-    def add_node(self, name: str, cores: int) -> None:
-        """``qmgr create node``; a node the server already knows is left alone."""
+    def add_node(self, name: str, cores: int, pool: str = "") -> None:
+        """``qmgr create node`` (labelled with its VM type ``pool``, if given: a Torque
+        property, an OpenPBS ``vm_type`` resource); a known node is left alone."""
         if not _NODE_NAME.fullmatch(name) or cores < 1:
             raise BatchError(f"add_node: need a host name and cores >= 1, got {name!r}, {cores}")
+        if pool and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", pool):
+            raise BatchError(f"add_node: {pool!r} is not a valid VM type label")
         if name in self._node_names():
             return
         self._act(self.system.create_node_command(name, cores))
+        if pool:
+            self._act(self.system.pool_command(name, pool), node=name)
 
     def drain(self, name: str, reason: str) -> None:
         """Mark the node OFFLINE with ``reason`` as its comment/note."""
@@ -347,6 +352,24 @@ class PbsBatch:
         job = self._find(self._jobs(), job_id)
         if job.job.state is JobState.RUNNING:
             self._act(qrerun_command(job.job.id), job_id=job_id)
+
+    def hold(self, job_id: str) -> None:
+        """``qhold``: the queued job waits until released (held already: no-op). A job
+        that started or ended raises UnknownJob."""
+        try:
+            self._act(["qhold", job_id], job_id=job_id)
+        except CommandError as exc:
+            if "invalid for state" in exc.output.lower():
+                raise UnknownJob(f"hold: job {job_id} is no longer queued") from exc
+            raise
+
+    def release(self, job_id: str) -> None:
+        """``qrls``: a held job may start again (a job not held: no-op)."""
+        try:
+            self._act(["qrls", job_id], job_id=job_id)
+        except CommandError as exc:
+            if "invalid for state" not in exc.output.lower():
+                raise
 
     def redirect(self, job_id: str, target: str) -> None:
         """``qmove TARGET JOB``: the queued job moves to the cloud workers' queue (already

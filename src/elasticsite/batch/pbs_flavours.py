@@ -76,6 +76,8 @@ class PbsFlavour(ABC):
     nodes_argv: ClassVar[tuple[str, ...]]
     """Lists every node with all its attributes."""
     node_cores: ClassVar[str]
+    node_pool: ClassVar[str]
+    """How a node is labelled with its VM type (``{pool}``)."""
     """The ``qmgr create node`` setting giving a node ``{cores}`` cores."""
     job_shape: ClassVar[str]
     """The ``qsub -l`` resource asking for one node with ``{cores}`` cores."""
@@ -92,6 +94,10 @@ class PbsFlavour(ABC):
 
     def create_node_command(self, name: str, cores: int) -> list[str]:
         return ["qmgr", "-c", f"create node {name} {self.node_cores.format(cores=cores)}"]
+
+    def pool_command(self, name: str, pool: str) -> list[str]:
+        """Label the node with the VM type it serves, for jobs that ask for it."""
+        return ["qmgr", "-c", f"set node {name} {self.node_pool.format(pool=pool)}"]
 
     def offline_command(self, name: str, reason: str) -> list[str]:
         return ["pbsnodes", "-o", self.offline_note_flag, reason, name]
@@ -131,6 +137,7 @@ class OpenPbs(PbsFlavour):
     jobs_argv = ("qstat", "-f", "-F", "json")
     nodes_argv = ("pbsnodes", "-a", "-F", "json")
     node_cores = "resources_available.ncpus={cores}"
+    node_pool = "resources_available.vm_type = {pool}"  # a site-defined host resource
     job_shape = "select=1:ncpus={cores}"
     offline_note_flag = "-C"
     online_flag = "-r"  # clears OFFLINE on the hosts named
@@ -149,6 +156,7 @@ class Torque(PbsFlavour):
     jobs_argv = ("qstat", "-f", "-x")
     nodes_argv = ("pbsnodes", "-x")
     node_cores = "np={cores}"
+    node_pool = "properties += {pool}"  # jobs ask with -l nodes=1:ppn=N:POOL
     job_shape = "nodes=1:ppn={cores}"
     offline_note_flag = "-N"
     online_flag = "-c"  # Torque's -r resets the node instead

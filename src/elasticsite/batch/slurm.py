@@ -225,14 +225,19 @@ class SlurmBatch:
             return False
         raise BatchError(f"node {name}: cannot ask slurm about it: {out}")
 
-    def add_node(self, name: str, cores: int) -> None:
-        """Create a dynamic node (powered down, DOWN) that a ``slurmd -Z`` will fill."""
+    def add_node(self, name: str, cores: int, pool: str = "") -> None:
+        """Create a dynamic node (powered down, DOWN) that a ``slurmd -Z`` will fill; its
+        features are ``node_feature`` and the VM type ``pool`` (jobs ask for it with
+        ``--constraint``)."""
         _check_name(name)
         if cores < 1:
             raise BatchError(f"add_node: cores must be >= 1, got {cores}")
+        if pool and not _NAME.fullmatch(pool):
+            raise BatchError(f"add_node: {pool!r} is not a valid feature name")
+        features = ",".join(f for f in (self.node_feature, pool) if f)
         ok, out = self._try(
             "scontrol", "create", f"nodename={name}", f"cpus={cores}",
-            f"feature={self.node_feature}", "state=cloud",
+            f"feature={features}", "state=cloud",
         )  # fmt: skip
         if not ok and not self._node_exists(name):
             raise BatchError(f"add_node {name}: scontrol create node failed: {out}")
@@ -396,6 +401,26 @@ class SlurmBatch:
         if "no longer pending" in out or "not pending" in out.lower():
             raise UnknownJob(f"redirect: job {job_id} is no longer queued")
         raise BatchError(f"redirect: job {job_id} to partition {target}: {out}")
+
+    def hold(self, job_id: str) -> None:
+        """``scontrol hold``: the pending job waits until released (held already: no-op).
+        A started job raises UnknownJob."""
+        _check_job(job_id)
+        _, running = self._read_jobs(include_held=True)
+        if any(j.id == job_id for j in running):  # scontrol would "hold" it, uselessly
+            raise UnknownJob(f"hold: job {job_id} is no longer queued")
+        ok, out = self._job_update("hold", job_id, "scontrol", "hold", job_id)
+        if ok or "already held" in out.lower():
+            return
+        if "no longer pending" in out or "not pending" in out.lower():
+            raise UnknownJob(f"hold: job {job_id} is no longer queued")
+        raise BatchError(f"hold: job {job_id}: {out}")
+
+    def release(self, job_id: str) -> None:
+        """``scontrol release``: a held job may start again (a job not held: no-op)."""
+        ok, out = self._job_update("release", job_id, "scontrol", "release", job_id)
+        if not ok and "not held" not in out.lower() and "no longer pending" not in out:
+            raise BatchError(f"release: job {job_id}: {out}")
 
     def cancel(self, job_id: str) -> None:
         """``scancel`` (tests and the CLI); cancelling a finished job is a no-op."""

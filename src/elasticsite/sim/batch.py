@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from elasticsite.attributes import PARTITION
+from elasticsite.attributes import PARTITION, partition_of
 from elasticsite.batch import scheduling
 from elasticsite.batch.base import (
     BatchError,
@@ -61,6 +61,8 @@ class SimBatch:
         self.jobs: list[Job] = []
         self.queue: list[Job] = []
         self.running: dict[str, Job] = {}
+        self.held: dict[str, Job] = {}
+        """Queued jobs held: no pass starts them until released."""
         self.nodes: dict[str, _Node] = {}
         self.done = 0
         self._ids = 0
@@ -75,7 +77,7 @@ class SimBatch:
     def arrive(self, job: Job) -> None:
         """Queue ``job`` now (the simulator schedules this at its submit time)."""
         job.state = JobState.QUEUED
-        if not self._partitioned and job.attributes.get(PARTITION):
+        if not self._partitioned and partition_of(job.attributes):
             self._partitioned = True
         self.jobs.append(job)
         self._seq[job.id] = len(self._seq)
@@ -148,7 +150,7 @@ class SimBatch:
         part_of = {n.name: n.partition for n in self.nodes.values()}
         starts: dict[str, str] = {}
         for part in {n.partition for n in up}:
-            waiting = [j for j in self.queue if j.attributes.get(PARTITION, "") == part]
+            waiting = [j for j in self.queue if partition_of(j.attributes) == part]
             if not waiting:
                 continue
             free = [(n.name, n.free) for n in up if n.partition == part]
@@ -210,10 +212,13 @@ class SimBatch:
             state = NodeState.BUSY if n.running else NodeState.IDLE
         return Node(n.name, n.cores, state, n.running, n.free, registered_at=n.registered_at)
 
-    def add_node(self, name: str, cores: int) -> None:
+    def add_node(self, name: str, cores: int, pool: str = "") -> None:
         if cores < 1:
             raise BatchError(f"add_node {name}: cores must be >= 1, got {cores}")
-        self.nodes.setdefault(name, _Node(name, cores, cores, partition=self.node_partition))
+        if pool:
+            self._partitioned = True
+        part = pool or self.node_partition
+        self.nodes.setdefault(name, _Node(name, cores, cores, partition=part))
 
     def drain(self, name: str, reason: str) -> None:
         node = self.nodes.get(name)
@@ -268,6 +273,20 @@ class SimBatch:
         self._front[job_id] = len(self._front) + 1
         self.queue.sort(key=self._key)
         self._schedule()
+
+    def hold(self, job_id: str) -> None:
+        if job_id in self.held:
+            return
+        job = self._queued(job_id)
+        self.queue.remove(job)
+        self.held[job_id] = job
+
+    def release(self, job_id: str) -> None:
+        job = self.held.pop(job_id, None)
+        if job is not None:
+            self.queue.append(job)
+            self.queue.sort(key=self._key)
+            self._schedule()
 
     def redirect(self, job_id: str, target: str) -> None:
         job = self._queued(job_id)
