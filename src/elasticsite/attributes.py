@@ -126,11 +126,11 @@ class InvalidAttribute(ValueError):
     """A key or value that cannot be a job attribute."""
 
 
-
 def partition_of(attrs: Mapping[str, str]) -> str:
     """The partition a job runs in on the embedded and simulated batch systems: its
     ``partition``, else the VM type it asks for (workers of a type form its partition)."""
     return attrs.get(PARTITION) or attrs.get(VM_TYPE) or ""
+
 
 def check(key: str, value: str) -> None:
     """Raise :class:`InvalidAttribute` unless ``key=value`` is a valid attribute.
