@@ -41,7 +41,7 @@ def test_demo_runs_the_embedded_site_and_writes_a_plot(tmp_path: Path) -> None:
 def test_demo_rejects_unknown_names(tmp_path: Path) -> None:
     out = run("demo", "--policy", "nope", cwd=tmp_path, check=False)
     assert out.returncode == 2
-    assert "unknown policy 'nope'; choose one of bursts, core_demand" in out.stderr
+    assert "unknown policy 'nope'; choose one of bursts, cloud_scheduler, core_demand" in out.stderr
     out = run("demo", "--workload", "nope", cwd=tmp_path, check=False)
     assert out.returncode == 2 and "unknown workload 'nope'" in out.stderr
 
@@ -112,7 +112,7 @@ def test_policies_lists_every_builtin(tmp_path: Path) -> None:
     out = run("policies", cwd=tmp_path).stdout
     names = [line.split(":")[0] for line in out.splitlines()]
     assert names == [
-        "bursts", "core_demand", "dedicated", "naive", "on_demand", "selective",
+        "bursts", "cloud_scheduler", "core_demand", "dedicated", "naive", "on_demand", "selective",
         "shortest_queue", "steady_stream", "weighted_queue",
     ]  # fmt: skip
     assert "goes to a cloud that can (paper 002)" in out

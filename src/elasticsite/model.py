@@ -177,6 +177,8 @@ class Cause(enum.StrEnum):
     """The batch system's power saving released the node, or gave up resuming it."""
     REDIRECTED = "redirected"
     """A queued job sent to the cloud's partition by a redirection strategy."""
+    FAIR_SHARE = "fair-share"
+    """Its user holds more VMs than their share while another user waits (Cloud Scheduler)."""
     SPOT_NOTICE = "spot-notice"
     """The cloud announced it takes this spot instance back: drained before it goes."""
     SPOT_INTERRUPTED = "spot-interrupted"
@@ -361,12 +363,19 @@ class Decision:
     undrain: list[Undrain] = field(default_factory=list)
     terminate: list[Terminate] = field(default_factory=list)
     redirect: list[Redirect] = field(default_factory=list)
+    hold: list[Job] = field(default_factory=list)
+    """Queued jobs to keep from starting (fair share: their user has more than theirs)."""
+    release: list[str] = field(default_factory=list)
+    """Ids of jobs held before that may start again."""
 
     def launched(self, cloud: str | None = None) -> int:
         return sum(x.count for x in self.launch if cloud is None or x.cloud == cloud)
 
     def __bool__(self) -> bool:
-        return bool(self.launch or self.drain or self.undrain or self.terminate or self.redirect)
+        return bool(
+            self.launch or self.drain or self.undrain or self.terminate or self.redirect
+            or self.hold or self.release
+        )  # fmt: skip
 
     def extend(self, other: Decision) -> None:
         self.launch.extend(other.launch)
@@ -374,6 +383,8 @@ class Decision:
         self.undrain.extend(other.undrain)
         self.terminate.extend(other.terminate)
         self.redirect.extend(other.redirect)
+        self.hold.extend(other.hold)
+        self.release.extend(other.release)
 
     def summary(self) -> str:
         parts = []
@@ -386,6 +397,8 @@ class Decision:
             ("undrain", self.undrain),
             ("terminate", self.terminate),
             ("redirect", self.redirect),
+            ("hold", self.hold),
+            ("release", self.release),
         ):
             if items:
                 parts.append(f"{label} {len(items)}")

@@ -52,6 +52,8 @@ class SiteSnapshot:
     closed: frozenset[str] = frozenset()
     """Clouds that take no launch now (cooling down after a refusal, blocked until an
     operator fixes them, or protected after repeated boot failures)."""
+    held: Sequence[Job] = ()
+    """Queued jobs this site holds (Cloud Scheduler's fair share), not in ``queued``."""
     queued_walltime: float = field(init=False)
     queued_cores: int = field(init=False)
     _groups: dict[object, object] = field(init=False, repr=False, compare=False)
@@ -72,6 +74,7 @@ class SiteSnapshot:
         view.clouds = self.clouds
         view.site_cores = self.site_cores
         view.closed = self.closed
+        view.held = self.held
         view.queued_walltime = self.queued_walltime
         view.queued_cores = self.queued_cores
         view._groups = self._groups

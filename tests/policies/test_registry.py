@@ -52,7 +52,8 @@ def test_unknown_policy_names_every_available_one():
         f"unknown policy 'fastest_possible'; available: {', '.join(available())}"
     )
     assert (
-        "bursts, core_demand, dedicated, naive, on_demand, selective, shortest_queue, "
+        "bursts, cloud_scheduler, core_demand, dedicated, naive, on_demand, selective, "
+        "shortest_queue, "
         "steady_stream, weighted_queue" in str(err.value)
     )
     assert isinstance(err.value, LookupError)

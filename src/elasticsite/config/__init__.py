@@ -80,6 +80,7 @@ class SiteConfig(Strict):
             billing_margin=p.billing_margin,
             redirect_to=p.redirect_to,
             provision=p.provision,
+            rebalance=p.rebalance,
             stall_timeout=self.manager.stall_timeout,
             params=dict(p.params),
         )

@@ -27,6 +27,7 @@ class PolicyConfig(Strict):
     billing_margin: float = Field(120.0, ge=0, le=31 * DAY, description="seconds")
     redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     provision: str = "on_demand"
+    rebalance: Literal["graceful", "immediate"] = "graceful"
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -21,8 +21,10 @@ from elasticsite.core.plan import (
     CoreConfig,
     CoreState,
     DrainNode,
+    HoldJob,
     Plan,
     RedirectJob,
+    ReleaseJob,
     TerminateInstance,
     UndrainNode,
     WorkerRecord,
@@ -74,6 +76,12 @@ def apply(
     for r in decision.redirect:
         plan.run(RedirectJob(r.job_id, r.target), state)
         plan.count("redirected")
+    for job in decision.hold:
+        if job.id not in state.held:
+            plan.run(HoldJob(job), state)
+    for job_id in decision.release:
+        if job_id in state.held:
+            plan.run(ReleaseJob(job_id), state)
     specs = {c.name: c for c in config.clouds}
     handed: dict[str, int] = {}
     health.track(state, plan, config, now)  # a stall just now may have closed a cloud
@@ -105,7 +113,16 @@ def apply(
             move_new(plan, rec, now, launch.cause)
             node = w.node or wid
             plan.run(
-                AddAndLaunch(wid, w.cloud, w.vm_type, node, w.cores, not config.power_save), state
+                AddAndLaunch(
+                    wid,
+                    w.cloud,
+                    w.vm_type,
+                    node,
+                    w.cores,
+                    not config.power_save,
+                    w.vm_type if config.typed_nodes else "",
+                ),
+                state,
             )
             plan.count("launched")
     health.track(state, plan, config, now)

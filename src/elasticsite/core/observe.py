@@ -22,9 +22,11 @@ from elasticsite.core.plan import (
     CoreState,
     DrainNode,
     ForgetNode,
+    HoldJob,
     Outcome,
     Plan,
     RedirectJob,
+    ReleaseJob,
     RemoveNode,
     TerminateInstance,
     UndrainNode,
@@ -73,6 +75,8 @@ def observe(
     clouds, shut = health.open_clouds(state, now, config.clouds)
     snapshot = SiteSnapshot(now, queued, running, workers, clouds, site_cores)
     snapshot.closed = shut
+    if state.held:
+        snapshot.held = list(state.held.values())
     return snapshot
 
 
@@ -106,6 +110,9 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
         if out.error is not None:  # the job may have started or gone meanwhile
             plan.count("redirect_errors")
             plan.errors.append(f"redirect job {command.job_id} failed: {out.error}")
+        return
+    if isinstance(command, HoldJob | ReleaseJob):
+        _settle_hold(state, plan, command, out)
         return
     rec = state.records.get(command.worker_id)
     if rec is None:
@@ -146,6 +153,22 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
     else:
         rec.next_attempt_at = now + config.backoff(rec.attempts)
     plan.dirty.add(w.id)
+
+
+def _settle_hold(state: CoreState, plan: Plan, command: HoldJob | ReleaseJob, out: Outcome) -> None:
+    """Track the jobs this site holds; a job that started or went meanwhile is not held."""
+    if isinstance(command, HoldJob):
+        if out.error is None:
+            state.held[command.job.id] = command.job
+            plan.count("jobs_held")
+        else:
+            plan.errors.append(f"hold job {command.job.id} failed: {out.error}")
+    elif out.error is None or out.kind == "unknown_job":
+        if state.held.pop(command.job_id, None) is not None:
+            plan.count("jobs_released")
+    else:
+        plan.errors.append(f"release job {command.job_id} failed: {out.error}")
+    plan.held_changed = True
 
 
 def _gone(state: CoreState, plan: Plan, rec: WorkerRecord, at: float) -> None:
@@ -293,7 +316,9 @@ def _reclaiming(state: CoreState, plan: Plan, rec: WorkerRecord, at: float) -> N
 
 def _launch(rec: WorkerRecord, config: CoreConfig) -> AddAndLaunch:
     w = rec.worker
-    return AddAndLaunch(w.id, w.cloud, w.vm_type, w.node or w.id, w.cores, not config.power_save)
+    pool = w.vm_type if config.typed_nodes else ""
+    node = w.node or w.id
+    return AddAndLaunch(w.id, w.cloud, w.vm_type, node, w.cores, not config.power_save, pool)
 
 
 def _update_load(w: Worker, node: Node) -> None:

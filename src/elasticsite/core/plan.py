@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from elasticsite.model import CloudSpec, Transition, Worker
+from elasticsite.model import CloudSpec, Job, Transition, Worker
 
 if TYPE_CHECKING:
     from elasticsite.core.health import CloudHealth
@@ -25,8 +25,10 @@ __all__ = [
     "CoreState",
     "DrainNode",
     "ForgetNode",
+    "HoldJob",
     "Outcome",
     "Plan",
+    "ReleaseJob",
     "RemoveNode",
     "TerminateInstance",
     "UndrainNode",
@@ -74,6 +76,9 @@ class AddAndLaunch:
     node: str
     cores: int
     add_node: bool = True
+    pool: str = ""
+    """The VM type the node serves, for batch systems that match jobs to it (Cloud
+    Scheduler mode); empty: any job."""
     kind = "launch"
 
 
@@ -133,6 +138,22 @@ class RedirectJob:
     kind = "redirect"
 
 
+@dataclass(frozen=True, slots=True)
+class HoldJob:
+    """Keep a queued job from starting (its user is over their share of the VMs)."""
+
+    job: Job
+    kind = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseJob:
+    """Let a job this site held start again."""
+
+    job_id: str
+    kind = "release"
+
+
 Command = (
     AddAndLaunch
     | TerminateInstance
@@ -141,14 +162,18 @@ Command = (
     | RemoveNode
     | ForgetNode
     | RedirectJob
+    | HoldJob
+    | ReleaseJob
 )
 
 
 def command_key(command: Command) -> str:
     """What identifies a command in flight: one of each kind per worker (or instance,
     or job)."""
-    if isinstance(command, RedirectJob):
-        return f"redirect:{command.job_id}"
+    if isinstance(command, RedirectJob | ReleaseJob):
+        return f"{command.kind}:{command.job_id}"
+    if isinstance(command, HoldJob):
+        return f"hold:{command.job.id}"
     if isinstance(command, TerminateInstance):
         return (
             f"terminate:{command.worker_id}"
@@ -194,6 +219,8 @@ class CoreConfig:
     """Workers of one cloud failing in a row before joining that protect it (0: never)."""
     protect_cooldown: float = 1800.0
     """Seconds a protected cloud takes no launch (unless an operator resets it)."""
+    typed_nodes: bool = False
+    """Each worker's node serves only jobs asking for its VM type (Cloud Scheduler mode)."""
 
     @property
     def grace(self) -> float:
@@ -225,6 +252,8 @@ class CoreState:
     health: dict[str, CloudHealth] = field(default_factory=dict)
     """Clouds closed for a while or until reset, and their failure counts
     (:mod:`.health`); a cloud with no record is open."""
+    held: dict[str, Job] = field(default_factory=dict)
+    """Queued jobs this site holds (a user over their share), by id, until released."""
 
 
 @dataclass
@@ -249,6 +278,8 @@ class Plan:
     """Transitions already counted for the clouds' health."""
     health_changed: bool = False
     """A cloud's health record changed: the driver persists them."""
+    held_changed: bool = False
+    """The jobs held changed: the driver persists them."""
 
     def count(self, name: str, by: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + by

@@ -13,15 +13,17 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from elasticsite.batch.base import BatchError, BatchSystem
+from elasticsite.batch.base import BatchError, BatchSystem, UnknownJob
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError
 from elasticsite.core import (
     AddAndLaunch,
     Command,
     DrainNode,
     ForgetNode,
+    HoldJob,
     Outcome,
     RedirectJob,
+    ReleaseJob,
     RemoveNode,
     TerminateInstance,
     UndrainNode,
@@ -66,7 +68,8 @@ class CommandRunner:
             kind = str(exc.kind)
             return Outcome(command, self.clock(), error=str(exc) or type(exc).__name__, kind=kind)
         except BatchError as exc:
-            return Outcome(command, self.clock(), error=str(exc) or type(exc).__name__)
+            why = "unknown_job" if isinstance(exc, UnknownJob) else None
+            return Outcome(command, self.clock(), error=str(exc) or type(exc).__name__, kind=why)
         except Exception as exc:  # a driver's bug must not lose the outcome
             log.exception("%s failed unexpectedly", command)
             return Outcome(command, self.clock(), error=f"{type(exc).__name__}: {exc}")
@@ -85,6 +88,10 @@ class CommandRunner:
             self.batch.remove_node(command.node)
         elif isinstance(command, RedirectJob):
             self.batch.redirect(command.job_id, command.target)
+        elif isinstance(command, HoldJob):
+            self.batch.hold(command.job.id)
+        elif isinstance(command, ReleaseJob):
+            self.batch.release(command.job_id)
         elif isinstance(command, ForgetNode) and self.context is not None:
             self._forget(command.node)
         return None
@@ -101,7 +108,9 @@ class CommandRunner:
             "cores": str(c.cores),
         }
         tags = {SITE_TAG: self.site_id, WORKER_TAG: c.worker_id}
-        if c.add_node:
+        if c.add_node and c.pool:
+            self.batch.add_node(c.node, c.cores, c.pool)
+        elif c.add_node:
             self.batch.add_node(c.node, c.cores)
         found = self.clouds[c.cloud].launch(vm, [c.worker_id], userdata, tags)
         return found[0].id if found else None

@@ -107,6 +107,7 @@ class Manager:
             capacity_cooldown=config.capacity_cooldown,
             protect_after=config.protect_after,
             protect_cooldown=config.protect_cooldown,
+            typed_nodes=bool(getattr(policy, "typed_nodes", False)),
         )
         self._pool = executor or ThreadPoolExecutor(
             config.launch_threads, thread_name_prefix="es-cloud"
@@ -135,6 +136,7 @@ class Manager:
             known={r.worker.id for r in store.load(include_done=True)},
         )
         self.state.health = health.load(store.cloud_health())
+        self.state.held = {j.id: j for j in store.held_jobs()}
         self._reserved = store.last_worker_number()
         if self.state.records:
             log.info("resuming with %d workers from %s", len(self.state.records), store.path)
@@ -381,6 +383,8 @@ class Manager:
                     self.store.bump(name, by)
         if plan.health_changed:
             self.store.save_cloud_health(health.dump(self.state))
+        if plan.held_changed:
+            self.store.save_held_jobs(self.state.held.values())
         for wid, rec in list(self.state.records.items()):
             w = rec.worker
             if w.state is S.TERMINATED or (w.state is S.FAILED and rec.instance_gone):

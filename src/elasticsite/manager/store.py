@@ -21,14 +21,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from elasticsite.core.plan import WorkerRecord, worker_id, worker_number
 from elasticsite.files import StateFileError, private_dir
-from elasticsite.model import Transition, Worker, WorkerState
+from elasticsite.model import Job, Transition, Worker, WorkerState
 from elasticsite.sqlite import Connection, connect
 
 __all__ = [
@@ -141,6 +141,42 @@ class StateStore:
 
     def save_cloud_health(self, data: Mapping[str, object]) -> None:
         self.set_meta("cloud_health", json.dumps(data, sort_keys=True))
+
+    def held_jobs(self) -> list[Job]:
+        """The queued jobs the manager holds (fair share), as it last saved them."""
+        try:
+            data = json.loads(self.get_meta("held_jobs") or "[]")
+            return [
+                Job(
+                    str(d["id"]),
+                    int(d["cores"]),
+                    float(d["walltime"]),
+                    float(d["submitted_at"]),
+                    user=str(d.get("user", "")),
+                    attributes={str(k): str(v) for k, v in d.get("attributes", {}).items()},
+                )
+                for d in data
+            ]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return []
+
+    def save_held_jobs(self, jobs: Iterable[Job]) -> None:
+        self.set_meta(
+            "held_jobs",
+            json.dumps(
+                [
+                    {
+                        "id": j.id,
+                        "cores": j.cores,
+                        "walltime": j.walltime,
+                        "submitted_at": j.submitted_at,
+                        "user": j.user,
+                        "attributes": dict(j.attributes),
+                    }
+                    for j in jobs
+                ]
+            ),
+        )
 
     def request_cloud_reset(self, cloud: str) -> None:
         """Ask the manager to open ``cloud`` again (taken at its next step)."""

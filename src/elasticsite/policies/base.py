@@ -40,6 +40,7 @@ CLOUD_RULES: dict[str, str] = {
     "fastest": "lowest waste time (boot + shutdown) first, then lowest price, then order",
     "ordered": "fill clouds in configuration order (a private cloud before a public one)",
     "balanced": "the cloud with the most free capacity (max_instances - live), then price",
+    "spot_first": "spot clouds first, then on-demand ones (each group cheapest first)",
 }
 """How the cloud of each new worker is chosen; every rule skips full clouds."""
 
@@ -68,6 +69,9 @@ class PolicySettings:
     provision: str = "on_demand"
     """The policy the redirection policies size the cloud's workers with, over the
     jobs sent to the cloud."""
+    rebalance: Literal["graceful", "immediate"] = "graceful"
+    """How ``cloud_scheduler`` takes VMs from a user over their fair share: retire each
+    after its current job, or terminate it now (the batch system requeues the job)."""
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -100,6 +104,7 @@ def _load_builtins() -> None:
     # Imported for their @register side effect.
     from elasticsite.policies import (  # noqa: F401
         bursts,
+        cloud_scheduler,
         core_demand,
         dedicated,
         on_demand,

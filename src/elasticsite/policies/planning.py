@@ -100,7 +100,8 @@ def census(snapshot: SiteSnapshot) -> Census:
     )
 
 
-def _rank(clouds: list[CloudSpec], rule: str, live: dict[str, int]) -> list[CloudSpec]:
+def rank_clouds(clouds: list[CloudSpec], rule: str, live: dict[str, int]) -> list[CloudSpec]:
+    """``clouds`` in the order the cloud ``rule`` fills them (``live``: workers per cloud)."""
     order = {c.name: i for i, c in enumerate(clouds)}
     if rule == "cheapest":
         return sorted(clouds, key=lambda c: (c.price_per_hour, c.waste_time, order[c.name]))
@@ -132,7 +133,7 @@ def preferred_cloud(
     if not snapshot.clouds:
         return None
     live = (counted or census(snapshot)).live_by_cloud or {}
-    ranked = _rank(list(snapshot.clouds), settings.cloud_rule, live)
+    ranked = rank_clouds(list(snapshot.clouds), settings.cloud_rule, live)
     shut = snapshot.closed
     for c in ranked:
         if live.get(c.name, 0) < c.max_instances and c.name not in shut:
@@ -167,7 +168,7 @@ def scale_up(
     spend = cen.spend_per_hour
     cap = settings.spend_cap_per_hour
     usable = [c for c in snapshot.clouds if c.name not in snapshot.closed]
-    ranked = _rank(usable, settings.cloud_rule, live)
+    ranked = rank_clouds(usable, settings.cloud_rule, live)
     planned: dict[str, int] = {}
     if settings.cloud_rule == "balanced":
         # One at a time so the load spreads; the number of clouds is small. Ties on

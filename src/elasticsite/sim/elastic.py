@@ -95,7 +95,12 @@ class ElasticRun:
         specs = [c.spec() for c in clouds]
         self.policy = policy
         self.settings = settings
-        self.config = CoreConfig(site_id=SIM_SITE, clouds=tuple(specs), interval=interval)
+        self.config = CoreConfig(
+            site_id=SIM_SITE,
+            clouds=tuple(specs),
+            interval=interval,
+            typed_nodes=bool(getattr(policy, "typed_nodes", False)),
+        )
         self.state = CoreState()
         self.runner = CommandRunner(
             batch=self.batch,

@@ -1,0 +1,66 @@
+"""Cloud Scheduler mode's decisions: demand per VM type, fair shares, re-balancing."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from elasticsite.model import Cause, CloudSpec, Job, JobState, VMType, Worker, WorkerState
+from elasticsite.policies import PolicySettings, get
+from elasticsite.policies.cloud_scheduler import fair_shares
+from elasticsite.snapshot import SiteSnapshot
+
+CLOUD = CloudSpec("c", max_instances=4, vm_types=(VMType("small"), VMType("large", 2)))
+
+
+def job(i: int, user: str, vm_type: str | None, *, node: str | None = None) -> Job:
+    attrs = {"vm_type": vm_type} if vm_type else {}
+    state = JobState.RUNNING if node else JobState.QUEUED
+    return Job(f"{user}{i}", 1, 600.0, float(i), state, node=node, user=user, attributes=attrs)
+
+
+def busy(i: int, vm_type: str = "small") -> Worker:
+    w = Worker(f"c-{i:05d}", "c", vm_type, 1, float(i), WorkerState.BUSY)
+    w.running_jobs = 1
+    return w
+
+
+@given(st.integers(0, 50), st.dictionaries(st.sampled_from("abcdef"), st.integers(0, 30)))
+def test_fair_shares_are_even_capped_by_need_and_use_what_is_there(
+    capacity: int, demand: dict[str, int]
+) -> None:
+    shares = fair_shares(capacity, demand)
+    assert all(0 <= shares[u] <= demand[u] for u in demand)
+    assert sum(shares.values()) == min(capacity, sum(demand.values()))
+    short = [u for u in demand if shares[u] < demand[u]]
+    for u in short:  # whoever still wants more has at least as much as anyone, less one
+        assert all(shares[u] >= shares[v] - 1 for v in demand)
+
+
+def test_demand_is_counted_per_vm_type_and_unknown_types_are_not_served() -> None:
+    queued = [job(1, "a", "small"), job(2, "a", "large"), job(3, "a", "large"),
+              job(4, "a", "gpu"), job(5, "a", None)]  # fmt: skip
+    snap = SiteSnapshot(0.0, queued, [], [], [CLOUD])
+    d = get("cloud_scheduler")(snap, PolicySettings())
+    assert sorted((x.vm_type, x.count) for x in d.launch) == [("large", 2), ("small", 1)]
+
+
+def test_a_newcomer_makes_the_user_over_share_hold_and_drain_gracefully() -> None:
+    workers = [busy(i) for i in range(1, 5)]
+    running = [job(i, "alice", "small", node=w.id) for i, w in enumerate(workers, 1)]
+    queued = [job(9, "alice", "small"), job(1, "bob", "large"), job(2, "bob", "large")]
+    snap = SiteSnapshot(0.0, queued, running, workers, [CLOUD])
+    d = get("cloud_scheduler")(snap, PolicySettings())
+    assert [j.id for j in d.hold] == ["alice9"]
+    assert len(d.drain) == 2 and all(x.cause == Cause.FAIR_SHARE for x in d.drain)
+    assert not d.launch and not d.terminate  # the site is full until those retire
+    d = get("cloud_scheduler")(snap, PolicySettings(rebalance="immediate"))
+    assert len(d.terminate) == 2 and not d.drain
+
+
+def test_held_jobs_are_released_once_their_user_is_back_within_share() -> None:
+    held = [job(9, "alice", "small")]
+    snap = SiteSnapshot(0.0, [], [], [], [CLOUD])
+    snap.held = held
+    d = get("cloud_scheduler")(snap, PolicySettings())
+    assert d.release == ["alice9"]
