@@ -318,3 +318,11 @@ def test_pbspro_2022_queued_job_and_held_job() -> None:
     )  # fmt: skip
     assert job.submitted_at == 1670099138.0  # "Sat Dec  3 20:25:38 2022" UTC
     assert (job.user, job.node, job.attributes["partition"]) == ("christopherkang", None, "debug")
+
+
+def test_a_jobs_vm_type_comes_from_its_node_request() -> None:
+    from elasticsite.batch.pbs_output import _node_requests
+
+    assert _node_requests({"nodes": "1:ppn=2:m1.small:ib"}) == ("m1.small,ib", "")
+    assert _node_requests({"select": "1:ncpus=2:vm_type=m1.large"}) == ("", "m1.large")
+    assert _node_requests({"nodes": "2", "walltime": "01:00:00"}) == ("", "")

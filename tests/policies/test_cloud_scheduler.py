@@ -64,3 +64,14 @@ def test_held_jobs_are_released_once_their_user_is_back_within_share() -> None:
     snap.held = held
     d = get("cloud_scheduler")(snap, PolicySettings())
     assert d.release == ["alice9"]
+
+
+def test_a_slurm_or_torque_job_names_its_vm_type_by_a_node_feature() -> None:
+    from elasticsite.policies.cloud_scheduler import vm_type_of
+
+    offered = {"small", "large"}
+    slurm = Job("1", 1, 60.0, 0.0, attributes={"features": "ib&large"})
+    assert vm_type_of(slurm, offered) == "large"
+    condor = Job("2", 1, 60.0, 0.0, attributes={"vm_type": "gpu", "features": "small"})
+    assert vm_type_of(condor, offered) is None  # named one, not offered: not served
+    assert vm_type_of(Job("3", 1, 60.0, 0.0), offered) is None

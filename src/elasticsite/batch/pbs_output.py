@@ -253,8 +253,30 @@ def _exec_nodes(attrs: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(n for n in names if n))
 
 
-def _attributes(attrs: Mapping[str, Any], code: str, nodes: Sequence[str]) -> Mapping[str, str]:
+def _node_requests(resources: Mapping[str, Any]) -> tuple[str, str]:
+    """The node properties a job asks for (Torque ``nodes=1:ppn=2:PROP``) and the
+    ``vm_type`` it selects (OpenPBS ``select=1:ncpus=2:vm_type=NAME``)."""
+    properties: list[str] = []
+    vm_type = str(resources.get("vm_type") or "")
+    for spec in str(resources.get("nodes") or "").split("+"):
+        for part in spec.split(":")[1:]:
+            if part and "=" not in part:
+                properties.append(part)
+    for chunk in str(resources.get("select") or "").split("+"):
+        for part in chunk.split(":"):
+            key, _, value = part.partition("=")
+            if key == "vm_type" and value:
+                vm_type = vm_type or value
+    return ",".join(dict.fromkeys(properties)), vm_type
+
+
+def _attributes(
+    attrs: Mapping[str, Any], code: str, nodes: Sequence[str], resources: Mapping[str, Any]
+) -> Mapping[str, str]:
+    features, vm_type = _node_requests(resources)
     found = {
+        attributes.FEATURES: features,
+        attributes.VM_TYPE: vm_type,
         attributes.PARTITION: str(attrs.get("queue") or ""),
         attributes.ACCOUNT: str(attrs.get("Account_Name") or ""),
         attributes.NAME: str(attrs.get("Job_Name") or ""),
@@ -297,7 +319,7 @@ def _job(
         node=nodes[0] if nodes else None,
         priority=_int(attrs.get("Priority"), 0),
         user=owner.split("@")[0],
-        attributes=_attributes(attrs, code, nodes),
+        attributes=_attributes(attrs, code, nodes, resources),
     )
     return PbsJob(job, code)
 

@@ -1,9 +1,11 @@
 """Cloud Scheduler mode (paper 003): VMs of the type each job names, shared evenly by users.
 
-Every job names the VM it needs (HTCondor's ``+VMType``, or ``vm_type`` on Slurm, PBS
-and the embedded site); a job naming a type no cloud offers, or none, is not served
-here. Each worker is one VM of one type and runs that type's jobs only (its node
-is declared for the type: the policy sets ``typed_nodes``).
+Every job names the VM it needs: HTCondor's ``+VMType``, the ``vm_type`` attribute
+(the embedded site: ``elasticsite submit --attr vm_type=NAME``), or a node feature
+equal to a VM type's name (Slurm ``--constraint=NAME``, Torque ``nodes=1:NAME``, the
+feature each worker's node is declared with). A job naming a type no cloud offers,
+or none, is not served here. Each worker is one VM of one type and runs that type's
+jobs only (its node is declared for the type: the policy sets ``typed_nodes``).
 
 * **Demand per VM type.** A type's queued jobs are served by its idle and booting
   workers first; the rest get new VMs on a cloud offering the type, chosen by the
@@ -22,10 +24,11 @@ is declared for the type: the policy sets ``typed_nodes``).
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
-from elasticsite.attributes import VM_TYPE
+from elasticsite.attributes import FEATURES, VM_TYPE
 from elasticsite.model import (
     Cause,
     CloudSpec,
@@ -41,7 +44,7 @@ from elasticsite.policies.base import PolicySettings, register
 from elasticsite.policies.planning import census, rank_clouds
 from elasticsite.snapshot import SiteSnapshot
 
-__all__ = ["decide", "fair_shares"]
+__all__ = ["decide", "fair_shares", "vm_type_of"]
 
 S = WorkerState
 _SPARE = (S.REQUESTED, S.BOOTING, S.IDLE)
@@ -74,12 +77,25 @@ def _offered(clouds: Iterable[CloudSpec]) -> set[str]:
     return {vm.name for c in clouds for vm in c.vm_types}
 
 
+def vm_type_of(job: Job, offered: set[str]) -> str | None:
+    """The offered VM type ``job`` asks for: its ``vm_type``, else the first of its
+    features that names one; None if it asks for none of them."""
+    named = job.attributes.get(VM_TYPE)
+    if named is not None:
+        return named if named in offered else None
+    for feature in re.split(r"[&,|\[\]()*]", job.attributes.get(FEATURES, "")):
+        if feature.strip() in offered:
+            return feature.strip()
+    return None
+
+
 @register("cloud_scheduler")
 def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     decision = Decision()
     offered = _offered(snapshot.clouds)
-    served = [j for j in snapshot.queued if j.attributes.get(VM_TYPE) in offered]
-    held = [j for j in snapshot.held if j.attributes.get(VM_TYPE) in offered]
+    types = {j.id: t for j in (*snapshot.queued, *snapshot.held) if (t := vm_type_of(j, offered))}
+    served = [j for j in snapshot.queued if j.id in types]
+    held = [j for j in snapshot.held if j.id in types]
     live = [w for w in snapshot.workers if w.state.live]
 
     # Who runs where: a worker belongs to the user whose job it runs.
@@ -131,8 +147,8 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
             decision.release.append(job.id)
             room[job.user] = room.get(job.user, 0) - 1
 
-    _launch(decision, snapshot, settings, served, held_users, shares, owned)
-    _release_idle(decision, snapshot, served)
+    _launch(decision, snapshot, settings, served, types, held_users, shares, owned)
+    _release_idle(decision, snapshot, served, types)
     return decision
 
 
@@ -145,6 +161,7 @@ def _launch(
     snapshot: SiteSnapshot,
     settings: PolicySettings,
     served: Sequence[Job],
+    types: dict[str, str],
     held_users: set[str],
     shares: dict[str, int],
     owned: dict[str, list[Worker]],
@@ -157,7 +174,7 @@ def _launch(
         if job.user in held_users or room.get(job.user, 0) <= 0:
             continue
         room[job.user] -= 1
-        need[job.attributes[VM_TYPE]] += 1
+        need[types[job.id]] += 1
     spare = Counter(w.vm_type for w in snapshot.workers if w.state in _SPARE)
     cen = census(snapshot)
     live = dict(cen.live_by_cloud or {})
@@ -181,10 +198,12 @@ def _launch(
                 count -= n
 
 
-def _release_idle(decision: Decision, snapshot: SiteSnapshot, served: Sequence[Job]) -> None:
+def _release_idle(
+    decision: Decision, snapshot: SiteSnapshot, served: Sequence[Job], types: dict[str, str]
+) -> None:
     """Drain idle workers of a type no queued job needs (they are given back when
     drained); a worker already leaving is left alone."""
-    wanted = Counter(j.attributes[VM_TYPE] for j in served)
+    wanted = Counter(types[j.id] for j in served)
     draining = {d.worker_id for d in decision.drain}
     for w in sorted(snapshot.workers, key=lambda w: (w.requested_at, w.id)):
         if w.state is not S.IDLE or w.id in draining:
