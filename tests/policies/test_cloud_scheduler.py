@@ -75,3 +75,36 @@ def test_a_slurm_or_torque_job_names_its_vm_type_by_a_node_feature() -> None:
     condor = Job("2", 1, 60.0, 0.0, attributes={"vm_type": "gpu", "features": "small"})
     assert vm_type_of(condor, offered) is None  # named one, not offered: not served
     assert vm_type_of(Job("3", 1, 60.0, 0.0), offered) is None
+
+
+def test_a_vm_in_error_is_shut_down_and_replaced_while_its_job_waits() -> None:
+    from elasticsite import core
+    from elasticsite.clouds.base import Instance, InstanceState
+
+    config = core.CoreConfig("site", (CLOUD,), typed_nodes=True)
+    state = core.CoreState()
+    queued = [job(1, "alice", "small")]
+    policy = get("cloud_scheduler")
+
+    def step(now: float, outcomes: list, instances: dict) -> core.Plan:  # type: ignore[type-arg]
+        plan = core.Plan()
+        snap = core.observe(state, plan, config, now, outcomes, {}, {"c": instances}, queued)
+        from elasticsite.policies import evaluate
+
+        decision = evaluate(policy, snap, PolicySettings())
+        ids = [f"c-{n:05d}" for n in range(len(state.known) + 1, len(state.known) + 9)]
+        core.apply(state, plan, config, now, decision, {"c": ids})
+        return plan
+
+    first = step(0.0, [], {})
+    [launch] = [c for c in first.commands if isinstance(c, core.AddAndLaunch)]
+    assert launch.vm_type == "small" and launch.pool == "small"  # its node serves "small"
+    done = [core.Outcome(launch, 1.0, instance_id="i-1")]
+    broken = Instance("i-1", launch.worker_id, InstanceState.ERROR)
+    second = step(10.0, done, {launch.worker_id: broken})
+    assert state.records[launch.worker_id].worker.state is WorkerState.FAILED
+    assert any(
+        isinstance(c, core.TerminateInstance) and c.instance_id == "i-1" for c in second.commands
+    ), "the VM in error was not shut down"
+    again = [c for c in second.commands if isinstance(c, core.AddAndLaunch)]
+    assert [c.vm_type for c in again] == ["small"], "no replacement for the waiting job"
