@@ -31,7 +31,7 @@ from elasticsite.sim.batch import SimBatch
 from elasticsite.sim.cloud import CloudModel, SimCloud
 from elasticsite.sim.engine import Simulation
 
-__all__ = ["SIM_SITE", "ElasticResult", "ElasticRun", "simulate_elastic"]
+__all__ = ["SIM_SITE", "ElasticResult", "ElasticRun", "SimulationStalled", "simulate_elastic"]
 
 SIM_SITE = "simulated"
 """The site id of simulated instances' tags."""
@@ -52,6 +52,15 @@ class ElasticResult:
         return workload_metrics(
             self.jobs, self.workers, [c.spec() for c in self.clouds], tolerance=tolerance
         )
+
+
+STALL_STEPS = 1000
+"""Decisions in a row with jobs queued, nothing running and nothing launched after
+which a run is stopped as stalled."""
+
+
+class SimulationStalled(RuntimeError):
+    """The simulated site cannot make progress: queued jobs no worker will ever run."""
 
 
 SITE_NODE = "site"
@@ -117,6 +126,7 @@ class ElasticRun:
         self.decisions = 0
         self._outcomes: list[Outcome] = []
         self._numbers = 0
+        self._idle_steps = 0
         for i, (at, cores, runtime, walltime) in enumerate(arrivals):
             if cores < 1 or runtime < 0 or walltime <= 0:
                 raise ValueError(
@@ -163,10 +173,34 @@ class ElasticRun:
         else:
             decision = policies.evaluate(self.policy, snapshot, self.settings)
             self.decisions += 1
+        self._check_progress(view.queued, view.running, decision)
         core.apply(self.state, plan, self.config, now, decision, self._new_ids(decision))
         self._carry_out(plan)
         if not (self.state.shutting_down and not self.state.records and not self._outcomes):
             self.sim.at(now + self.config.interval, self.step)
+
+    def _check_progress(
+        self, queued: Sequence[Job], running: Sequence[Job], decision: Decision
+    ) -> None:
+        """Stop a run whose queued jobs can never start (no worker, none launched, for
+        :data:`STALL_STEPS` decisions), rather than deciding forever."""
+        if (
+            queued
+            and not running
+            and not decision.launch
+            and len(self.batch.jobs) == len(self.jobs)
+            and not any(r.worker.state.live for r in self.state.records.values())
+        ):
+            self._idle_steps += 1
+            if self._idle_steps >= STALL_STEPS:
+                raise SimulationStalled(
+                    f"{len(queued)} queued job(s) can never run: policy "
+                    f"{getattr(self.policy, '__module__', '?').rsplit('.', 1)[-1]} launched "
+                    f"no worker for them in {STALL_STEPS} decisions (does the workload fit "
+                    "the policy? cloud_scheduler serves jobs that name a VM type only)"
+                )
+        else:
+            self._idle_steps = 0
 
     def _new_ids(self, decision: Decision) -> dict[str, list[str]]:
         """Ids as the manager's store gives them: one counter across clouds."""
