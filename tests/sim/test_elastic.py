@@ -166,5 +166,5 @@ def test_warm_up_boots_a_dedicated_pool_before_the_first_job() -> None:
 def test_a_workload_the_policy_can_never_serve_stops_with_a_clear_error() -> None:
     from elasticsite.sim.elastic import SimulationStalled
 
-    with pytest.raises(SimulationStalled, match="can never run.*VM type"):
+    with pytest.raises(SimulationStalled, match=r"can never run.*VM type"):
         simulate_elastic([(0.0, 1, 60.0, 120.0)] * 3, [cloud()], "cloud_scheduler")
