@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["EC2_CODES", "ErrorKind", "ec2_kind"]
+__all__ = ["EC2_CODES", "ErrorKind", "ec2_kind", "http_kind", "openstack_kind"]
 
 
 class ErrorKind(enum.StrEnum):
@@ -98,3 +98,49 @@ def ec2_kind(code: str, status: int = 0) -> ErrorKind:
     if status >= 500:
         return K.TRANSIENT
     return K.UNKNOWN
+
+
+_TRANSIENT_EXCEPTIONS = frozenset(
+    {"ConnectFailure", "ConnectTimeout", "ConnectionError", "RetriableConnectionFailure",
+     "SSLError", "UnknownConnectionError", "ServiceUnavailable", "GatewayTimeout",
+     "BadGateway", "InternalServerError", "timeout", "TimeoutError", "ConnectionRefusedError",
+     "ConnectionResetError"}
+)  # fmt: skip
+_CREDENTIAL_EXCEPTIONS = frozenset(
+    {"Unauthorized", "AuthorizationFailure", "MissingAuthPlugin", "InvalidCredsError",
+     "NoMatchingPlugin", "MissingRequiredOptions"}
+)  # fmt: skip
+
+
+def http_kind(status: int, message: str = "") -> ErrorKind:
+    """The kind of an HTTP API's error answer ``status`` (and its message), for the
+    providers without error codes of their own."""
+    text = message.lower()
+    if "no valid host" in text or "insufficient capacity" in text or "out of capacity" in text:
+        return K.CAPACITY
+    if status == 413 or ("quota" in text and "exceed" in text) or "limit exceeded" in text:
+        return K.QUOTA
+    if status in (401, 403):
+        return K.CREDENTIALS
+    if status == 404 or "could not be found" in text or "not found" in text:
+        return K.NOT_FOUND
+    if status == 429:
+        return K.THROTTLED
+    if status >= 500:
+        return K.TRANSIENT
+    return K.UNKNOWN
+
+
+def openstack_kind(exception: str, status: int, message: str) -> ErrorKind:
+    """The kind of an openstacksdk or keystoneauth exception (by class name, so this
+    module needs neither), with its HTTP ``status`` and message."""
+    if exception in _CREDENTIAL_EXCEPTIONS:
+        return K.CREDENTIALS
+    if exception in _TRANSIENT_EXCEPTIONS and not status:
+        return K.TRANSIENT
+    if exception in ("ResourceNotFound", "NotFoundException", "EndpointNotFound") and not status:
+        return K.NOT_FOUND
+    found = http_kind(status, message)
+    if found is K.UNKNOWN and exception in _TRANSIENT_EXCEPTIONS:
+        return K.TRANSIENT
+    return found
