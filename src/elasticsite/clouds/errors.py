@@ -112,20 +112,27 @@ _CREDENTIAL_EXCEPTIONS = frozenset(
 )  # fmt: skip
 
 
+_CAPACITY_WORDS = (
+    "no valid host", "insufficient capacity", "out of capacity", "not available in this region",
+    "zone_resource_pool_exhausted", "skunotavailable", "allocationfailed",
+)  # fmt: skip
+_QUOTA_WORDS = ("limit exceeded", "exceed your", "quota")
+
+
 def http_kind(status: int, message: str = "") -> ErrorKind:
     """The kind of an HTTP API's error answer ``status`` (and its message), for the
     providers without error codes of their own."""
     text = message.lower()
-    if "no valid host" in text or "insufficient capacity" in text or "out of capacity" in text:
+    if status == 429 or "rate limit" in text or "too many requests" in text:
+        return K.THROTTLED
+    if any(word in text for word in _CAPACITY_WORDS):
         return K.CAPACITY
-    if status == 413 or ("quota" in text and "exceed" in text) or "limit exceeded" in text:
+    if status == 413 or any(word in text for word in _QUOTA_WORDS):
         return K.QUOTA
     if status in (401, 403):
         return K.CREDENTIALS
     if status == 404 or "could not be found" in text or "not found" in text:
         return K.NOT_FOUND
-    if status == 429:
-        return K.THROTTLED
     if status >= 500:
         return K.TRANSIENT
     return K.UNKNOWN
