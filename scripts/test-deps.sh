@@ -9,6 +9,10 @@ missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+# cloud-init's own schema, for checking the worker bootstrap templates (unpacked, not
+# installed: the package would add boot services to this machine)
+bash scripts/cloud-init-schema.sh >/dev/null 2>&1 ||
+  echo "test-deps: cloud-init's schema unavailable; the template schema test will skip" >&2
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
   echo "test-deps: not root or no apt-get; missing Debian packages: ${missing[*]}" >&2

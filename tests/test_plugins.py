@@ -125,7 +125,8 @@ def test_the_built_ins_are_published_by_name() -> None:
 
 def test_unknown_names_are_one_line_listing_the_known_ones() -> None:
     assert _error({"clouds": [{"name": "a", "driver": "gce"}]}) == (
-        "site.toml: clouds[0].driver: unknown cloud driver 'gce'; available: ec2, libcloud, local, openstack"
+        "site.toml: clouds[0].driver: unknown cloud driver 'gce'; "
+        "available: ec2, libcloud, local, openstack"
     )
     assert _error({"batch": {"type": "lsf"}, "clouds": [{"name": "a"}]}) == (
         "site.toml: batch.type: unknown batch system 'lsf'; available: htcondor, local, pbs, slurm"

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import shlex
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
+from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for, worker_userdata
 from elasticsite.clouds.errors import ErrorKind, ec2_kind
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
@@ -95,23 +95,6 @@ class Ec2Options(PluginOptions):
     (0: look every launch's names up first; the ``ClientToken`` guards either way)."""
 
 
-def worker_userdata(values: Mapping[str, str]) -> str:
-    """A cloud-config document writing the worker's settings to a root-only file,
-    ``/etc/elasticsite/worker.env`` (``KEY='value'`` lines, shell-quoted), for the
-    image's boot scripts to read."""
-    lines = [f"ELASTICSITE_{k.upper()}={shlex.quote(v)}" for k, v in sorted(values.items())]
-    body = "\n".join(f"      {line}" for line in lines)
-    return (
-        "#cloud-config\n"
-        "write_files:\n"
-        "  - path: /etc/elasticsite/worker.env\n"
-        "    permissions: '0600'\n"
-        "    owner: root:root\n"
-        "    content: |\n"
-        f"{body}\n"
-    )
-
-
 class Ec2Cloud:
     """One EC2 region (or compatible endpoint) for one site."""
 
@@ -124,8 +107,10 @@ class Ec2Cloud:
         *,
         spot: bool = False,
         spot_price_cap: float | None = None,
+        bootstrap: BootstrapConfig | None = None,
     ) -> None:
         self.name = name
+        self.bootstrap = bootstrap
         self.site_id = site_id
         self.client = client
         self.options = options
@@ -148,6 +133,7 @@ class Ec2Cloud:
         *,
         spot: bool = False,
         spot_price_cap: float | None = None,
+        bootstrap: BootstrapConfig | None = None,
     ) -> Ec2Cloud:
         """A driver with its own boto3 session (credentials as the options say)."""
         try:
@@ -170,7 +156,10 @@ class Ec2Cloud:
         )
         session = boto3.Session(botocore_session=core)
         client = session.client("ec2", endpoint_url=options.endpoint_url, config=config)
-        return cls(name, site_id, client, options, spot=spot, spot_price_cap=spot_price_cap)
+        return cls(
+            name, site_id, client, options,
+            spot=spot, spot_price_cap=spot_price_cap, bootstrap=bootstrap,
+        )  # fmt: skip
 
     # -- calls ----------------------------------------------------------------------
 
@@ -305,7 +294,7 @@ class Ec2Cloud:
         values = dict(userdata)
         if single:
             values.setdefault("worker_id", names[0])
-        document = worker_userdata(values)
+        document = userdata_for(self.bootstrap, values)
         if len(document.encode()) > _MAX_USERDATA:
             raise CloudError(f"cloud {self.name}: launch: user data over 16 KiB")
         request: dict[str, Any] = {
@@ -378,8 +367,9 @@ class Ec2Cloud:
 
 def _create(options: Ec2Options, cloud: CloudConfig, site: SiteInfo) -> Ec2Cloud:
     return Ec2Cloud.connect(
-        cloud.name, site.site_id, options, spot=cloud.spot, spot_price_cap=cloud.spot_price_cap
-    )
+        cloud.name, site.site_id, options,
+        spot=cloud.spot, spot_price_cap=cloud.spot_price_cap, bootstrap=site.config.bootstrap,
+    )  # fmt: skip
 
 
 plugin = CloudPlugin(Ec2Options, _create)

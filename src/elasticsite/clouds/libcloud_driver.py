@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
-from elasticsite.clouds.ec2 import worker_userdata
+from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for
 from elasticsite.clouds.errors import ErrorKind, http_kind
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, PluginOptions, number
@@ -144,8 +144,16 @@ def _read_secrets(path: str | None) -> dict[str, Any]:
 class LibcloudCloud:
     """One provider account (and region) for one site, through libcloud."""
 
-    def __init__(self, name: str, site_id: str, node_driver: Any, options: LibcloudOptions):
+    def __init__(
+        self,
+        name: str,
+        site_id: str,
+        node_driver: Any,
+        options: LibcloudOptions,
+        bootstrap: BootstrapConfig | None = None,
+    ) -> None:
         self.name = name
+        self.bootstrap = bootstrap
         self.site_id = site_id
         self.node_driver = node_driver
         self.options = options
@@ -158,7 +166,13 @@ class LibcloudCloud:
         return f"LibcloudCloud({self.name!r}, {self.options.provider}, site={self.site_id!r})"
 
     @classmethod
-    def connect(cls, name: str, site_id: str, options: LibcloudOptions) -> LibcloudCloud:
+    def connect(
+        cls,
+        name: str,
+        site_id: str,
+        options: LibcloudOptions,
+        bootstrap: BootstrapConfig | None = None,
+    ) -> LibcloudCloud:
         try:
             from libcloud.compute.providers import get_driver
         except ImportError:
@@ -189,7 +203,7 @@ class LibcloudCloud:
                 node_driver.connection.connect()  # again, to the endpoint given
         except Exception as exc:
             raise _error(name, "connect", exc) from None
-        return cls(name, site_id, node_driver, options)
+        return cls(name, site_id, node_driver, options, bootstrap)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -320,7 +334,8 @@ class LibcloudCloud:
         tags: Mapping[str, str],
     ) -> Instance:
         metadata = {**tags, SITE_TAG: self.site_id, WORKER_TAG: name}
-        document = worker_userdata({**userdata, "worker_id": userdata.get("worker_id", name)})
+        values = {**userdata, "worker_id": userdata.get("worker_id", name)}
+        document = userdata_for(self.bootstrap, values)
         args: dict[str, Any] = dict(self.options.create_args)
         node_name = name
         if self.style == "metadata":
@@ -374,7 +389,7 @@ def _error(cloud: str, what: str, exc: Exception) -> CloudError:
 
 
 def _create(options: LibcloudOptions, cloud: CloudConfig, site: SiteInfo) -> LibcloudCloud:
-    return LibcloudCloud.connect(cloud.name, site.site_id, options)
+    return LibcloudCloud.connect(cloud.name, site.site_id, options, site.config.bootstrap)
 
 
 plugin = CloudPlugin(LibcloudOptions, _create)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, model_validator
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
-from elasticsite.clouds.ec2 import worker_userdata
+from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for
 from elasticsite.clouds.errors import ErrorKind, openstack_kind
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
@@ -155,8 +155,16 @@ def read_openrc(path: str | Path) -> dict[str, str]:
 class OpenStackCloud:
     """One OpenStack project (and region) for one site."""
 
-    def __init__(self, name: str, site_id: str, conn: Any, options: OpenStackOptions) -> None:
+    def __init__(
+        self,
+        name: str,
+        site_id: str,
+        conn: Any,
+        options: OpenStackOptions,
+        bootstrap: BootstrapConfig | None = None,
+    ) -> None:
         self.name = name
+        self.bootstrap = bootstrap
         self.site_id = site_id
         self.conn = conn
         self.options = options
@@ -167,7 +175,13 @@ class OpenStackCloud:
         return f"OpenStackCloud({self.name!r}, site={self.site_id!r})"
 
     @classmethod
-    def connect(cls, name: str, site_id: str, options: OpenStackOptions) -> OpenStackCloud:
+    def connect(
+        cls,
+        name: str,
+        site_id: str,
+        options: OpenStackOptions,
+        bootstrap: BootstrapConfig | None = None,
+    ) -> OpenStackCloud:
         """A driver with its own openstacksdk connection (credentials as the options say)."""
         try:
             import openstack.connection
@@ -207,7 +221,7 @@ class OpenStackCloud:
             conn = openstack.connection.Connection(**args)
         except Exception as exc:
             raise _error(name, "connect", exc) from None
-        return cls(name, site_id, conn, options)
+        return cls(name, site_id, conn, options, bootstrap)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -313,7 +327,8 @@ class OpenStackCloud:
         tags: Mapping[str, str],
     ) -> Instance:
         metadata = {**tags, SITE_TAG: self.site_id, WORKER_TAG: name}
-        document = worker_userdata({**userdata, "worker_id": userdata.get("worker_id", name)})
+        values = {**userdata, "worker_id": userdata.get("worker_id", name)}
+        document = userdata_for(self.bootstrap, values)
         request: dict[str, Any] = {
             "name": name,
             "image_id": image,
@@ -371,7 +386,7 @@ def _error(cloud: str, what: str, exc: Exception) -> CloudError:
 
 
 def _create(options: OpenStackOptions, cloud: CloudConfig, site: SiteInfo) -> OpenStackCloud:
-    return OpenStackCloud.connect(cloud.name, site.site_id, options)
+    return OpenStackCloud.connect(cloud.name, site.site_id, options, site.config.bootstrap)
 
 
 plugin = CloudPlugin(OpenStackOptions, _create)

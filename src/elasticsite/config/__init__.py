@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from elasticsite.clouds.bootstrap import BootstrapConfig
 from elasticsite.config.common import ConfigError, Strict, explain
 from elasticsite.config.plugged import BatchConfig, CloudConfig, VMTypeConfig
 from elasticsite.config.sections import ContextConfig, ManagerConfig, PolicyConfig
@@ -48,6 +49,8 @@ class SiteConfig(Strict):
     batch: BatchConfig = Field(default_factory=BatchConfig)
     clouds: list[CloudConfig] = Field(min_length=1)
     context: ContextConfig | None = None
+    bootstrap: BootstrapConfig | None = None
+    """How workers boot from a plain image (``docs/bootstrap.md``); none: the image knows."""
 
     @model_validator(mode="after")
     def _unique(self) -> SiteConfig:

@@ -106,6 +106,7 @@ class CommandRunner:
             "node": c.node,
             "cloud": c.cloud,
             "cores": str(c.cores),
+            "vm_type": vm.name,
         }
         tags = {SITE_TAG: self.site_id, WORKER_TAG: c.worker_id}
         if c.add_node and c.pool:
