@@ -109,7 +109,8 @@ arrival = st.tuples(
 @settings(max_examples=40, deadline=None)
 @given(
     arrivals=st.lists(arrival, min_size=1, max_size=25),
-    policy=st.sampled_from(available()),
+    # cloud_scheduler serves jobs naming a VM type only; these name none (its own tests)
+    policy=st.sampled_from(sorted(set(available()) - {"cloud_scheduler"})),
     limit=st.integers(2, 6),
     cores=st.integers(2, 4),
 )
