@@ -38,6 +38,7 @@ from pydantic import Field
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for, worker_userdata
 from elasticsite.clouds.errors import ErrorKind, ec2_kind
+from elasticsite.clouds.sdk import sdk_module, wanted_names
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
 
@@ -136,19 +137,13 @@ class Ec2Cloud:
         bootstrap: BootstrapConfig | None = None,
     ) -> Ec2Cloud:
         """A driver with its own boto3 session (credentials as the options say)."""
-        try:
-            import boto3
-            import botocore.config
-            import botocore.session
-        except ImportError:
-            raise CloudError(
-                f"cloud {name}: the ec2 driver needs boto3: pip install 'elasticsite[ec2]'",
-                kind=ErrorKind.NOT_FOUND,
-            ) from None
-        core = botocore.session.Session(profile=options.profile)
+        boto3 = sdk_module("boto3", name, "ec2", "boto3")
+        botocore_config = sdk_module("botocore.config", name, "ec2", "boto3")
+        botocore_session = sdk_module("botocore.session", name, "ec2", "boto3")
+        core = botocore_session.Session(profile=options.profile)
         if options.credentials_file:
             core.set_config_variable("credentials_file", options.credentials_file)
-        config = botocore.config.Config(
+        config = botocore_config.Config(
             region_name=options.region,
             connect_timeout=options.timeout,
             read_timeout=options.timeout,
@@ -259,11 +254,9 @@ class Ec2Cloud:
         userdata: Mapping[str, str],
         tags: Mapping[str, str],
     ) -> list[Instance]:
-        wanted = list(dict.fromkeys(names))
+        wanted = wanted_names(self.name, self.site_id, names, tags)
         if not wanted:
             return []
-        if tags.get(SITE_TAG, self.site_id) != self.site_id:
-            raise CloudError(f"cloud {self.name}: launch: tags name another site")
         have = self._lookup(wanted)
         missing = [n for n in wanted if n not in have]
         size = self.options.batch_size

@@ -36,6 +36,7 @@ from pydantic import Field, field_validator
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for
 from elasticsite.clouds.errors import ErrorKind, http_kind
+from elasticsite.clouds.sdk import guarded, sdk_module, wanted_names
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, PluginOptions, number
 
@@ -173,14 +174,7 @@ class LibcloudCloud:
         options: LibcloudOptions,
         bootstrap: BootstrapConfig | None = None,
     ) -> LibcloudCloud:
-        try:
-            from libcloud.compute.providers import get_driver
-        except ImportError:
-            raise CloudError(
-                f"cloud {name}: the libcloud driver needs apache-libcloud: "
-                "pip install 'elasticsite[libcloud]'",
-                kind=ErrorKind.NOT_FOUND,
-            ) from None
+        providers = sdk_module("libcloud.compute.providers", name, "libcloud", "apache-libcloud")
         secrets = _read_secrets(options.credentials_file)
         if "key" not in secrets:
             raise CloudError(
@@ -195,7 +189,7 @@ class LibcloudCloud:
         # DigitalOcean one) refuse host/port/secure as keyword arguments.
         endpoint = {k: args.pop(k) for k in ("host", "port", "secure") if k in args}
         try:
-            driver_class = get_driver(options.provider)
+            driver_class = providers.get_driver(options.provider)
             node_driver = driver_class(args.pop("key"), **args)
             if endpoint:
                 for attr, value in endpoint.items():
@@ -206,12 +200,7 @@ class LibcloudCloud:
         return cls(name, site_id, node_driver, options, bootstrap)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except CloudError:
-            raise
-        except Exception as exc:
-            raise _error(self.name, what, exc) from exc
+        return guarded(self.name, what, _error, fn, *args, **kwargs)
 
     # -- tags and names -------------------------------------------------------------
 
@@ -310,11 +299,9 @@ class LibcloudCloud:
         userdata: Mapping[str, str],
         tags: Mapping[str, str],
     ) -> list[Instance]:
-        wanted = list(dict.fromkeys(names))
+        wanted = wanted_names(self.name, self.site_id, names, tags)
         if not wanted:
             return []
-        if tags.get(SITE_TAG, self.site_id) != self.site_id:
-            raise CloudError(f"cloud {self.name}: launch: tags name another site")
         live = (InstanceState.PENDING, InstanceState.RUNNING)
         have = {i.name: i for i in map(self._instance, self._nodes()) if i.state in live}
         missing = [n for n in wanted if n not in have]

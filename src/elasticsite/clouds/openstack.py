@@ -39,6 +39,7 @@ from pydantic import Field, model_validator
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for
 from elasticsite.clouds.errors import ErrorKind, openstack_kind
+from elasticsite.clouds.sdk import guarded, sdk_module, wanted_names
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
 
@@ -183,14 +184,7 @@ class OpenStackCloud:
         bootstrap: BootstrapConfig | None = None,
     ) -> OpenStackCloud:
         """A driver with its own openstacksdk connection (credentials as the options say)."""
-        try:
-            import openstack.connection
-        except ImportError:
-            raise CloudError(
-                f"cloud {name}: the openstack driver needs openstacksdk: "
-                "pip install 'elasticsite[openstack]'",
-                kind=ErrorKind.NOT_FOUND,
-            ) from None
+        connection = sdk_module("openstack.connection", name, "openstack", "openstacksdk")
         args: dict[str, Any] = {
             "api_timeout": options.timeout,
             "connect_retries": options.api_attempts - 1,
@@ -218,18 +212,13 @@ class OpenStackCloud:
             if region:
                 args["region_name"] = region
         try:
-            conn = openstack.connection.Connection(**args)
+            conn = connection.Connection(**args)
         except Exception as exc:
             raise _error(name, "connect", exc) from None
         return cls(name, site_id, conn, options, bootstrap)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except CloudError:
-            raise
-        except Exception as exc:
-            raise _error(self.name, what, exc) from exc
+        return guarded(self.name, what, _error, fn, *args, **kwargs)
 
     # -- lookups --------------------------------------------------------------------
 
@@ -287,11 +276,9 @@ class OpenStackCloud:
         userdata: Mapping[str, str],
         tags: Mapping[str, str],
     ) -> list[Instance]:
-        wanted = list(dict.fromkeys(names))
+        wanted = wanted_names(self.name, self.site_id, names, tags)
         if not wanted:
             return []
-        if tags.get(SITE_TAG, self.site_id) != self.site_id:
-            raise CloudError(f"cloud {self.name}: launch: tags name another site")
         servers = self._servers()
         flavor = self._flavor(vm_type)
         named = self.options.flavors.get(vm_type.name, vm_type.name)
