@@ -118,6 +118,15 @@ def dribble(sock: socket.socket, since: float, limit: float = 6.0) -> float | No
     return None
 
 
+def counter_reaches(read: Callable[[], int], value: int, within: float = 2.0) -> int:
+    """A server counter once it reaches ``value`` (or its value after ``within`` s): the
+    server may close a connection a moment before it counts why."""
+    deadline = time.monotonic() + within
+    while read() < value and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return read()
+
+
 # --- the header deadline --------------------------------------------------------------
 
 
@@ -131,7 +140,10 @@ def test_tcp_without_tls_is_cut_at_the_header_timeout(
         closed = closed_within(sock, 5, t0)
     assert closed is not None, "a connection that never started TLS was kept"
     assert 0.8 <= closed <= 2.5
-    assert broker.server is not None and broker.server.guard.handshake_failures == 1
+    # The failed handshake is counted by a callback the loop runs after the close.
+    assert broker.server is not None
+    guard = broker.server.guard
+    assert counter_reaches(lambda: guard.handshake_failures, 1) == 1
 
 
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
@@ -144,7 +156,9 @@ def test_silent_tls_client_is_cut_at_the_header_timeout(
         closed = closed_within(sock, 5, t0)
     assert closed is not None, "a client that sent nothing was kept"
     assert 0.8 <= closed <= 2.5
-    assert broker.server is not None and broker.server.guard.header_timeouts == 1
+    assert broker.server is not None
+    guard = broker.server.guard
+    assert counter_reaches(lambda: guard.header_timeouts, 1) == 1
 
 
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
