@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from elasticsite.clouds.bootstrap import BootstrapConfig
+from elasticsite.config.advisor import AdvisorConfig, AdvisorRepository, AdvisorResource
 from elasticsite.config.common import ConfigError, Strict, explain
 from elasticsite.config.plugged import BatchConfig, CloudConfig, VMTypeConfig
 from elasticsite.config.sections import ContextConfig, ManagerConfig, PolicyConfig
@@ -27,6 +28,9 @@ from elasticsite.model import CloudSpec
 from elasticsite.policies.base import PolicySettings
 
 __all__ = [
+    "AdvisorConfig",
+    "AdvisorRepository",
+    "AdvisorResource",
     "BatchConfig",
     "CloudConfig",
     "ConfigError",
@@ -51,6 +55,8 @@ class SiteConfig(Strict):
     context: ContextConfig | None = None
     bootstrap: BootstrapConfig | None = None
     """How workers boot from a plain image (``docs/bootstrap.md``); none: the image knows."""
+    advisor: AdvisorConfig = Field(default_factory=AdvisorConfig)
+    """The deadline advisor's candidates and staging (``docs/advisor.md``)."""
 
     @model_validator(mode="after")
     def _unique(self) -> SiteConfig:
