@@ -30,12 +30,13 @@ from elasticsite.config import ManagerConfig
 from elasticsite.core import Command, CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
 from elasticsite.manager.commands import CommandRunner
 from elasticsite.manager.store import StateStore, worker_number
-from elasticsite.model import Cause, CloudSpec, Decision, WorkerState
+from elasticsite.model import Cause, CloudSpec, Decision, Job, WorkerState
 from elasticsite.policies import Policy, PolicySettings, evaluate
 from elasticsite.policies.power_save import decide_power
 from elasticsite.snapshot import SiteSnapshot
 
 if TYPE_CHECKING:
+    from elasticsite.advisor.recorder import Recorder
     from elasticsite.manager.context_link import ContextLink
 
 __all__ = ["Manager", "StepReport"]
@@ -81,6 +82,7 @@ class Manager:
         context: ContextLink | None = None,
         power_save: bool = False,
         executor: Executor | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         self.config = config
         self.site_id = config.site_id
@@ -125,6 +127,9 @@ class Manager:
         self._stop = threading.Event()
         self._abort = threading.Event()
         self.last_report: StepReport | None = None
+        self.recorder = recorder
+        """Hands each step's job starts and worker joins to the advisor's history."""
+        self._record_failed = False
         known = store.get_meta("site_id")
         if known is not None and known != self.site_id:
             raise ValueError(
@@ -199,6 +204,7 @@ class Manager:
             # What finished is still settled and kept; nothing new is decided.
             core.settle(self.state, plan, self.core_config, now, outcomes)
             self._finish(plan, report)
+            self._record(None, plan)
             return report
         instances = self._describe(report)
         report.sense_seconds = time.perf_counter() - t0
@@ -229,6 +235,7 @@ class Manager:
         report.decide_seconds = time.perf_counter() - t1
         core.apply(self.state, plan, self.core_config, now, decision, self._new_ids(decision))
         self._finish(plan, report)
+        self._record(view.running, plan)
 
         if not report.decision:
             report.decision = decision
@@ -275,6 +282,9 @@ class Manager:
         now = self.clock()
         core.settle(self.state, plan, self.core_config, now, self._outcomes())
         self._persist(plan)
+        self._record(None, plan)
+        if self.recorder is not None:
+            self.recorder.close()
         self.store.close()
 
     # -- sensing -------------------------------------------------------------
@@ -417,6 +427,18 @@ class Manager:
             return
         for host in self.context.pending():
             plan.run(core.ForgetNode(host), self.state)
+
+    def _record(self, running: list[Job] | None, plan: Plan) -> None:
+        """Hand the step's news to the advisor's recorder (O(new events); it writes on its
+        own thread): recording history must never break or slow a decision."""
+        if self.recorder is None:
+            return
+        try:
+            self.recorder.observe(running, plan, self.state.records)
+        except Exception:
+            if not self._record_failed:
+                self._record_failed = True
+                log.exception("advisor history: recording failed; the loop goes on without it")
 
     def _bump(self, name: str, by: int = 1) -> None:
         try:

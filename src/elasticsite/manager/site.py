@@ -156,6 +156,13 @@ class Site:
             except ContextError as exc:
                 context.close()
                 raise ConfigError(f"context: broker {self.config.context.broker}: {exc}") from None
+        if self.config.advisor.record and "recorder" not in kwargs:
+            from elasticsite.advisor.history import store_path
+            from elasticsite.advisor.recorder import Recorder
+
+            kwargs["recorder"] = Recorder(
+                store_path(self.state_dir), resource=self.config.manager.site_id
+            )
         return Manager(
             config=self.config.manager,
             batch=self.batch,
