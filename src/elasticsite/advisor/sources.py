@@ -41,6 +41,7 @@ __all__ = [
     "Format",
     "SourceError",
     "detect_format",
+    "parse_time",
     "read_csv",
     "read_history",
     "read_sacct",
@@ -88,7 +89,7 @@ def read_history(
 # -- CSV -----------------------------------------------------------------------------
 
 
-def _epoch(text: str) -> float:
+def parse_time(text: str) -> float:
     """Epoch seconds from a number or an ISO 8601 time (naive times are UTC)."""
     try:
         return float(text)
@@ -120,7 +121,7 @@ def _whole(text: str) -> int:
 
 _CONVERT: dict[str, Callable[[str], object]] = {
     "value": _number,
-    "at": _epoch,
+    "at": parse_time,
     "nodes": _whole,
     "nbytes": _whole,
 }

@@ -3,7 +3,8 @@ thin (parse, call one library function, render).
 
 ``common`` holds what commands share; ``site`` the configured site (run, submit,
 queue, status, policies); ``demo``; ``sim`` (simulate, experiment); ``agent``;
-``broker``; ``context``; ``slurm`` (Slurm's power-saving hooks); ``cloud`` (reset).
+``broker``; ``context``; ``slurm`` (Slurm's power-saving hooks); ``cloud`` (reset);
+``advise`` (the deadline advisor).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated
 import typer
 
 from elasticsite import __version__
-from elasticsite.cli import agent, broker, cloud, context, demo, sim, site, slurm
+from elasticsite.cli import advise, agent, broker, cloud, context, demo, sim, site, slurm
 from elasticsite.cli.common import console
 
 __all__ = ["app"]
@@ -50,3 +51,4 @@ app.command(name="broker")(broker.broker)
 app.add_typer(slurm.slurm_app, name="slurm")
 app.add_typer(context.context_app, name="context")
 app.add_typer(cloud.cloud_app, name="cloud")
+app.add_typer(advise.advise_app, name="advise")

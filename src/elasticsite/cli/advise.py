@@ -1,0 +1,339 @@
+"""``elasticsite advise``: the deadline advisor's history, probes and evaluation.
+
+``evaluate`` replays a history file (or the site's own) and prints how correct and how
+tight the bounds would have been; ``import`` adds a CSV, ``sacct --json`` or SWF file
+to the site's history; ``probe`` times staging transfers from the configured
+repositories; ``record`` adds one observation, e.g. from an urgent drill's script.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from elasticsite.cli.common import (
+    ConfigOpt,
+    config_path,
+    console,
+    load_site_config,
+    setup_logging,
+    state_errors,
+)
+
+if TYPE_CHECKING:
+    from elasticsite.advisor.evaluate import Cell, Evaluation
+    from elasticsite.advisor.history import HistoryStore, Observation
+    from elasticsite.advisor.probe import ProbeOutcome
+    from elasticsite.config import SiteConfig
+
+__all__ = ["advise_app"]
+
+advise_app = typer.Typer(
+    help="The deadline advisor: which resource, policy and size meet a deadline.",
+    no_args_is_help=True,
+)
+
+FormatOpt = Annotated[
+    Literal["csv", "sacct", "swf"] | None,
+    typer.Option(
+        "--format", "-f", help="csv, sacct (sacct --json) or swf; default: from the name."
+    ),
+]
+ResourceOpt = Annotated[
+    str | None,
+    typer.Option(help="Resource name for every observation (sacct: default the partition)."),
+]
+_PHASE_HEADERS = {"input": "input", "allocation": "queue", "execution": "execution"}
+_PHASE_HEADERS["output"] = "output"
+
+
+def fail(message: str) -> typer.Exit:
+    """``error: message`` with the message shown as written (no markup: ``jobs[0]``)."""
+    from elasticsite.cli.common import fail as common_fail
+
+    return common_fail(escape(message))
+
+
+def _probability(value: float) -> float:
+    if not 0 < value < 1:
+        raise typer.BadParameter(f"must be strictly between 0 and 1 (got {value:g})")
+    return value
+
+
+def _site_store(cfg: SiteConfig) -> HistoryStore:
+    from elasticsite.advisor.history import HistoryStore, store_path
+
+    return HistoryStore(store_path(cfg.state_dir()))
+
+
+def _read(path: Path, fmt: str | None, resource: str | None) -> list[Observation]:
+    from elasticsite.advisor.sources import SourceError, read_history
+
+    if not path.exists():
+        raise fail(f"{path}: no such file")
+    try:
+        return list(read_history(path, fmt, resource=resource))  # type: ignore[arg-type]
+    except SourceError as exc:
+        raise fail(str(exc)) from None
+
+
+@advise_app.command("evaluate")
+@state_errors()
+def evaluate(
+    history: Annotated[
+        Path | None,
+        typer.Argument(help="A CSV, sacct --json or SWF file; default: the site's history."),
+    ] = None,
+    fmt: FormatOpt = None,
+    quantile: Annotated[float, typer.Option(callback=_probability)] = 0.95,
+    confidence: Annotated[float, typer.Option(callback=_probability)] = 0.95,
+    seed: Annotated[
+        int, typer.Option(min=0, help="Observations per key that only seed the history.")
+    ] = 0,
+    resource: ResourceOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Replay a history in time order: predict each delay's bound before it happens,
+    then report correctness and over-prediction per resource, policy and phase."""
+    from elasticsite.advisor.evaluate import evaluate as replay
+
+    if history is None:
+        cfg = load_site_config(config)
+        store = _site_store(cfg)
+        observations = store.observations()
+        name = str(store.path)
+    else:
+        observations = _read(history, fmt, resource)
+        name = str(history)
+    if not any(o.phase != "probe" for o in observations):
+        raise fail(f"{name}: no observations to evaluate")
+    result = replay(observations, quantile=quantile, confidence=confidence, seed=seed)
+    if as_json:
+        console.print_json(json.dumps({"history": name, **result.to_dict()}))
+        return
+    _print_evaluation(name, result)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}%"
+
+
+def _share(cell: Cell | None) -> str:
+    return (
+        "-"
+        if cell is None
+        else _percent(None if cell.correctness is None else 100 * cell.correctness)
+    )
+
+
+def _print_evaluation(name: str, result: Evaluation) -> None:
+    phases = [p for p in _PHASE_HEADERS if any(p in row.cells for row in result.rows)]
+    shown = [*phases, "overall"] if any(r.trials for r in result.rows) else phases
+    console.print(
+        f"{name}: {result.observations:,} observations; bounds on the {result.quantile:g} "
+        f"quantile at {result.confidence:g} confidence",
+        highlight=False,
+    )
+    console.print(
+        f"predicted {result.predicted:,}, not predicted {result.not_predicted:,} "
+        f"(history too short), seeding {result.seeded:,}",
+        highlight=False,
+    )
+    heads = [_PHASE_HEADERS.get(p, p) for p in shown]
+    correct = Table(
+        title="correctness: share of delays at or under their bound", title_justify="left"
+    )
+    accurate = Table(
+        title="accuracy: over-prediction, 100 x (sum of bounds - sum of delays) / sum of delays",
+        title_justify="left",
+    )
+    for table, columns in ((correct, ["trials", *heads]), (accurate, heads)):
+        table.add_column("resource")
+        table.add_column("policy")
+        for column in columns:
+            table.add_column(column, justify="right")
+    for row in result.rows:
+        cells = [row.cells.get(p) for p in shown]
+        correct.add_row(
+            row.resource, row.policy, str(row.trials or "-"), *(_share(c) for c in cells)
+        )
+        accurate.add_row(
+            row.resource,
+            row.policy,
+            *(_percent(None if c is None else c.accuracy) for c in cells),
+        )
+    console.print(correct)
+    console.print(accurate)
+    for phase in phases:
+        _print_sizes(result, phase)
+    if result.unpredicted:
+        console.print("not predicted (history too short):", highlight=False)
+    for u in result.unpredicted[:20]:
+        what = f" {u.detail}" if u.detail else ""
+        console.print(
+            f"  {u.resource} {u.policy} {_PHASE_HEADERS[u.phase]}{what} {u.size} nodes: "
+            f"{u.count:,} ({u.reason})",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if len(result.unpredicted) > 20:
+        console.print(f"  ... and {len(result.unpredicted) - 20} more", highlight=False)
+
+
+def _print_sizes(result: Evaluation, phase: str) -> None:
+    labels = [s for s in result.sizes if any(s in r.sizes.get(phase, {}) for r in result.rows)]
+    table = Table(
+        title=f"{_PHASE_HEADERS[phase]} by size class (nodes): correctness / over-prediction",
+        title_justify="left",
+    )
+    table.add_column("resource")
+    table.add_column("policy")
+    for label in labels:
+        table.add_column(label, justify="right")
+    for row in result.rows:
+        by_size = row.sizes.get(phase, {})
+        if not by_size:
+            continue
+        table.add_row(
+            row.resource,
+            row.policy,
+            *(
+                "-"
+                if (cell := by_size.get(label)) is None or not cell.predicted
+                else f"{_share(cell)} / {_percent(cell.accuracy)}"
+                for label in labels
+            ),
+        )
+    console.print(table)
+
+
+@advise_app.command("import")
+@state_errors()
+def import_history(
+    file: Annotated[Path, typer.Argument(help="A CSV, sacct --json or SWF file.")],
+    fmt: FormatOpt = None,
+    resource: ResourceOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Add a history file to the site's history (nothing twice: jobs are matched by id)."""
+    cfg = load_site_config(config)
+    observations = _read(file, fmt, resource)
+    store = _site_store(cfg)
+    added = store.add(observations)
+    console.print(
+        f"{file}: {added:,} new observations of {len(observations):,} into {store.path}",
+        highlight=False,
+    )
+
+
+@advise_app.command("probe")
+@state_errors()
+def probe(
+    config: ConfigOpt = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="Probe each repository once, then stop.")
+    ] = False,
+    resource: Annotated[
+        str | None, typer.Option(help="Where the data is staged to; default: the site's id.")
+    ] = None,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
+) -> None:
+    """Time a transfer from every configured repository, each every period, and record
+    the seconds per byte in the site's history; failures are recorded and logged."""
+    from elasticsite.advisor.probe import run_probes
+
+    setup_logging(verbose)
+    cfg = load_site_config(config)
+    if not cfg.advisor.repositories:
+        raise fail(f"{config_path(config)}: no [[advisor.repositories]] to probe")
+    store = _site_store(cfg)
+    try:
+        run_probes(
+            cfg.advisor,
+            store,
+            resource=resource or cfg.manager.site_id,
+            once=once,
+            report=_print_outcome,
+        )
+    except KeyboardInterrupt:
+        console.print("stopped", highlight=False)
+
+
+def _print_outcome(outcome: ProbeOutcome) -> None:
+    note = "" if outcome.recorded else " (not recorded: the history cannot be written)"
+    if outcome.observation is not None:
+        o = outcome.observation
+        nbytes = o.nbytes or 0
+        seconds = o.value * nbytes
+        rate = f"{nbytes / seconds / 2**20:,.1f} MiB/s" if seconds > 0 else "instant"
+        console.print(
+            f"{outcome.repository}: {nbytes / 2**20:,.1f} MiB in {seconds:.2f} s ({rate}){note}",
+            highlight=False,
+        )
+    elif outcome.failure is not None:
+        console.print(
+            f"{outcome.repository}: failed: {outcome.failure.error}{note}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+@advise_app.command("record")
+@state_errors()
+def record(
+    phase: Annotated[str, typer.Option(help="input, allocation, execution or output.")],
+    resource: Annotated[str, typer.Option(help="Cluster, partition or cloud.")],
+    value: Annotated[float, typer.Option(help="How long the phase took, in seconds.")],
+    policy: Annotated[str, typer.Option()] = "default",
+    nodes: Annotated[int, typer.Option(help="Nodes (a cloud: instances asked at once).")] = 1,
+    repository: Annotated[str, typer.Option(help="Where input came from.")] = "",
+    app_name: Annotated[str, typer.Option("--app", help="The application that ran.")] = "",
+    nbytes: Annotated[int | None, typer.Option(help="Bytes staged.")] = None,
+    at: Annotated[
+        str | None, typer.Option(help="When it ended: epoch seconds or ISO 8601; default now.")
+    ] = None,
+    ref: Annotated[str, typer.Option(help="An id, so the same run is never recorded twice.")] = "",
+    trial: Annotated[str, typer.Option(help="Groups the phases of one urgent run.")] = "",
+    config: ConfigOpt = None,
+) -> None:
+    """Add one observed phase of an urgent run (a drill) to the site's history."""
+    from elasticsite.advisor.history import Observation
+    from elasticsite.advisor.sources import parse_time
+
+    cfg = load_site_config(config)
+    try:
+        when = time.time() if at is None else parse_time(at)
+    except ValueError as exc:
+        raise fail(f"--at: {exc}") from None
+    try:
+        observation = Observation(
+            phase=phase,
+            resource=resource,
+            policy=policy,
+            nodes=nodes,
+            repository=repository,
+            app=app_name,
+            value=value,
+            nbytes=nbytes,
+            at=when,
+            source="drill",
+            ref=ref,
+            trial=trial,
+        )
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    store = _site_store(cfg)
+    if store.add([observation]):
+        console.print(
+            f"recorded {phase} of {value:g} s on {resource} ({policy}, {nodes} nodes)",
+            highlight=False,
+        )
+    else:
+        console.print(f"already recorded: {phase} of {ref} on {resource}", highlight=False)
