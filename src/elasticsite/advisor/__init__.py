@@ -9,12 +9,30 @@ over the phases of a run (:mod:`.composite`) and ranking configurations (:mod:`.
 from __future__ import annotations
 
 from elasticsite.advisor.bmbp import HistoryTooShort, bmbp_bound, min_history, order_index
+from elasticsite.advisor.composite import (
+    Composite,
+    Overlap,
+    Phase,
+    composite,
+    composite_many,
+    speculative,
+)
+from elasticsite.advisor.forecast import AdaptiveForecast, transfer_bound, z_for
 from elasticsite.advisor.series import Series
 
 __all__ = [
+    "AdaptiveForecast",
+    "Composite",
     "HistoryTooShort",
+    "Overlap",
+    "Phase",
     "Series",
     "bmbp_bound",
+    "composite",
+    "composite_many",
     "min_history",
     "order_index",
+    "speculative",
+    "transfer_bound",
+    "z_for",
 ]
