@@ -18,21 +18,41 @@ from elasticsite.advisor.composite import (
     speculative,
 )
 from elasticsite.advisor.forecast import AdaptiveForecast, transfer_bound, z_for
+from elasticsite.advisor.rank import (
+    LEAST_DISRUPTIVE,
+    Configuration,
+    Ranked,
+    Speculation,
+    independent,
+    rank,
+    speculative_choice,
+    suggest,
+)
 from elasticsite.advisor.series import Series
+from elasticsite.advisor.sizes import SizeClasses
 
 __all__ = [
+    "LEAST_DISRUPTIVE",
     "AdaptiveForecast",
     "Composite",
+    "Configuration",
     "HistoryTooShort",
     "Overlap",
     "Phase",
+    "Ranked",
     "Series",
+    "SizeClasses",
+    "Speculation",
     "bmbp_bound",
     "composite",
     "composite_many",
+    "independent",
     "min_history",
     "order_index",
+    "rank",
     "speculative",
+    "speculative_choice",
+    "suggest",
     "transfer_bound",
     "z_for",
 ]
