@@ -24,8 +24,9 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from elasticsite.batch.backfill import ConservativeBackfill, SelectiveBackfill
+from elasticsite.batch.backfill import ConservativeBackfill
 from elasticsite.batch.scheduling import easy
+from elasticsite.batch.selective import SelectiveBackfill
 
 CAPACITY = 1152
 

@@ -113,7 +113,7 @@ def test_policies_lists_every_builtin(tmp_path: Path) -> None:
     names = [line.split(":")[0] for line in out.splitlines()]
     assert names == [
         "bursts", "cloud_scheduler", "core_demand", "dedicated", "naive", "on_demand", "selective",
-        "shortest_queue", "steady_stream", "weighted_queue",
+        "selective_global", "shortest_queue", "steady_stream", "weighted_queue",
     ]  # fmt: skip
     assert "goes to a cloud that can (paper 002)" in out
 

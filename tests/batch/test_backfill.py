@@ -10,13 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticsite.batch.backfill import (
-    ConservativeBackfill,
-    Profile,
-    SelectiveBackfill,
-    edf_key,
-)
+from elasticsite.batch.backfill import ConservativeBackfill, Profile, edf_key
 from elasticsite.batch.scheduling import easy
+from elasticsite.batch.selective import SelectiveBackfill
 
 # --- the profile -------------------------------------------------------------------------
 
@@ -201,7 +197,7 @@ def test_submit_rejects_bad_jobs_with_the_reason() -> None:
 
 def test_selective_hand_worked_schedule() -> None:
     s = SelectiveBackfill[str](4, bound=0)
-    assert s.threshold == 1.0  # no completions yet
+    assert s.thresholds == [1.0]  # no completions yet; one global category
     # Warm-up, t=0: X and Y (4p x2 each). X starts; Y has waited 0 (XFactor 1, not > 1).
     s.submit("X", 4, 2, now=0)
     s.submit("Y", 4, 2, now=0)
@@ -211,7 +207,7 @@ def test_selective_hand_worked_schedule() -> None:
     s.finish("X", now=2)
     assert s.start_now(2) == ["Y"]
     s.finish("Y", now=4)  # slowdown (4-0)/2 = 2
-    assert s.threshold == 1.5
+    assert s.thresholds == [1.5]
     # t=4: L 2p x10 runs [4,14).
     s.submit("L", 2, 10, now=4)
     assert s.start_now(4) == ["L"]
@@ -224,7 +220,7 @@ def test_selective_hand_worked_schedule() -> None:
     # reserved at 25 when S ends.
     s.finish("L", now=14)
     assert s.start_now(14) == []
-    assert s.threshold == pytest.approx(4 / 3)
+    assert s.thresholds == [pytest.approx(4 / 3)]
     assert s.reservations() == {"P": 25}
     # t=15: T 2p x20 would overlap P's [25,35), U 2p x5 ends by 20: only U backfills.
     s.submit("T", 2, 20, now=15)

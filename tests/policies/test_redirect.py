@@ -120,3 +120,24 @@ def test_another_target_partition_is_honoured() -> None:
 def test_provisioning_by_a_redirecting_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="provision"):
         decide("naive", site([job()]), provision="selective")
+
+
+def test_selective_thresholds_set_per_category() -> None:
+    """Short ``a`` (100 s) has waited 500 s: expansion factor 6; long ``b`` (7200 s) has
+    waited 3600 s: 1.5. One threshold of 2 moves ``a`` only; per category (short
+    narrow 10, long narrow 1.2) only ``b``; with a 50 s runtime cut both are long
+    narrow (threshold 10) and neither moves. ``selective_global`` has one category
+    whatever the cuts: one number (1.2) moves both, a list of two is refused."""
+    a = job(walltime=100.0, submitted_at=NOW - 500)
+    b = job(walltime=7200.0, submitted_at=NOW - 3600)
+    assert redirected(decide("selective", site([a, b]), params={"selective_threshold": 2})) == [
+        a.id
+    ]
+    per_category = {"selective_threshold": [10, 1, 1.2, 1]}
+    assert redirected(decide("selective", site([a, b]), params=per_category)) == [b.id]
+    cut = {"selective_threshold": [1, 1, 10, 1], "selective_categories": {"runtime_cuts": [50]}}
+    assert redirected(decide("selective", site([a, b]), params=cut)) == []
+    one = {"selective_threshold": 1.2, "selective_categories": {"runtime_cuts": [50]}}
+    assert redirected(decide("selective_global", site([a, b]), params=one)) == [a.id, b.id]
+    with pytest.raises(ValueError, match=r"one per category in this order: any run any w"):
+        decide("selective_global", site([a, b]), params={"selective_threshold": [10, 1]})

@@ -53,7 +53,7 @@ def test_unknown_policy_names_every_available_one():
     )
     assert (
         "bursts, cloud_scheduler, core_demand, dedicated, naive, on_demand, selective, "
-        "shortest_queue, "
+        "selective_global, shortest_queue, "
         "steady_stream, weighted_queue" in str(err.value)
     )
     assert isinstance(err.value, LookupError)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from elasticsite.batch import scheduling
 from elasticsite.batch.backfill import edf_key
+from elasticsite.batch.selective import Categories
 from elasticsite.sim.pools import SCHEDULERS, BackfillPool, EasyPool, make_pool
 
 
@@ -106,12 +107,27 @@ def test_conservative_remove_moves_later_reservations_up() -> None:
 
 def test_selective_pool_reports_its_threshold() -> None:
     pool = BackfillPool(2, selective=True)
-    assert pool.threshold == 1.0
+    assert pool.threshold_of(2, 10.0) == 1.0
     pool.submit(0, 2, 10.0, 0.0)
     assert pool.start_now(0.0) == [0]
     pool.finish(0, 10.0)
-    assert pool.threshold == 1.0
-    assert BackfillPool(2).threshold == 1.0
+    assert pool.threshold_of(2, 10.0) == 1.0
+    assert BackfillPool(2).threshold_of(2, 10.0) == 1.0
+
+
+def test_selective_pool_keeps_a_threshold_per_category() -> None:
+    """Job 0 (1 proc, 10 s) waits 20 s behind job 1 and ends with slowdown 3 in the
+    short narrow category; the long wide category has no history and stays at 1."""
+    pool = BackfillPool(2, selective=True, categories=Categories((100.0,), (1,)))
+    pool.submit(1, 2, 20.0, 0.0)
+    pool.submit(0, 1, 10.0, 0.0)
+    assert pool.start_now(0.0) == [1]
+    pool.finish(1, 20.0)
+    assert pool.start_now(20.0) == [0]
+    pool.finish(0, 30.0)
+    assert pool.threshold_of(1, 10.0) == 3.0  # (30 - 0) / 10
+    assert pool.threshold_of(2, 20.0) == 1.0  # job 1: (20 - 0) / 20
+    assert pool.threshold_of(2, 200.0) == 1.0  # no long wide job completed
 
 
 def test_bad_jobs_and_names_are_refused() -> None:

@@ -13,12 +13,9 @@ Jobs are taken to be killed at their requested time: a later finish frees nothin
 * :class:`ConservativeBackfill`: every job is reserved its earliest slot on
   arrival; when a job ends early, reservations are recomputed in priority order
   (compression), repeated until nothing moves, and only ever move earlier.
-* :class:`SelectiveBackfill`: a waiting job is reserved only once its expansion
-  factor ``(wait + requested) / requested`` exceeds ``max(1, mean bounded slowdown
-  of completed jobs)``. With no completion yet the threshold is 1, so a job that
-  has waited at all qualifies: starvation protection from the start instead of
-  unprotected aggressive backfilling until history exists. Other jobs start only
-  where they delay no reservation.
+* :class:`~elasticsite.batch.selective.SelectiveBackfill` (its own module, on the
+  same base): a waiting job is reserved only once its expansion factor exceeds
+  an adaptive threshold kept per job category.
 
 Priority is arrival order unless ``submit`` gets a ``key`` (lower first), e.g.
 :func:`edf_key`; jobs without a key follow keyed ones. A key never delays a
@@ -40,7 +37,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["ConservativeBackfill", "Profile", "SelectiveBackfill", "edf_key"]
+__all__ = ["ConservativeBackfill", "Profile", "edf_key"]
 
 K = TypeVar("K", bound=Hashable)
 Key = tuple[float, ...]
@@ -212,7 +209,7 @@ class _Backfill(Generic[K]):
             procs, end, submitted, started = self._running.pop(job_id)
         except KeyError:
             raise ValueError(f"job {job_id!r} is not running; finish only started jobs") from None
-        self._on_complete(submitted, started, now)
+        self._on_complete(job_id, submitted, started, now)
         if now < end:
             self.profile.release(now, end, procs)
             self.profile.compact(now)
@@ -367,7 +364,7 @@ class _Backfill(Generic[K]):
     def _on_submit(self, job_id: K, job: _Waiting, now: float) -> None:
         raise NotImplementedError
 
-    def _on_complete(self, submitted: float, started: float, now: float) -> None:
+    def _on_complete(self, job_id: K, submitted: float, started: float, now: float) -> None:
         """Hook for completion statistics; nothing by default."""
 
 
@@ -382,62 +379,3 @@ class ConservativeBackfill(_Backfill[K]):
     def _on_submit(self, job_id: K, job: _Waiting, now: float) -> None:
         self.profile.compact(now)
         self._reserve(job_id, job, self.profile.earliest(job.procs, job.requested, now))
-
-
-class SelectiveBackfill(_Backfill[K]):
-    """Selective backfilling with the adaptive threshold (Selective-Differential-Adaptive).
-
-    ``bound`` is the runtime floor (seconds) of the bounded slowdown averaged for
-    the threshold, so that a few very short jobs that waited do not make it
-    explode; ``bound=0`` averages the plain slowdown.
-    """
-
-    def __init__(self, capacity: int, start: float = 0.0, bound: float = 10.0) -> None:
-        super().__init__(capacity, start)
-        self.bound = bound
-        self._slowdown_sum = 0.0
-        self._completed = 0
-
-    @property
-    def threshold(self) -> float:
-        """Expansion factor a waiting job must exceed to be reserved: max(1, mean slowdown)."""
-        if self._completed == 0:
-            return 1.0
-        return max(1.0, self._slowdown_sum / self._completed)
-
-    def _on_submit(self, job_id: K, job: _Waiting, now: float) -> None:
-        """Arrival only queues: promotion and backfilling happen in :meth:`start_now`."""
-
-    def _on_complete(self, submitted: float, started: float, now: float) -> None:
-        run = now - started
-        floor = max(run, self.bound)
-        if floor > 0:
-            self._slowdown_sum += max(1.0, (now - submitted) / floor)
-            self._completed += 1
-
-    def start_now(self, now: float) -> list[K]:
-        """Promote jobs past the threshold, start due reservations, then backfill the rest."""
-        profile = self.profile
-        profile.compact(now)
-        margin = self.threshold - 1.0
-        unreserved = [(j, w) for j, w in self._ordered() if w.start == _INF]
-        for job_id, job in unreserved:
-            # XFactor > threshold  <=>  wait > (threshold - 1) * requested
-            if now - job.submitted > margin * job.requested:
-                self._reserve(job_id, job, profile.earliest(job.procs, job.requested, now))
-        started = super().start_now(now)
-        free_now = profile.free[0]
-        running = self._running
-        for job_id, job in unreserved:
-            if free_now == 0:
-                break
-            if job.start != _INF or job.procs > free_now:
-                continue
-            if profile.earliest(job.procs, job.requested, now) == now:
-                end = now + job.requested
-                profile.reserve(now, end, job.procs)
-                del self._waiting[job_id]
-                running[job_id] = (job.procs, end, job.submitted, now)
-                started.append(job_id)
-                free_now -= job.procs
-        return started

@@ -1,6 +1,7 @@
 """Paper 002's redirection strategies as live policies: which queued jobs burst to the cloud.
 
-``naive``, ``shortest_queue``, ``weighted_queue`` and ``selective`` decide, like the
+``naive``, ``shortest_queue``, ``weighted_queue``, ``selective`` and
+``selective_global`` decide, like the
 replay's strategy sets (:mod:`elasticsite.sim.strategies`, the same code), which of
 the site's waiting jobs go to the cloud, and return them as
 :class:`~elasticsite.model.Redirect`\\ s to ``settings.redirect_to``, the partition
@@ -25,8 +26,14 @@ Where the live site differs from the paper's model:
 
 * A job that can never run on the site (larger than its processors, or a site
   without nodes of its own) goes to the cloud whenever it fits there.
-* Selective's threshold is selective backfilling's own (1, with no completed job in
-  a pool rebuilt each step), unless ``params["selective_threshold"]`` sets one.
+* ``selective`` is Selective-Differential-Adaptive, as in the replay: a threshold
+  per job category, the categories from ``params["selective_categories"]``
+  (``{runtime_cuts = [3600], width_cuts = [8]}`` by default: seconds of walltime
+  and cores). A pool rebuilt each step has no completed job to learn from, so every
+  category's threshold is 1 unless ``params["selective_threshold"]`` sets them: one
+  number for all, or one per category in category order (runtime band first, e.g.
+  ``run<=3600s w<=8``, ``run<=3600s w>8``, ``run>3600s w<=8``, ``run>3600s w>8``).
+  ``selective_global`` is the same with one category.
 
 Pure: the snapshot in, a Decision out.
 """
@@ -34,33 +41,88 @@ Pure: the snapshot in, a Decision out.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from elasticsite.attributes import PARTITION, Selector
+from elasticsite.batch.selective import Categories
 from elasticsite.model import Decision, Job, Redirect
 from elasticsite.policies.base import Policy, PolicySettings, get, register
 from elasticsite.sim.pools import BackfillPool, EasyPool, Key, make_pool
 from elasticsite.sim.strategies import (
     Naive,
     Selective,
+    SelectiveGlobal,
     ShortestQueue,
     Strategy,
     WeightedQueue,
 )
 from elasticsite.snapshot import SiteSnapshot
 
-__all__ = ["REDIRECTING", "plan_redirects"]
+__all__ = ["REDIRECTING", "plan_redirects", "selective_categories", "selective_thresholds"]
 
 Pool = EasyPool | BackfillPool
 
 
-class _Threshold:
-    """A site pool whose selective threshold is set, not learnt."""
+def selective_categories(params: Mapping[str, Any]) -> Categories:
+    """The job categories ``params["selective_categories"]`` gives ``selective`` (the
+    default four without it); ``ValueError`` naming the key when it is malformed."""
+    raw = params.get("selective_categories")
+    if raw is None:
+        return Categories()
+    if not isinstance(raw, Mapping) or set(raw) - {"runtime_cuts", "width_cuts"}:
+        raise ValueError(
+            "selective_categories: give a table with runtime_cuts (seconds) and "
+            f"width_cuts (cores), e.g. {{runtime_cuts = [3600], width_cuts = [8]}}; got {raw!r}"
+        )
+    try:
+        return Categories(
+            tuple(_number(c) for c in raw.get("runtime_cuts", [3600.0])),
+            tuple(_whole(c) for c in raw.get("width_cuts", [8])),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"selective_categories: {exc}") from None
 
-    def __init__(self, pool: Pool, threshold: float) -> None:
+
+def selective_thresholds(params: Mapping[str, Any], categories: Categories) -> list[float] | None:
+    """The thresholds ``params["selective_threshold"]`` sets, one per category (``None``:
+    none set); ``ValueError`` naming the key when it is malformed."""
+    set_to = params.get("selective_threshold")
+    if set_to is None:
+        return None
+    values = set_to if isinstance(set_to, list) else [set_to] * len(categories)
+    if len(values) != len(categories) or not all(_number(v, strict=False) >= 1 for v in values):
+        raise ValueError(
+            "selective_threshold: give one number >= 1, or one per category in this "
+            f"order: {', '.join(categories.labels())}; got {set_to!r}"
+        )
+    return [float(v) for v in values]
+
+
+def _number(value: Any, strict: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        if not strict:
+            return -math.inf
+        raise ValueError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ValueError(f"width cuts are whole cores, got {value!r}")
+    return int(value)
+
+
+class _Thresholds:
+    """A site pool whose selective thresholds are set per category, not learnt."""
+
+    def __init__(self, pool: Pool, categories: Categories, thresholds: Sequence[float]) -> None:
         self._pool = pool
-        self.threshold = threshold
+        self._categories = categories
+        self._thresholds = thresholds
+
+    def threshold_of(self, procs: int, requested: float) -> float:
+        return self._thresholds[self._categories.of(procs, requested)]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool, name)
@@ -167,10 +229,13 @@ def plan_redirects(
     if site_cores <= 0 or not runnable:
         return [jobs[i] for i in ctx.redirected]
 
-    site_pool = make_pool(strategy.site_scheduler, max(site_cores, _cores(site_running)))
+    site_pool = strategy.make_site(max(site_cores, _cores(site_running)))
     _occupy(site_pool, site_running, now)
-    threshold = settings.params.get("selective_threshold")
-    ctx.site = site_pool if threshold is None else _Threshold(site_pool, float(threshold))
+    ctx.site = site_pool
+    if isinstance(strategy, Selective):
+        thresholds = selective_thresholds(settings.params, strategy.categories)
+        if thresholds is not None:
+            ctx.site = _Thresholds(site_pool, strategy.categories, thresholds)
     for i in runnable:
         strategy.on_arrival(ctx, i, now)
     site_pool.start_now(now)
@@ -192,7 +257,10 @@ def _policy(make: Callable[[], Strategy]) -> Policy:
                 f"policy.provision = {settings.provision!r} redirects jobs itself; "
                 "name a provisioning policy (on_demand, bursts, ...)"
             )
-        chosen = plan_redirects(snapshot, make(), settings)
+        strategy = make()
+        if isinstance(strategy, Selective) and not isinstance(strategy, SelectiveGlobal):
+            strategy = Selective(selective_categories(settings.params))
+        chosen = plan_redirects(snapshot, strategy, settings)
         target = settings.redirect_to
         bound = Selector.of({PARTITION: [target]})
         moved = {job.id for job in chosen}
@@ -220,7 +288,10 @@ _SUMMARY = {
     "Naive": "Naive: a job the site cannot start now goes to a cloud that can",
     "ShortestQueue": "Shortest queue: move waiting jobs while the cloud's queue is shorter",
     "WeightedQueue": "Weighted queue: fill the cloud up to the site's demand",
-    "Selective": "Selective: move jobs waiting past the threshold that start sooner there",
+    "Selective": "Selective: move jobs waiting past their category's threshold that start "
+    "sooner there",
+    "SelectiveGlobal": "Selective with one threshold: move jobs waiting past it that start "
+    "sooner there",
 }
 
 
@@ -229,6 +300,7 @@ REDIRECTING: dict[str, Callable[[], Strategy]] = {
     "shortest_queue": ShortestQueue,
     "weighted_queue": WeightedQueue,
     "selective": Selective,
+    "selective_global": SelectiveGlobal,
 }
 """The redirection strategies that run live, by policy name."""
 

@@ -21,11 +21,12 @@ _LABELS = {
     "naive": "Naive",
     "shortest_queue": "Shortest Queue",
     "weighted_queue": "Weighted Queue",
-    "selective": "Selective",
+    "selective": "Selective (per category)",
+    "selective_global": "Selective (one threshold)",
     "deadline_conservative": "Conservative (deadline)",
     "deadline_aggressive": "Aggressive (deadline)",
 }
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def _figure(size: tuple[float, float] = (6.4, 4.2)) -> tuple[Any, Any]:

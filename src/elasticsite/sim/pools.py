@@ -33,7 +33,8 @@ from bisect import bisect_left, insort
 from itertools import compress, islice
 from typing import Protocol
 
-from elasticsite.batch.backfill import ConservativeBackfill, SelectiveBackfill
+from elasticsite.batch.backfill import ConservativeBackfill
+from elasticsite.batch.selective import Categories, SelectiveBackfill
 
 __all__ = ["SCHEDULERS", "BackfillPool", "EasyPool", "Key", "Pool", "make_pool"]
 
@@ -343,13 +344,18 @@ class BackfillPool(_Waiting):
     """Conservative or selective backfilling (:mod:`elasticsite.batch.backfill`) as a pool.
 
     Removing a waiting job releases its reservation and compresses the others,
-    as an early finish does.
+    as an early finish does. A selective pool keeps one threshold per job category
+    of ``categories`` (default: one global threshold).
     """
 
-    def __init__(self, capacity: int, *, selective: bool = False) -> None:
+    def __init__(
+        self, capacity: int, *, selective: bool = False, categories: Categories | None = None
+    ) -> None:
         self.capacity = capacity
         self.sched: ConservativeBackfill[int] | SelectiveBackfill[int] = (
-            SelectiveBackfill(capacity) if selective else ConservativeBackfill(capacity)
+            SelectiveBackfill(capacity, categories=categories)
+            if selective
+            else ConservativeBackfill(capacity)
         )
         self._jobs: dict[int, tuple[int, float, float]] = {}
         self._demand = 0
@@ -386,11 +392,11 @@ class BackfillPool(_Waiting):
     def n_waiting(self) -> int:
         return self.sched.waiting
 
-    @property
-    def threshold(self) -> float:
-        """Selective backfilling's expansion-factor threshold (1 for conservative)."""
+    def threshold_of(self, procs: int, requested: float) -> float:
+        """Selective backfilling's expansion-factor threshold for a job of this size and
+        requested time (its category's); 1 for conservative."""
         s = self.sched
-        return s.threshold if isinstance(s, SelectiveBackfill) else 1.0
+        return s.threshold_of(procs, requested) if isinstance(s, SelectiveBackfill) else 1.0
 
     def free_now(self, now: float) -> int:
         self.sched.profile.compact(now)

@@ -85,7 +85,7 @@ class _Replay:
     ) -> None:
         self.sim = Simulation(float(submit.min()) if len(submit) else 0.0)
         self.strategy = strategy
-        self.site: EasyPool | BackfillPool = make_pool(strategy.site_scheduler, site_procs)
+        self.site: EasyPool | BackfillPool = strategy.make_site(site_procs)
         self.cloud: EasyPool | BackfillPool | None = None
         self._boot_max = 0.0
         if cloud is not None and strategy.cloud_scheduler is not None and cloud.vm_limit > 0:

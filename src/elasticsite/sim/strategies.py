@@ -23,6 +23,9 @@ Choices where paper 002 is vague, each tested:
 * The paper names no cloud scheduler for Shortest Queue, Weighted Queue and
   Selective: the first two run the site's (EASY), Selective runs conservative
   backfilling on the cloud, since it "makes a reservation" there.
+* ``selective`` is the Selective-Differential-Adaptive scheme the paper says it
+  uses: one adaptive threshold per job category (default: requested time <= / > 1 h
+  x width <= / > 8 VMs). ``selective_global`` keeps one threshold for all jobs.
 * Best-effort jobs (no deadline) stay on the site in the deadline-aware sets, but
   under Aggressive their arrival is still checked not to break others' deadlines.
 
@@ -36,7 +39,8 @@ from collections.abc import Callable
 from typing import ClassVar, Protocol
 
 from elasticsite.batch.backfill import edf_key
-from elasticsite.sim.pools import EasyPool, Key, Pool
+from elasticsite.batch.selective import DEFAULT_CATEGORIES, Categories
+from elasticsite.sim.pools import BackfillPool, EasyPool, Key, Pool, make_pool
 
 __all__ = [
     "STRATEGIES",
@@ -46,6 +50,7 @@ __all__ = [
     "Context",
     "Naive",
     "Selective",
+    "SelectiveGlobal",
     "ShortestQueue",
     "Strategy",
     "WeightedQueue",
@@ -107,6 +112,10 @@ class Strategy:
     def on_change(self, ctx: Context, now: float) -> None:
         """Redirect waiting jobs after an instant's arrivals and completions."""
 
+    def make_site(self, capacity: int) -> EasyPool | BackfillPool:
+        """The site's pool of ``capacity`` processors, run by :attr:`site_scheduler`."""
+        return make_pool(self.site_scheduler, capacity)
+
 
 class Base(Strategy):
     """Site only: FCFS with aggressive (EASY) backfilling, no cloud."""
@@ -136,6 +145,18 @@ class Naive(Strategy):
 
 def _ratio(pool: Pool) -> float:
     return pool.demand / pool.capacity
+
+
+def _same_ratio(a: Pool, b: Pool) -> bool:
+    """Whether two pools' queue ratios are equal, in exact integer arithmetic.
+
+    Demands and capacities are whole processors, so ``a.demand / a.capacity ==
+    b.demand / b.capacity`` is the cross product equality below, with no rounding.
+    A float tolerance would have to be below ``1 / (a.capacity * b.capacity)``, the
+    smallest gap between two distinct such ratios, to never call them equal; the
+    exact test is that tolerance's limit, and also never calls equal ratios different.
+    """
+    return a.demand * b.capacity == b.demand * a.capacity
 
 
 class ShortestQueue(Strategy):
@@ -195,27 +216,42 @@ class WeightedQueue(Strategy):
 
 
 class Selective(Strategy):
-    """Selective backfilling on the site, conservative on the cloud. When the queue ratios
-    differ, each waiting site job whose expansion factor (with its requested time as the
-    runtime estimate) exceeds the site's threshold goes where it can start earlier:
-    its site reservation (or earliest site slot) against its earliest cloud slot; a tie
-    stays on the site."""
+    """Selective-Differential-Adaptive: selective backfilling on the site with an
+    adaptive threshold per job category (:mod:`elasticsite.batch.selective`; by
+    default requested time <= / > 1 h x width <= / > 8 VMs), conservative backfilling
+    on the cloud.
+
+    At each instant with arrivals or completions, once both pools started what they
+    could, and only if the two queue ratios differ (compared exactly, see
+    :func:`_same_ratio`), the site's waiting jobs are taken in queue order; one whose
+    expansion factor ``(wait + requested) / requested`` exceeds its category's
+    current threshold, and which fits the cloud, is redirected if its earliest cloud
+    start (requested time plus the longest boot) is strictly before its site
+    reservation, or before its earliest site slot if it holds none yet. A tie stays.
+    """
 
     name = "selective"
     site_scheduler = "selective"
     cloud_scheduler = "conservative"
     reacts = True
 
+    def __init__(self, categories: Categories = DEFAULT_CATEGORIES) -> None:
+        self.categories = categories
+
+    def make_site(self, capacity: int) -> EasyPool | BackfillPool:
+        return BackfillPool(capacity, selective=True, categories=self.categories)
+
     def on_change(self, ctx: Context, now: float) -> None:
         cloud = ctx.cloud
         if cloud is None:
             return
         site = ctx.site
-        if _ratio(cloud) == _ratio(site):
+        if _same_ratio(cloud, site):
             return
-        threshold = getattr(site, "threshold", 1.0)
+        threshold_of = getattr(site, "threshold_of", None)
         for job in site.waiting_ids():
             procs, requested, submitted = site.waiting_job(job)
+            threshold = 1.0 if threshold_of is None else threshold_of(procs, requested)
             if (now - submitted + requested) / requested <= threshold or not ctx.fits_cloud(job):
                 continue
             here = site.reservation(job)
@@ -223,6 +259,17 @@ class Selective(Strategy):
                 here = site.earliest_start(procs, requested, now)
             if cloud.earliest_start(procs, ctx.cloud_requested(job), now) < here:
                 ctx.redirect(job, now)
+
+
+class SelectiveGlobal(Selective):
+    """Selective with one global adaptive threshold (the mean bounded slowdown of every
+    completed job): what ``selective`` was before the thresholds became per category.
+    Kept to compare against, and for results made with it."""
+
+    name = "selective_global"
+
+    def __init__(self) -> None:
+        super().__init__(Categories.single())
 
 
 class Conservative(Strategy):
@@ -334,6 +381,7 @@ STRATEGIES: dict[str, Callable[[], Strategy]] = {
     "shortest_queue": ShortestQueue,
     "weighted_queue": WeightedQueue,
     "selective": Selective,
+    "selective_global": SelectiveGlobal,
     "deadline_conservative": Conservative,
     "deadline_aggressive": Aggressive,
 }
