@@ -209,3 +209,21 @@ def test_a_cloud_serves_the_jobs_its_selector_names() -> None:
     assert spec.serves.matches({"partition": "gpu"}) and not spec.serves.matches({})
     with pytest.raises(ConfigError, match=r"clouds\[0\].serves"):
         parse_config({"clouds": [{"name": "c", "serves": {"Partition": ["x"]}}]})
+
+
+def test_selective_categories_and_thresholds_are_checked_at_load() -> None:
+    policy = {"name": "selective", "params": {
+        "selective_categories": {"runtime_cuts": [1800, 7200], "width_cuts": [4]},
+        "selective_threshold": [1, 2, 3, 4, 5, 6],
+    }}  # fmt: skip
+    ok = parse_config({"policy": policy, **CLOUD})
+    assert ok.policy_settings().params["selective_threshold"] == [1, 2, 3, 4, 5, 6]
+    bad = [
+        ({"selective_threshold": [2, 3]}, r"one per category in this order: run<=3600s w<=8, "),
+        ({"selective_threshold": 0.5}, r"selective_threshold: give one number >= 1"),
+        ({"selective_categories": {"width_cuts": [8, 4]}}, r"width_cuts: cuts must be strictly"),
+        ({"selective_categories": {"runtime": [1]}}, r"selective_categories: give a table"),
+    ]
+    for params, message in bad:
+        with pytest.raises(ConfigError, match=r"<config>: policy.params: .*" + message):
+            parse_config({"policy": {"name": "selective", "params": params}, **CLOUD})

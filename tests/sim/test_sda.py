@@ -34,6 +34,7 @@ the site at 120; with the global threshold L stays and starts at 3120 on the sit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +42,9 @@ from elasticsite.batch.selective import DEFAULT_CATEGORIES, Categories, Selectiv
 from elasticsite.sim.cloud import CloudModel
 from elasticsite.sim.metrics import CLOUD, SITE
 from elasticsite.sim.replay import replay
+from elasticsite.sim.replay_jobs import lublin_jobs
+from elasticsite.sim.runner import round_seed
+from elasticsite.sim.specs import LublinSource, ReplaySpec, SpecError, load_spec, parse_spec
 from elasticsite.sim.strategies import STRATEGIES, Selective, SelectiveGlobal, _same_ratio
 
 STREAM = ([0, 0, 110, 110, 120], [10, 1, 5, 10, 5], [100, 10, 1000, 7200, 3000])
@@ -122,3 +126,72 @@ def test_queue_ratios_are_compared_exactly() -> None:
     assert close.demand / close.capacity == third.demand / third.capacity  # floats say equal
     assert not _same_ratio(third, close)  # type: ignore[arg-type]
     assert not _same_ratio(Queue(0, 144), Queue(1, 144))  # type: ignore[arg-type]
+
+
+def test_quick_umed_sweep_selective_is_no_longer_the_most_expensive() -> None:
+    """Paper 002, Figure 3 (umed) at a quick scale: 20-day Lublin99 workloads on the
+    144-VM site and cloud, 2 rounds, seeded as ``experiments/fig3-umed.toml``.
+
+    With one global threshold Selective costs more than with per-category ones at
+    every load; per category it is never the most expensive of the paper's four sets,
+    and Naive is the most expensive at the heaviest load (umed 1.5), as the paper says.
+    """
+    names = ["naive", "shortest_queue", "weighted_queue", "selective", "selective_global"]
+    values = [1.5, 2.5, 3.5]
+    spec = parse_spec({
+        "seed": 2009, "rounds": 2, "site_procs": 144, "strategies": names,
+        "workload": {"duration_days": 20, "machine_size": 144},
+        "sweep": {"parameter": "umed", "values": values},
+        "cloud": {"vm_limit": 144, "price_per_hour": 0.10, "billing_increment": 3600},
+    })  # fmt: skip
+    assert isinstance(spec, ReplaySpec) and isinstance(spec.workload, LublinSource)
+    cloud = spec.cloud.model()
+    cost: dict[tuple[float, str], float] = {}
+    for v in values:
+        for r in range(spec.rounds):
+            seed = round_seed(spec.seed, r)
+            jobs = lublin_jobs(spec.workload, spec.workload.lublin({"umed": v}), seed)
+            args = (jobs.submit, jobs.procs, jobs.runtime, jobs.requested)
+            base = replay(*args, site_procs=144, strategy="base", seed=seed).metrics()
+            for name in names:
+                m = replay(
+                    *args, site_procs=144, strategy=spec.strategy(name), cloud=cloud, seed=seed
+                ).metrics(base_awrt=base.awrt)
+                cost[v, name] = cost.get((v, name), 0.0) + m.performance_cost / spec.rounds
+    paper_sets = names[:4]
+    for v in values:
+        assert max(paper_sets, key=lambda n: cost[v, n]) != "selective", v
+        assert cost[v, "selective"] < cost[v, "selective_global"], v
+    assert max(paper_sets, key=lambda n: cost[1.5, n]) == "naive"
+
+
+def test_specs_set_the_categories_and_keep_naming_strategies(tmp_path: Path) -> None:
+    spec = parse_spec({"strategies": ["selective", "selective_global"],
+                       "selective": {"runtime_cuts": [600, 7200], "width_cuts": [4]}})  # fmt: skip
+    assert isinstance(spec, ReplaySpec)
+    sda = spec.strategy("selective")
+    assert isinstance(sda, Selective) and sda.categories == Categories((600.0, 7200.0), (4,))
+    assert spec.strategy("selective_global").categories == Categories.single()  # type: ignore[attr-defined]
+    default = parse_spec({"strategies": ["selective"]})
+    assert default.strategy("selective").categories == DEFAULT_CATEGORIES  # type: ignore[union-attr]
+    for toml in sorted(Path(__file__).parents[2].glob("experiments/*.toml")):
+        loaded = load_spec(toml)  # every shipped spec still loads
+        if isinstance(loaded, ReplaySpec) and "selective" in loaded.strategies:
+            assert loaded.strategy("selective").categories == DEFAULT_CATEGORIES  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"runtime_cuts": [7200, 3600]}, r"<spec>: selective.runtime_cuts: .*strictly ascending"),
+        ({"width_cuts": [0, 8]}, r"<spec>: selective.width_cuts: .*every cut must be > 0"),
+        ({"width_cuts": [2.5]}, r"<spec>: selective.width_cuts"),
+        ({"runtime": [3600]}, r"<spec>: selective.runtime"),
+    ],
+)
+def test_specs_refuse_bad_categories_one_error_per_field(
+    section: dict[str, object], message: str
+) -> None:
+    with pytest.raises(SpecError, match=message) as info:
+        parse_spec({"strategies": ["selective"], "selective": section})
+    assert str(info.value).count("\n") == 0

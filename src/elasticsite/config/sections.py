@@ -30,6 +30,15 @@ class PolicyConfig(Strict):
     rebalance: Literal["graceful", "immediate"] = "graceful"
     params: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("params")
+    @classmethod
+    def _selective(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """``selective``'s categories and set thresholds, checked before any step runs."""
+        from elasticsite.policies.redirect import selective_categories, selective_thresholds
+
+        selective_thresholds(value, selective_categories(value))
+        return value
+
     @model_validator(mode="after")
     def _factors(self) -> PolicyConfig:
         if self.steady_down_factor > self.steady_up_factor:

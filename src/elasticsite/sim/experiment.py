@@ -159,7 +159,7 @@ def _replay_task(task: _ReplayTask) -> list[Row]:
     def run(strategy: str) -> ReplayResult:
         return replay(
             jobs.submit, jobs.procs, jobs.runtime, jobs.requested,
-            site_procs=spec.site_procs, strategy=strategy,
+            site_procs=spec.site_procs, strategy=spec.strategy(strategy),
             cloud=None if strategy == "base" else cloud, seed=seed,
         )  # fmt: skip
 

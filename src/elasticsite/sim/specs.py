@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import fields, replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from elasticsite.batch.selective import Categories
 from elasticsite.config import explain
 from elasticsite.sim.cloud import CloudModel, Durations
 from elasticsite.sim.lublin import TYPELESS, LublinParams
-from elasticsite.sim.strategies import STRATEGIES
+from elasticsite.sim.strategies import STRATEGIES, Selective, Strategy, get_strategy
 
 __all__ = [
     "CloudSection",
@@ -26,6 +28,7 @@ __all__ = [
     "LublinSource",
     "ReplaySpec",
     "SWFSource",
+    "SelectiveSection",
     "Spec",
     "SpecError",
     "Sweep",
@@ -115,6 +118,31 @@ class CloudSection(_Strict):
         )
 
 
+class SelectiveSection(_Strict):
+    """The job categories of the ``selective`` strategy set (Selective-Differential-
+    Adaptive: one adaptive threshold per category). ``selective_global`` ignores them."""
+
+    runtime_cuts: list[float] = Field(
+        default_factory=lambda: [3600.0], description="seconds of requested time, ascending"
+    )
+    width_cuts: list[int] = Field(
+        default_factory=lambda: [8], description="VMs (processors), ascending"
+    )
+
+    @field_validator("runtime_cuts", "width_cuts")
+    @classmethod
+    def _cuts(cls, value: list[Any]) -> list[Any]:
+        if any(not c > 0 for c in value):
+            raise ValueError(f"every cut must be > 0, got {value}")
+        if any(b <= a for a, b in pairwise(value)):
+            raise ValueError(f"cuts must be strictly ascending, got {value}")
+        return value
+
+    def categories(self) -> Categories:
+        """The categories these cuts make."""
+        return Categories(tuple(self.runtime_cuts), tuple(self.width_cuts))
+
+
 class Sweep(_Strict):
     """One Lublin parameter and the values it takes, one at a time."""
 
@@ -150,6 +178,7 @@ class ReplaySpec(_Strict):
     )
     sweep: Sweep | None = None
     cloud: CloudSection = Field(default_factory=CloudSection)
+    selective: SelectiveSection = Field(default_factory=SelectiveSection)
 
     @model_validator(mode="before")
     @classmethod
@@ -169,6 +198,12 @@ class ReplaySpec(_Strict):
         if len(set(value)) != len(value):
             raise ValueError("strategies must be distinct")
         return value
+
+    def strategy(self, name: str) -> Strategy:
+        """A fresh strategy set by name, ``selective`` with this spec's categories."""
+        if name == "selective":
+            return Selective(self.selective.categories())
+        return get_strategy(name)
 
     @field_validator("cloud")
     @classmethod
