@@ -17,6 +17,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from elasticsite.cli import advise_rank
 from elasticsite.cli.common import (
     ConfigOpt,
     config_path,
@@ -38,6 +39,7 @@ advise_app = typer.Typer(
     help="The deadline advisor: which resource, policy and size meet a deadline.",
     no_args_is_help=True,
 )
+advise_app.callback(invoke_without_command=True)(advise_rank.advise)  # advise --deadline
 
 FormatOpt = Annotated[
     Literal["csv", "sacct", "swf"] | None,
@@ -101,11 +103,19 @@ def evaluate(
     config: ConfigOpt = None,
 ) -> None:
     """Replay a history in time order: predict each delay's bound before it happens,
-    then report correctness and over-prediction per resource, policy and phase."""
-    from elasticsite.advisor.evaluate import evaluate as replay
+    then report correctness and over-prediction per resource, policy and phase.
 
-    if history is None:
+    With a site configuration (``-c``, or when no file is given) its ``[advisor]`` size
+    classes apply and its clouds' allocations are kept per exact instance count."""
+    from elasticsite.advisor.evaluate import evaluate as replay
+    from elasticsite.advisor.sizes import SizeClasses
+
+    sizes, clouds = SizeClasses(), set[str]()
+    if history is None or config is not None:
         cfg = load_site_config(config)
+        sizes = SizeClasses.parse(cfg.advisor.size_classes)
+        clouds = {r.name for r in cfg.advisor.resources if r.kind == "cloud"}
+    if history is None:
         store = _site_store(cfg)
         observations = store.observations()
         name = str(store.path)
@@ -114,103 +124,115 @@ def evaluate(
         name = str(history)
     if not any(o.phase != "probe" for o in observations):
         raise fail(f"{name}: no observations to evaluate")
-    result = replay(observations, quantile=quantile, confidence=confidence, seed=seed)
+    result = replay(
+        observations,
+        quantile=quantile,
+        confidence=confidence,
+        seed=seed,
+        size_classes=sizes,
+        exact_sizes=clouds,
+    )
     if as_json:
         console.print_json(json.dumps({"history": name, **result.to_dict()}))
         return
     _print_evaluation(name, result)
 
 
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}%"
+def _percent(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}%"
 
 
-def _share(cell: Cell | None) -> str:
-    return (
-        "-"
-        if cell is None
-        else _percent(None if cell.correctness is None else 100 * cell.correctness)
-    )
+def _share(cell: Cell | None, digits: int = 1) -> str:
+    if cell is None or cell.correctness is None:
+        return "-"
+    return _percent(100 * cell.correctness, digits)
+
+
+def _over(cell: Cell | None, digits: int = 1) -> str:
+    return "-" if cell is None else _percent(cell.accuracy, digits)
+
+
+def _table(*columns: str, labels: int = 2) -> Table:
+    """A table whose first ``labels`` columns are names and the others figures."""
+    table = Table(show_header=True, header_style="bold")
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i < labels else "right")
+    return table
 
 
 def _print_evaluation(name: str, result: Evaluation) -> None:
+    """Paper 004's Tables 3.3 and 3.4 (per resource and policy, per phase and overall)
+    and 4.25 (per size class), then what could not be predicted and why."""
+    say = console.print
     phases = [p for p in _PHASE_HEADERS if any(p in row.cells for row in result.rows)]
     shown = [*phases, "overall"] if any(r.trials for r in result.rows) else phases
-    console.print(
+    heads = [_PHASE_HEADERS.get(p, p) for p in shown]
+    say(
         f"{name}: {result.observations:,} observations; bounds on the {result.quantile:g} "
         f"quantile at {result.confidence:g} confidence",
         highlight=False,
+        soft_wrap=True,
     )
-    console.print(
+    say(
         f"predicted {result.predicted:,}, not predicted {result.not_predicted:,} "
-        f"(history too short), seeding {result.seeded:,}",
+        f"(listed last), seeded {result.seeded:,}",
         highlight=False,
     )
-    heads = [_PHASE_HEADERS.get(p, p) for p in shown]
-    correct = Table(
-        title="correctness: share of delays at or under their bound", title_justify="left"
-    )
-    accurate = Table(
-        title="accuracy: over-prediction, 100 x (sum of bounds - sum of delays) / sum of delays",
-        title_justify="left",
-    )
-    for table, columns in ((correct, ["trials", *heads]), (accurate, heads)):
-        table.add_column("resource")
-        table.add_column("policy")
-        for column in columns:
-            table.add_column(column, justify="right")
+    say("\ncorrectness: the share of delays at or under their bound", highlight=False)
+    correct = _table("resource", "policy", "trials", *heads)
     for row in result.rows:
         cells = [row.cells.get(p) for p in shown]
-        correct.add_row(
-            row.resource, row.policy, str(row.trials or "-"), *(_share(c) for c in cells)
-        )
-        accurate.add_row(
-            row.resource,
-            row.policy,
-            *(_percent(None if c is None else c.accuracy) for c in cells),
-        )
-    console.print(correct)
-    console.print(accurate)
-    for phase in phases:
+        correct.add_row(row.resource, row.policy, f"{row.trials or '-'}", *map(_share, cells))
+    say(correct)
+    say(
+        "accuracy: over-prediction, 100 x (sum of bounds - sum of delays) / sum of delays",
+        highlight=False,
+    )
+    accurate = _table("resource", "policy", *heads)
+    for row in result.rows:
+        accurate.add_row(row.resource, row.policy, *(_over(row.cells.get(p)) for p in shown))
+    say(accurate)
+    for phase in ("allocation", "execution"):  # staging does not depend on the size
         _print_sizes(result, phase)
     if result.unpredicted:
-        console.print("not predicted (history too short):", highlight=False)
+        say("not predicted:", highlight=False)
     for u in result.unpredicted[:20]:
-        what = f" {u.detail}" if u.detail else ""
-        console.print(
-            f"  {u.resource} {u.policy} {_PHASE_HEADERS[u.phase]}{what} {u.size} nodes: "
-            f"{u.count:,} ({u.reason})",
-            highlight=False,
-            soft_wrap=True,
+        what = " ".join(
+            part
+            for part in (
+                u.resource,
+                u.policy,
+                _PHASE_HEADERS[u.phase],
+                u.detail,
+                f"nodes {u.size}" if u.size else "",
+            )
+            if part
         )
+        say(f"  {what}: {u.count:,} of {u.of:,} ({u.reason})", highlight=False, soft_wrap=True)
     if len(result.unpredicted) > 20:
-        console.print(f"  ... and {len(result.unpredicted) - 20} more", highlight=False)
+        say(f"  ... and {len(result.unpredicted) - 20} more", highlight=False)
+
+
+def _predicted(cell: Cell | None) -> bool:
+    return cell is not None and cell.predicted > 0
 
 
 def _print_sizes(result: Evaluation, phase: str) -> None:
-    labels = [s for s in result.sizes if any(s in r.sizes.get(phase, {}) for r in result.rows)]
-    table = Table(
-        title=f"{_PHASE_HEADERS[phase]} by size class (nodes): correctness / over-prediction",
-        title_justify="left",
+    """One row of correctness and one of over-prediction per resource and policy, one
+    column per size class (nodes), for the rows and classes that had predictions."""
+    rows = [r for r in result.rows if any(c.predicted for c in r.sizes.get(phase, {}).values())]
+    labels = [s for s in result.sizes if any(_predicted(r.sizes[phase].get(s)) for r in rows)]
+    if not labels:
+        return
+    console.print(
+        f"{_PHASE_HEADERS[phase]} by size class (nodes): correctness, over-prediction",
+        highlight=False,
     )
-    table.add_column("resource")
-    table.add_column("policy")
-    for label in labels:
-        table.add_column(label, justify="right")
-    for row in result.rows:
-        by_size = row.sizes.get(phase, {})
-        if not by_size:
-            continue
-        table.add_row(
-            row.resource,
-            row.policy,
-            *(
-                "-"
-                if (cell := by_size.get(label)) is None or not cell.predicted
-                else f"{_share(cell)} / {_percent(cell.accuracy)}"
-                for label in labels
-            ),
-        )
+    table = _table("resource", "policy", "", *labels, labels=3)
+    for row in rows:
+        cells = [row.sizes[phase].get(label) for label in labels]
+        table.add_row(row.resource, row.policy, "correct", *(_share(c, 0) for c in cells))
+        table.add_row("", "", "over", *(_over(c, 0) for c in cells))
     console.print(table)
 
 
