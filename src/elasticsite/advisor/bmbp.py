@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import binom, norm
+from scipy.special import ndtri
+from scipy.stats import binom
 
 __all__ = [
     "HistoryTooShort",
@@ -101,7 +102,7 @@ def _indices(n: npt.NDArray[np.int64], quantile: float, confidence: float) -> np
     # A first guess from the normal approximation with a skewness correction
     # (Cornish-Fisher), checked against the binomial cdf itself (k - 1 must reach the
     # target and k - 2 must not); the few lengths where it is off are bisected.
-    z = float(norm.ppf(confidence))
+    z = float(ndtri(confidence))
     mean = n * quantile
     sd = np.sqrt(n * quantile * (1.0 - quantile))
     guess = mean + sd * z + (1.0 - 2.0 * quantile) * (z * z - 1.0) / 6.0 - 0.5
@@ -127,6 +128,7 @@ def _exact(n: npt.NDArray[np.int64], quantile: float, target: float) -> npt.NDAr
 
 
 _tables: dict[tuple[float, float], npt.NDArray[np.int64]] = {}
+_SMALL = 8192
 
 
 def index_table(quantile: float, confidence: float, size: int) -> npt.NDArray[np.int64]:
@@ -146,6 +148,8 @@ def index_table(quantile: float, confidence: float, size: int) -> npt.NDArray[np
 
 @lru_cache(maxsize=1 << 16)
 def _order_index(n: int, quantile: float, confidence: float) -> int:
+    if n < _SMALL:  # a whole table costs little more than one scipy call per length
+        return int(index_table(quantile, confidence, n + 1)[n])
     return int(_indices(np.array([n], dtype=np.int64), quantile, confidence)[0])
 
 

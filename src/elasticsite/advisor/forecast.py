@@ -24,6 +24,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Iterable
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -65,7 +66,12 @@ _GAIN = np.array(GAINS)
 
 def z_for(quantile: float) -> float:
     """The standard normal quantile: 1.645 for 0.95 (the paper's 1.64), 0 for 0.5."""
-    return float(norm.ppf(check_probability("quantile", quantile)))
+    return _z(check_probability("quantile", quantile))
+
+
+@lru_cache(maxsize=256)
+def _z(quantile: float) -> float:
+    return float(norm.ppf(quantile))
 
 
 class AdaptiveForecast:
@@ -80,6 +86,7 @@ class AdaptiveForecast:
         self._smooth = np.zeros(len(GAINS))
         self._next = np.zeros(len(FORECASTERS))
         self._sse = np.zeros(len(FORECASTERS))
+        self._best = 0
         self.extend(values)
 
     def __len__(self) -> int:
@@ -106,12 +113,11 @@ class AdaptiveForecast:
         self._check()
         return dict(zip(FORECASTERS, (self._sse / (self._count - 1)).tolist(), strict=True))
 
-    @property
-    def _best(self) -> int:
+    def _choose(self) -> None:
         # Errors within TIE of the lowest are a tie (bulk and one-by-one updates round
         # differently), which goes to the earliest forecaster.
         lowest = float(self._sse.min())
-        return int(np.flatnonzero(self._sse <= lowest * (1.0 + TIE))[0])
+        self._best = int(np.flatnonzero(self._sse <= lowest * (1.0 + TIE))[0])
 
     @property
     def chosen(self) -> str:
@@ -232,6 +238,7 @@ class AdaptiveForecast:
         head = [recent[-1], self._total / self._count, self._median(), *means, *medians]
         self._next[: len(head)] = head
         self._next[len(head) :] = self._smooth
+        self._choose()
 
 
 def _window_medians(
