@@ -4,6 +4,10 @@ Pure parts (no clock, no files, no sockets): BMBP quantile bounds from history
 (:mod:`.bmbp`), histories with change-point trimming (:mod:`.series`), job size classes
 (:mod:`.sizes`), bandwidth forecasting for staging (:mod:`.forecast`), composite bounds
 over the phases of a run (:mod:`.composite`) and ranking configurations (:mod:`.rank`).
+
+History and its uses: the store of observations (:mod:`.history`), readers of CSV,
+``sacct --json`` and SWF files (:mod:`.sources`), staging probes (:mod:`.probe`, not
+imported here: it needs an HTTP client) and the evaluation harness (:mod:`.evaluate`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from elasticsite.advisor.composite import (
     composite_many,
     speculative,
 )
+from elasticsite.advisor.evaluate import Evaluation, evaluate
 from elasticsite.advisor.forecast import AdaptiveForecast, transfer_bound, z_for
+from elasticsite.advisor.history import HistoryStore, Observation, ProbeFailure
 from elasticsite.advisor.rank import (
     LEAST_DISRUPTIVE,
     Configuration,
@@ -30,26 +36,34 @@ from elasticsite.advisor.rank import (
 )
 from elasticsite.advisor.series import Series
 from elasticsite.advisor.sizes import SizeClasses
+from elasticsite.advisor.sources import SourceError, read_history
 
 __all__ = [
     "LEAST_DISRUPTIVE",
     "AdaptiveForecast",
     "Composite",
     "Configuration",
+    "Evaluation",
+    "HistoryStore",
     "HistoryTooShort",
+    "Observation",
     "Overlap",
     "Phase",
+    "ProbeFailure",
     "Ranked",
     "Series",
     "SizeClasses",
+    "SourceError",
     "Speculation",
     "bmbp_bound",
     "composite",
     "composite_many",
+    "evaluate",
     "independent",
     "min_history",
     "order_index",
     "rank",
+    "read_history",
     "speculative",
     "speculative_choice",
     "suggest",
