@@ -51,8 +51,9 @@ def history(tmp_path: Path) -> HistoryStore:
 
 def test_import_adds_a_file_once(site: Path, tmp_path: Path) -> None:
     shutil.copy(DATA / "sacct-23.11.json", tmp_path / "mila.json")
-    out = run("import", "mila.json", "-c", "site.toml", cwd=tmp_path)
+    out = run("import", "mila.json", "--qos", "urgent=next_to_run", "-c", "site.toml", cwd=tmp_path)
     assert out.stdout == "mila.json: 6 new observations of 6 into elasticsite-state/advisor.db\n"
+    assert [k.policy for k in history(tmp_path).keys("allocation")] == ["default", "next_to_run"]
     again = run("import", "mila.json", "-c", "site.toml", cwd=tmp_path)
     assert again.stdout == "mila.json: 0 new observations of 6 into elasticsite-state/advisor.db\n"
     assert history(tmp_path).count("execution") == 2
@@ -77,6 +78,12 @@ def test_import_names_a_bad_file_and_line_and_adds_nothing(site: Path, tmp_path:
     assert history(tmp_path).count() == 0
     missing = run("import", "nope.json", "-c", "site.toml", cwd=tmp_path, check=False)
     assert (missing.returncode, missing.stderr) == (2, "error: nope.json: no such file\n")
+    qos = run("import", "drills.csv", "--qos", "urgent", "-c", "site.toml", cwd=tmp_path,
+              check=False)  # fmt: skip
+    assert qos.stderr == (
+        "error: --qos: expected QOS=POLICY with a policy among default, next_to_run, preemption, "
+        "qos, suspension, migration, got 'urgent'\n"
+    )
 
 
 def test_record_adds_one_drill_observation(site: Path, tmp_path: Path) -> None:

@@ -72,15 +72,20 @@ def detect_format(path: str | os.PathLike[str]) -> Format:
 
 
 def read_history(
-    path: str | os.PathLike[str], fmt: Format | None = None, *, resource: str | None = None
+    path: str | os.PathLike[str],
+    fmt: Format | None = None,
+    *,
+    resource: str | None = None,
+    qos_policies: Mapping[str, str] | None = None,
 ) -> Iterator[Observation]:
     """Observations from ``path`` in format ``fmt`` (default: :func:`detect_format`);
-    ``resource`` names the resource of every observation of an SWF or sacct file."""
+    ``resource`` names the resource of every observation of an SWF or sacct file,
+    ``qos_policies`` the policy of a sacct job's QOS (see :func:`read_sacct`)."""
     chosen = fmt or detect_format(path)
     if chosen == "csv":
         return read_csv(path)
     if chosen == "sacct":
-        return read_sacct(path, resource=resource)
+        return read_sacct(path, resource=resource, qos_policies=qos_policies)
     if chosen == "swf":
         return read_swf_waits(path, resource=resource)
     raise ValueError(f"unknown history format {chosen!r}; choose from {', '.join(FORMATS)}")

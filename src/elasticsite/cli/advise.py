@@ -51,6 +51,14 @@ ResourceOpt = Annotated[
     str | None,
     typer.Option(help="Resource name for every observation (sacct: default the partition)."),
 ]
+QosOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--qos",
+        metavar="QOS=POLICY",
+        help="sacct jobs of that QOS ran under that policy (e.g. urgent=next_to_run); repeatable.",
+    ),
+]
 _PHASE_HEADERS = {"input": "input", "allocation": "queue", "execution": "execution"}
 _PHASE_HEADERS["output"] = "output"
 
@@ -74,13 +82,31 @@ def _site_store(cfg: SiteConfig) -> HistoryStore:
     return HistoryStore(store_path(cfg.state_dir()))
 
 
-def _read(path: Path, fmt: str | None, resource: str | None) -> list[Observation]:
+def _qos_policies(pairs: list[str] | None) -> dict[str, str]:
+    from elasticsite.config.advisor import BATCH_POLICIES, CLOUD_POLICIES
+
+    known = dict.fromkeys((*BATCH_POLICIES, *CLOUD_POLICIES))
+    policies = {}
+    for pair in pairs or ():
+        qos, sep, policy = pair.partition("=")
+        if not sep or not qos.strip() or policy.strip() not in known:
+            raise fail(
+                f"--qos: expected QOS=POLICY with a policy among {', '.join(known)}, got {pair!r}"
+            )
+        policies[qos.strip()] = policy.strip()
+    return policies
+
+
+def _read(
+    path: Path, fmt: str | None, resource: str | None, qos: list[str] | None
+) -> list[Observation]:
     from elasticsite.advisor.sources import SourceError, read_history
 
+    policies = _qos_policies(qos)
     if not path.exists():
         raise fail(f"{path}: no such file")
     try:
-        return list(read_history(path, fmt, resource=resource))  # type: ignore[arg-type]
+        return list(read_history(path, fmt, resource=resource, qos_policies=policies))  # type: ignore[arg-type]
     except SourceError as exc:
         raise fail(str(exc)) from None
 
@@ -99,6 +125,7 @@ def evaluate(
         int, typer.Option(min=0, help="Observations per key that only seed the history.")
     ] = 0,
     resource: ResourceOpt = None,
+    qos: QosOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
     config: ConfigOpt = None,
 ) -> None:
@@ -120,7 +147,7 @@ def evaluate(
         observations = store.observations()
         name = str(store.path)
     else:
-        observations = _read(history, fmt, resource)
+        observations = _read(history, fmt, resource, qos)
         name = str(history)
     if not any(o.phase != "probe" for o in observations):
         raise fail(f"{name}: no observations to evaluate")
@@ -242,11 +269,12 @@ def import_history(
     file: Annotated[Path, typer.Argument(help="A CSV, sacct --json or SWF file.")],
     fmt: FormatOpt = None,
     resource: ResourceOpt = None,
+    qos: QosOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Add a history file to the site's history (nothing twice: jobs are matched by id)."""
     cfg = load_site_config(config)
-    observations = _read(file, fmt, resource)
+    observations = _read(file, fmt, resource, qos)
     store = _site_store(cfg)
     added = store.add(observations)
     console.print(
