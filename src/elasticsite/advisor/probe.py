@@ -10,7 +10,9 @@ Two kinds of probe, as the ``[[advisor.repositories]]`` entry says:
 
 - ``url``: an HTTP(S) GET with ``Range: bytes=0-(N-1)``; the body is streamed and
   counted, and the transfer stops after N bytes (a server that ignores the range is
-  read for its first N bytes). A body shorter than N bytes is a failure.
+  read for its first N bytes). A body shorter than N bytes is a failure. Redirects are
+  followed, certificates verified, and the time includes connecting, as a real
+  transfer's would.
 - ``command``: an argument list run without a shell, its standard input empty and its
   output discarded, with ``ELASTICSITE_PROBE_REPOSITORY``, ``ELASTICSITE_PROBE_BYTES``
   (and ``ELASTICSITE_PROBE_URL`` when the repository has a URL) in its environment;
@@ -152,7 +154,8 @@ def probe(
     client: httpx.Client | None = None,
 ) -> Observation:
     """Probe ``repo`` once; the observation it gives (``resource`` is where it was
-    staged to). Raises :class:`ProbeError` when it fails."""
+    staged to). Raises :class:`ProbeError` when it fails. Without ``client`` the
+    transfer opens a connection of its own, as a real transfer would."""
     if repo.url is not None and repo.command is None:
         if client is None:
             with httpx.Client(follow_redirects=True) as own:
@@ -197,26 +200,25 @@ def run_probes(
     due = {repo.name: monotonic() for repo in repos}
     done = 0
     store_failed = False
-    with httpx.Client(follow_redirects=True) as client:
-        while True:
-            repo = min(repos, key=lambda r: due[r.name])
-            wait = due[repo.name] - monotonic()
-            if wait > 0:
-                sleep(wait)
-            due[repo.name] = max(due[repo.name] + repo.period, monotonic())
-            outcome = _probe_and_record(repo, store, resource, clock, monotonic, client)
-            if not outcome.recorded:
-                (log.debug if store_failed else log.error)(
-                    "cannot record the probe of %s in %s", repo.name, store.path
-                )
-                store_failed = True
-            if report is not None:
-                report(outcome)
-            done += 1
-            if once or rounds is not None:
-                outcomes.append(outcome)
-            if (once and done == len(repos)) or (rounds is not None and done >= rounds):
-                return outcomes
+    while True:
+        repo = min(repos, key=lambda r: due[r.name])
+        wait = due[repo.name] - monotonic()
+        if wait > 0:
+            sleep(wait)
+        due[repo.name] = max(due[repo.name] + repo.period, monotonic())
+        outcome = _probe_and_record(repo, store, resource, clock, monotonic)
+        if not outcome.recorded:
+            (log.debug if store_failed else log.error)(
+                "cannot record the probe of %s in %s", repo.name, store.path
+            )
+            store_failed = True
+        if report is not None:
+            report(outcome)
+        done += 1
+        if once or rounds is not None:
+            outcomes.append(outcome)
+        if (once and done == len(repos)) or (rounds is not None and done >= rounds):
+            return outcomes
 
 
 def _probe_and_record(
@@ -225,14 +227,11 @@ def _probe_and_record(
     resource: str,
     clock: Callable[[], float],
     monotonic: Callable[[], float],
-    client: httpx.Client,
 ) -> ProbeOutcome:
     observation: Observation | None = None
     failure: ProbeFailure | None = None
     try:
-        observation = probe(
-            repo, resource=resource, clock=clock, monotonic=monotonic, client=client
-        )
+        observation = probe(repo, resource=resource, clock=clock, monotonic=monotonic)
     except ProbeError as exc:
         failure = ProbeFailure(repository=repo.name, at=clock(), error=str(exc))
         log.warning("probe of %s failed: %s", repo.name, exc)
