@@ -1,11 +1,11 @@
 """The project's one ASGI application and the uvicorn server that runs it.
 
-Today it serves the recontextualization broker at ``/``; the urgent-computing
-portals will be mounted here too. :func:`build_server` holds the uvicorn settings
-that let one process keep many thousands of agents in long polls, and
-:class:`BrokerServer` accepts connections through the limits of
-:mod:`elasticsite.connlimits`, so that clients that never send a request cannot
-exhaust the process's sockets.
+It serves the recontextualization broker at ``/`` and, when asked, the deadline
+advisor at ``/advisor``; the urgent-computing portals will be mounted here too.
+:func:`build_server` holds the uvicorn settings that let one process keep many
+thousands of agents in long polls, and :class:`BrokerServer` accepts connections
+through the limits of :mod:`elasticsite.connlimits`, so that clients that never send a
+request cannot exhaust the process's sockets.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import resource
 import socket
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import uvicorn
 from fastapi import FastAPI
@@ -35,6 +35,9 @@ from elasticsite.context.broker import Broker, open_broker
 from elasticsite.context.middleware import BodyLimit, UpdatesFastPath
 from elasticsite.context.models import MAX_BODY
 from elasticsite.context.routes import install
+
+if TYPE_CHECKING:
+    from elasticsite.advisor.service import Advisor
 
 __all__ = [
     "OPEN_FILES_MARGIN",
@@ -60,13 +63,23 @@ def create_app(
     history: int = 10_000,
     max_body: int = MAX_BODY,
     limits: BrokerLimits | None = None,
+    advisor: Advisor | None = None,
+    advisor_token: str | None = None,
 ) -> FastAPI:
-    """The application: the broker (state in ``state_dir``) at ``/``."""
+    """The application: the broker (state in ``state_dir``) at ``/``; with ``advisor``,
+    the deadline advisor at ``/advisor``, for bearers of ``advisor_token`` or the
+    broker's admin token."""
     app = FastAPI(title="elasticsite", version=__version__)
     broker = open_broker(
         state_dir, admin_token=admin_token, public_url=public_url, history=history, limits=limits
     )
     install(app, broker)
+    if advisor is not None:
+        from elasticsite.advisor import routes
+
+        if advisor_token is None:
+            raise ValueError("the advisor is served only with an advisor token")
+        routes.install(app, advisor, advisor_token, admin=broker.auth.is_admin)
     app.add_middleware(BodyLimit, max_body=max_body)
     app.add_middleware(UpdatesFastPath, broker=broker)  # outermost: the long polls' hot path
     return app

@@ -14,15 +14,19 @@ import socket
 import sqlite3
 from contextlib import suppress
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from elasticsite import logs
 from elasticsite.cli.common import console, err, fail
 from elasticsite.cli.context import TOKEN_ENV
 from elasticsite.context.admission import BrokerLimits
 from elasticsite.files import StateFileError, private_dir
+
+if TYPE_CHECKING:
+    from elasticsite.advisor.service import Advisor
 
 __all__ = ["broker", "broker_limits"]
 
@@ -54,6 +58,30 @@ def broker_limits(
         max_member_bytes=max_bytes,
         reserved=tuple(dict.fromkeys(names)),
     )
+
+
+def _advisor(site_file: Path | None) -> tuple[Advisor | None, str | None, Path | None]:
+    """The advisor of the site ``site_file`` configures, its token and the token's file;
+    whatever is wrong with them is one error line."""
+    if site_file is None:
+        return None, None, None
+    from elasticsite.advisor.history import HistoryStore, store_path
+    from elasticsite.advisor.routes import load_advisor_token
+    from elasticsite.advisor.service import Advisor
+    from elasticsite.cli.common import load_site_config
+
+    cfg = load_site_config(site_file)
+    if not cfg.advisor.resources:
+        raise fail(
+            escape(f"{site_file}: [advisor] names no resources to rank; add [[advisor.resources]]")
+        )
+    state = cfg.state_dir().resolve()
+    try:
+        store = HistoryStore(store_path(state))
+        token, path = load_advisor_token(state)
+    except (StateFileError, OSError, ValueError) as exc:
+        raise fail(escape(str(exc))) from None
+    return Advisor(store, cfg.advisor), token, path
 
 
 def broker(
@@ -144,6 +172,15 @@ def broker(
         int,
         typer.Option(min=1024, help="Bytes of member records one context may hold."),
     ] = _LIMITS.max_member_bytes,
+    advisor: Annotated[
+        Path | None,
+        typer.Option(
+            "--advisor",
+            help="Also serve the deadline advisor of this site (its TOML file) at "
+            "/advisor/advise, for bearers of its advisor.token or the admin token.",
+            show_default=False,
+        ),
+    ] = None,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
 ) -> None:
@@ -185,6 +222,7 @@ def broker(
         cert, key = ensure_certificate(state_dir, [host])
     scheme = "http" if insecure_http else "https"
     shown_host = f"[{host}]" if ":" in host else host
+    served, advisor_token, advisor_token_file = _advisor(advisor)
     try:
         app = create_app(
             state_dir,
@@ -192,6 +230,8 @@ def broker(
             public_url=public_url,
             history=history,
             limits=admission,
+            advisor=served,
+            advisor_token=advisor_token,
         )
     except (ValueError, OSError, sqlite3.Error, StateFileError) as exc:
         raise fail(f"cannot open the broker state in {state_dir}: {exc}") from None
@@ -202,6 +242,13 @@ def broker(
     else:
         console.print("[bold yellow]plain HTTP:[/] credentials cross the network unencrypted")
     console.print(f"admin token {token_source}", highlight=False, soft_wrap=True)
+    if advisor_token_file is not None:
+        console.print(
+            f"advisor     {scheme}://{shown_host}:{port}/advisor/advise, "
+            f"token {advisor_token_file}",
+            highlight=False,
+            soft_wrap=True,
+        )
     allowed = raise_open_files_limit(limits.max_connections)
     server = build_server(
         app,
