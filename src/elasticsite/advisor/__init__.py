@@ -8,6 +8,11 @@ over the phases of a run (:mod:`.composite`) and ranking configurations (:mod:`.
 History and its uses: the store of observations (:mod:`.history`), readers of CSV,
 ``sacct --json`` and SWF files (:mod:`.sources`), staging probes (:mod:`.probe`, not
 imported here: it needs an HTTP client) and the evaluation harness (:mod:`.evaluate`).
+
+The service: deadlines as people write them (:mod:`.deadline`), the site's configurations
+ranked from its history and settings (:mod:`.service`), the manager's recorder of queue
+waits and VM allocation delays (:mod:`.recorder`) and the REST endpoint (:mod:`.routes`,
+not imported here: it needs FastAPI).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from elasticsite.advisor.composite import (
     composite_many,
     speculative,
 )
+from elasticsite.advisor.deadline import DeadlineError, parse_deadline
 from elasticsite.advisor.evaluate import Evaluation, evaluate
 from elasticsite.advisor.forecast import AdaptiveForecast, transfer_bound, z_for
 from elasticsite.advisor.history import HistoryStore, Observation, ProbeFailure
@@ -35,17 +41,22 @@ from elasticsite.advisor.rank import (
     suggest,
 )
 from elasticsite.advisor.series import Series
+from elasticsite.advisor.service import Advice, Advisor, NothingToRank
 from elasticsite.advisor.sizes import SizeClasses
 from elasticsite.advisor.sources import SourceError, read_history
 
 __all__ = [
     "LEAST_DISRUPTIVE",
     "AdaptiveForecast",
+    "Advice",
+    "Advisor",
     "Composite",
     "Configuration",
+    "DeadlineError",
     "Evaluation",
     "HistoryStore",
     "HistoryTooShort",
+    "NothingToRank",
     "Observation",
     "Overlap",
     "Phase",
@@ -62,6 +73,7 @@ __all__ = [
     "independent",
     "min_history",
     "order_index",
+    "parse_deadline",
     "rank",
     "read_history",
     "speculative",
