@@ -232,12 +232,12 @@ def composite_many(
     wanted = None if quantiles is None else _check_quantiles(quantiles)
     results: list[Composite | None] = [None] * len(configurations)
     groups: dict[tuple[int, ...], list[tuple[int, list[_Candidates]]]] = {}
+    limit = deadline + FIT * max(deadline, 1.0)
     for index, items in enumerate(configurations):
-        candidates = [_candidates(item, wanted) for item in _check_items(items)]
+        candidates = [_candidates(item, wanted, limit) for item in _check_items(items)]
         if all(c.probability.size for c in candidates):
             shape = tuple(c.probability.size for c in candidates)
             groups.setdefault(shape, []).append((index, candidates))
-    limit = deadline + FIT * max(deadline, 1.0)
     for shape, members in groups.items():
         cells = math.prod(shape)
         step = max(1, _MAX_CELLS // max(cells, 1))
@@ -275,13 +275,29 @@ def _check_items(items: Sequence[Item]) -> Sequence[Item]:
     return items
 
 
-def _candidates(item: Item, wanted: Sequence[float] | None) -> _Candidates:
+def _candidates(item: Item, wanted: Sequence[float] | None, limit: float) -> _Candidates:
+    """The item's options that could be part of the best fit: those within the deadline
+    on their own and not beaten by another option both likelier and no longer."""
     members = item.phases if isinstance(item, Overlap) else (item,)
     options = [[(p.name, q, b) for q, b in p.choices(wanted)] for p in members]
     picks = list(itertools.product(*options))
-    probability = np.array([math.prod(q for _, q, _ in pick) for pick in picks], dtype=np.float64)
-    bound = np.array([max(b for _, _, b in pick) for pick in picks], dtype=np.float64)
-    return _Candidates(probability, bound, picks)
+    scored = []
+    for index, pick in enumerate(picks):
+        bound = max(b for _, _, b in pick)
+        if bound <= limit:
+            scored.append((bound, -math.prod(q for _, q, _ in pick), index))
+    scored.sort()  # shortest first, then likeliest
+    kept = []
+    likeliest = -1.0
+    for bound, negative, index in scored:  # keep each likelier than every shorter one
+        if -negative > likeliest:
+            kept.append((bound, -negative, index))
+            likeliest = -negative
+    return _Candidates(
+        np.array([p for _, p, _ in kept], dtype=np.float64),
+        np.array([b for b, _, _ in kept], dtype=np.float64),
+        [picks[i] for _, _, i in kept],
+    )
 
 
 def _search(
