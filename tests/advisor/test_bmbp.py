@@ -132,6 +132,13 @@ def test_long_histories() -> None:
         ([1.0] * 100, 0.95, 1.5, "confidence must be strictly between 0 and 1, got 1.5"),
         ([1.0] * 80 + [math.inf], 0.95, 0.95, "samples must be finite; value 80 is inf"),
         ([[1.0, 2.0]] * 40, 0.95, 0.95, "samples must be one-dimensional, got shape (40, 2)"),
+        ("1, 2, 3", 0.95, 0.95, "samples must be a sequence of numbers, got str"),
+        (
+            [1.0, "late"],
+            0.95,
+            0.95,
+            "samples must be numbers: could not convert string to float: 'late'",
+        ),
     ],
 )
 def test_bad_input_gets_one_clear_error(

@@ -206,14 +206,17 @@ def as_samples(
     samples: Iterable[float] | npt.ArrayLike, what: str = "samples"
 ) -> npt.NDArray[np.float64]:
     """``samples`` as a one-dimensional float array of finite values, or a ValueError."""
-    if isinstance(samples, np.ndarray):
-        array = samples.astype(np.float64, copy=False)
-    elif isinstance(samples, list | tuple):
-        array = np.asarray(samples, dtype=np.float64)
-    elif isinstance(samples, Iterable):
-        array = np.fromiter(samples, dtype=np.float64)
-    else:
+    if isinstance(samples, str | bytes) or not isinstance(samples, Iterable | np.ndarray):
         raise ValueError(f"{what} must be a sequence of numbers, got {type(samples).__name__}")
+    try:
+        if isinstance(samples, np.ndarray):
+            array = samples.astype(np.float64, copy=False)
+        elif isinstance(samples, list | tuple):
+            array = np.asarray(samples, dtype=np.float64)
+        else:
+            array = np.fromiter(samples, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{what} must be numbers: {error}") from error
     if array.ndim != 1:
         raise ValueError(f"{what} must be one-dimensional, got shape {array.shape}")
     bad = ~np.isfinite(array)
