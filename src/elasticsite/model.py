@@ -10,9 +10,14 @@ import enum
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from elasticsite.attributes import EMPTY as EMPTY_ATTRIBUTES
 from elasticsite.attributes import EVERY_JOB, Selector
+
+WasteEstimate = Literal["observed", "fixed"]
+"""Where a cloud's boot and shutdown estimates come from: what the core observed of
+its workers (starting from the configured times), or the configured times alone."""
 
 __all__ = [
     "Cause",
@@ -28,6 +33,7 @@ __all__ = [
     "Transition",
     "Undrain",
     "VMType",
+    "WasteEstimate",
     "Worker",
     "WorkerState",
     "billed_cost",
@@ -281,6 +287,9 @@ class CloudSpec:
     """Spot (preemptible) capacity: cheaper, and the cloud may take instances back."""
     spot_price_cap: float | None = None
     """The most a spot instance may cost per hour (the provider's bid); None: on-demand's."""
+    waste_estimate: WasteEstimate = "observed"
+    """``observed``: the core replaces ``boot_time`` and ``shutdown_time`` with the running
+    means of what it saw (once it saw any); ``fixed``: they stay as configured."""
 
     @property
     def waste_time(self) -> float:

@@ -17,19 +17,25 @@ import logging
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager, suppress
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
 
+from elasticsite.boottime import contended
 from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
-from elasticsite.clouds.local_spot import RECLAIMS_SCHEMA, give_notice, pull_plug, reclaims
+from elasticsite.clouds.local_registry import (
+    CloudStateError,
+    cloud_db,
+    process_alive,
+    set_instance_state,
+    slow_boots,
+)
+from elasticsite.clouds.local_spot import give_notice, pull_plug, reclaims
 from elasticsite.files import StateFileError, private_dir, private_opener, write_private
 from elasticsite.model import VMType
-from elasticsite.sqlite import connect
 
 __all__ = [
     "TERMINATED_RETENTION",
@@ -41,114 +47,21 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS instances (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    site TEXT NOT NULL,
-    state TEXT NOT NULL,
-    tags TEXT NOT NULL,
-    vm_type TEXT NOT NULL,
-    cores INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    pid INTEGER
-)
-"""
 _STATES = {s.value: s for s in InstanceState}
 _LIVE_ROW_STATES = ("pending", "running", "stopping")
 TERMINATED_RETENTION = 3600.0
 """Seconds a terminated instance still shows in :meth:`LocalCloud.describe`."""
 SPAWN_GRACE = 10.0
 """Seconds a pending row may lack a worker pid before it counts as failed (launcher died)."""
-_HAVE_PROC = os.path.isdir("/proc/self")
-LOCK_TIMEOUT = 10.0
-"""Seconds to wait for another process's write lock before giving up as "locked"."""
-
-
-class CloudStateError(CloudError, StateFileError):
-    """The registry or state directory itself is unusable: ``PATH: cause``."""
-
-
-@contextmanager
-def cloud_db(
-    path: Path | str, write: bool = True, create: bool = True
-) -> Iterator[sqlite3.Connection]:
-    """One transaction on a cloud registry (created, in WAL mode, if ``create``).
-
-    ``write`` takes the write lock up front: the manager and every worker process write
-    here, one after another. Workers open with ``create=False``: a registry that vanished
-    means the cloud is gone, not that a new one should start. Errors become
-    :class:`CloudError` (:class:`CloudStateError` when the file itself is unusable).
-    """
-    try:
-        with (
-            closing(
-                connect(path, synchronous="FULL", busy_timeout=LOCK_TIMEOUT, create=create)
-            ) as conn,
-            conn.transaction(immediate=write),
-        ):
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version < 2:  # a new registry, or one from before spot notices
-                conn.execute(_SCHEMA)
-                conn.execute(RECLAIMS_SCHEMA)
-                conn.execute("PRAGMA user_version = 2")
-            yield conn
-    except StateFileError as exc:
-        raise CloudStateError(exc.path, exc.cause) from exc
-    except sqlite3.Error as exc:
-        raise CloudError(f"local cloud registry {path}: {exc}") from exc
-
-
-def set_instance_state(
-    path: Path | str,
-    instance_id: str,
-    state: str | None,
-    *,
-    pid: int | None = None,
-    only_from: Sequence[str] = (),
-) -> str | None:
-    """Record an instance's state and/or worker pid; returns the state it had before.
-
-    With ``only_from``, the state changes only from one of those states, so a worker
-    finishing its boot never overwrites a ``stopping`` set by :meth:`LocalCloud.terminate`.
-    Returns None for an instance the registry does not know.
-    """
-    with cloud_db(path, create=False) as db:
-        row = db.execute("SELECT state FROM instances WHERE id = ?", (instance_id,)).fetchone()
-        if row is None:
-            return None
-        if state is None or (only_from and row[0] not in only_from):
-            state = row[0]
-        db.execute(
-            "UPDATE instances SET state = ?, pid = COALESCE(?, pid), updated_at = ? WHERE id = ?",
-            (state, pid, time.time(), instance_id),
-        )
-        return str(row[0])
-
-
-def _process_alive(pid: int, instance_id: str) -> bool:
-    """Whether ``pid`` is a live (non-zombie) worker process of ``instance_id``."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not _HAVE_PROC:
-        return True
-    try:  # a zombie has an empty command line; a reused pid has another one
-        return instance_id.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
 
 
 class LocalCloud:
     """A cloud of local worker processes (the embedded site's IaaS).
 
-    ``boot_delay`` (+ uniform ``±boot_jitter``) is how long an instance takes to
-    join; ``fail_boot`` is the chance that it never joins. ``seed`` makes both
-    reproducible.
+    ``boot_delay`` (+ uniform ``±boot_jitter``, + ``boot_slowdown`` for each other
+    instance of this cloud booting with it, started before or during its boot:
+    :mod:`elasticsite.boottime`) is how long an instance takes to join; ``fail_boot``
+    is the chance that it never joins. ``seed`` makes both reproducible.
     """
 
     def __init__(
@@ -165,6 +78,7 @@ class LocalCloud:
         fail_boot: float = 0.0,
         fail_launch: float = 0.0,
         api_delay: float = 0.0,
+        boot_slowdown: float = 0.0,
     ) -> None:
         for label, p in (("fail_boot", fail_boot), ("fail_launch", fail_launch)):
             if not 0.0 <= p <= 1.0:
@@ -175,6 +89,7 @@ class LocalCloud:
         self.batch_path = Path(batch_path).absolute()
         self.boot_delay = boot_delay
         self.boot_jitter = boot_jitter
+        self.boot_slowdown = boot_slowdown
         self.shutdown_delay = shutdown_delay
         self.poll_interval = poll_interval
         self.fail_boot = fail_boot
@@ -214,6 +129,7 @@ class LocalCloud:
         all_tags = {SITE_TAG: self.site_id, **tags}
         now = time.time()
         fresh: list[tuple[str, str]] = []
+        booting: list[int] = []
         with cloud_db(self.db_path) as db:
             for name in dict.fromkeys(names):
                 if db.execute("SELECT 1 FROM instances WHERE name = ?", (name,)).fetchone():
@@ -226,10 +142,12 @@ class LocalCloud:
                      vm_type.cores, now, now),
                 )  # fmt: skip
                 fresh.append((instance_id, name))
+                booting.append(slow_boots(db, self.boot_slowdown, instance_id))
         pids: list[tuple[int, str]] = []
         try:
-            for instance_id, name in fresh:
-                pids.append((self._spawn(instance_id, name, vm_type.cores, userdata), instance_id))
+            for k, (instance_id, name) in enumerate(fresh):
+                pid = self._spawn(instance_id, name, vm_type.cores, userdata, booting[k])
+                pids.append((pid, instance_id))
         finally:
             unstarted = [(time.time(), i) for i, _ in fresh[len(pids) :]]
             with cloud_db(self.db_path) as db:
@@ -240,11 +158,14 @@ class LocalCloud:
         found = {i.name: i for i in self._describe(None, names)}
         return [found[n] for n in dict.fromkeys(names) if n in found]
 
-    def _spawn(self, instance_id: str, name: str, cores: int, userdata: Mapping[str, str]) -> int:
-        """Start the worker process of one instance; returns its pid."""
+    def _spawn(
+        self, instance_id: str, name: str, cores: int, userdata: Mapping[str, str], booting: int
+    ) -> int:
+        """Start the worker process of one instance, ``booting`` others booting; its pid."""
         delay = self.boot_delay
         if self.boot_jitter:
             delay += self._rng.uniform(-self.boot_jitter, self.boot_jitter)
+        delay = contended(delay, self.boot_slowdown, booting)
         never_join = self._rng.random() < self.fail_boot
         userdata_path = self.state_dir / "userdata" / f"{name}.json"
         try:  # it may hold the context's secret: 0600, and never seen half-written
@@ -348,7 +269,7 @@ class LocalCloud:
         if pid is None:
             return now - created_at < SPAWN_GRACE
         self._reap(pid)
-        return _process_alive(pid, instance_id)
+        return process_alive(pid, instance_id)
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
         """Ask these instances to shut down (SIGTERM to the worker); unknown ids are ignored."""
@@ -365,7 +286,7 @@ class LocalCloud:
             ).fetchall()
             now = time.time()
             for instance_id, name, pid in rows:
-                alive = pid is not None and _process_alive(pid, instance_id)
+                alive = pid is not None and process_alive(pid, instance_id)
                 new_state = "stopping" if alive or pid is None else "terminated"
                 db.execute(
                     "UPDATE instances SET state = ?, updated_at = ? WHERE id = ?",
@@ -390,7 +311,7 @@ class LocalCloud:
             ).fetchall()
             killed = 0
             for instance_id, pid in rows:
-                if pid is not None and _process_alive(pid, instance_id):
+                if pid is not None and process_alive(pid, instance_id):
                     try:  # the worker leads its own process group
                         os.killpg(pid, signal.SIGKILL)
                     except OSError:

@@ -29,6 +29,8 @@ class LocalCloudOptions(PluginOptions):
 
     ``boot_delay`` and ``shutdown_delay`` default to the cloud's ``boot_time`` and
     ``shutdown_time``: unless told otherwise, workers take what the policies expect.
+    ``boot_slowdown`` is added to a boot for each other instance of the cloud booting
+    at its launch (paper 000's contention; ``docs/boot-model.md``).
     """
 
     boot_delay: _Seconds = 60.0
@@ -39,6 +41,7 @@ class LocalCloudOptions(PluginOptions):
     fail_boot: _Probability = 0.0
     fail_launch: _Probability = 0.0
     api_delay: _Seconds = 0.0
+    boot_slowdown: _Seconds = 0.0
 
     @model_validator(mode="before")
     @classmethod

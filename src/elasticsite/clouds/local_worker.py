@@ -32,8 +32,8 @@ from elasticsite import logs
 from elasticsite.batch.base import BatchError
 from elasticsite.batch.local import Assignment, LocalBatch
 from elasticsite.clouds.base import CloudError
-from elasticsite.clouds.local import set_instance_state
 from elasticsite.clouds.local_agent import LocalAgent
+from elasticsite.clouds.local_registry import boot_extra, set_instance_state
 from elasticsite.clouds.local_slurmd import SlurmdError, SlurmdNode
 from elasticsite.files import StateFileError
 
@@ -155,6 +155,18 @@ class Worker:
 
     # -- life --------------------------------------------------------------------------
 
+    def _boot(self) -> bool:
+        """Wait out the boot, and whatever later boots of the cloud added to it; True
+        once asked to stop."""
+        if self.wait(self.boot_delay):
+            return True
+        waited = 0.0
+        while (extra := boot_extra(self.cloud_db, self.instance_id)) > waited:
+            if self.wait(extra - waited):
+                return True
+            waited = extra
+        return False
+
     def run(self) -> int:
         """Boot, join, serve until told to stop, leave; returns the exit status."""
         self._setup_signals()
@@ -164,7 +176,7 @@ class Worker:
             log.error("%s: instance %s is not in %s", self.name, self.instance_id, self.cloud_db)
             return 1
         log.info("%s: booting for %.2fs (%d cores)", self.name, self.boot_delay, self.cores)
-        if prior in ("stopping", "terminated") or self.wait(self.boot_delay):
+        if prior in ("stopping", "terminated") or self._boot():
             return self.shutdown(joined=False)
         marked = set_instance_state(
             self.cloud_db, self.instance_id, "running", only_from=("pending",)

@@ -23,7 +23,7 @@ from pydantic_core import InitErrorDetails
 from elasticsite import plugins
 from elasticsite.attributes import InvalidAttribute, Selector
 from elasticsite.config.common import DAY, NAME, Strict
-from elasticsite.model import CloudSpec, VMType
+from elasticsite.model import CloudSpec, VMType, WasteEstimate
 from elasticsite.plugins import PluginOptions, Registry
 
 __all__ = ["BatchConfig", "CloudConfig", "VMTypeConfig"]
@@ -73,6 +73,11 @@ class CloudConfig(Strict):
     billing_increment: float = Field(1.0, gt=0, le=31 * DAY, description="seconds; 3600 = hourly")
     boot_time: float = Field(60.0, ge=0, le=DAY, description="estimate, seconds")
     shutdown_time: float = Field(6.0, ge=0, le=DAY, description="estimate, seconds")
+    waste_estimate: WasteEstimate = Field(
+        "observed",
+        description="observed: policies weigh the boot and shutdown times seen so far "
+        "(boot_time and shutdown_time until then); fixed: boot_time and shutdown_time",
+    )
     vm_types: list[VMTypeConfig] = Field(default_factory=lambda: [VMTypeConfig()], min_length=1)
     serves: dict[str, list[str]] = Field(
         default_factory=dict,
@@ -134,6 +139,7 @@ class CloudConfig(Strict):
             billing_increment=self.billing_increment,
             boot_time=self.boot_time,
             shutdown_time=self.shutdown_time,
+            waste_estimate=self.waste_estimate,
             vm_types=tuple(VMType(v.name, v.cores, v.memory_mb) for v in self.vm_types),
             serves=Selector.of(self.serves),
             spot=self.spot,

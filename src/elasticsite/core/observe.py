@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from elasticsite.batch.base import Node, NodeState
 from elasticsite.clouds.base import SITE_TAG, Instance
 from elasticsite.clouds.base import InstanceState as IS
-from elasticsite.core import health
+from elasticsite.core import estimates, health
 from elasticsite.core.plan import (
     AddAndLaunch,
     CoreConfig,
@@ -72,7 +72,8 @@ def observe(
         if name not in held and n.state in (NodeState.IDLE, NodeState.BUSY)
     )
     health.track(state, plan, config, now)
-    clouds, shut = health.open_clouds(state, now, config.clouds)
+    estimates.track(state, plan, config)
+    clouds, shut = health.open_clouds(state, now, estimates.apply(state, config.clouds))
     snapshot = SiteSnapshot(now, queued, running, workers, clouds, site_cores)
     snapshot.closed = shut
     if state.held:
@@ -91,6 +92,7 @@ def settle(
     for outcome in outcomes:
         _settle(state, plan, config, now, outcome)
     health.track(state, plan, config, now)
+    estimates.track(state, plan, config)
 
 
 def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: Outcome) -> None:

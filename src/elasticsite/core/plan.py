@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from elasticsite.model import CloudSpec, Job, Transition, Worker
 
 if TYPE_CHECKING:
+    from elasticsite.core.estimates import ObservedTimes
     from elasticsite.core.health import CloudHealth
 
 __all__ = [
@@ -254,6 +255,8 @@ class CoreState:
     (:mod:`.health`); a cloud with no record is open."""
     held: dict[str, Job] = field(default_factory=dict)
     """Queued jobs this site holds (a user over their share), by id, until released."""
+    times: dict[str, ObservedTimes] = field(default_factory=dict)
+    """Each cloud's boot and shutdown times seen so far (:mod:`.estimates`)."""
 
 
 @dataclass
@@ -276,6 +279,8 @@ class Plan:
     instance gone): the driver drops them from memory once persisted."""
     tracked: int = 0
     """Transitions already counted for the clouds' health."""
+    timed: int = 0
+    """Transitions already taken into the boot and shutdown estimates."""
     health_changed: bool = False
     """A cloud's health record changed: the driver persists them."""
     held_changed: bool = False

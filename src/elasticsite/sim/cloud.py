@@ -6,6 +6,10 @@ simulator's manager core drives exactly as the live manager drives a real cloud.
 
 Boot and shutdown times are a :class:`Durations`: a constant, a uniform range, or an
 empirical list sampled with replacement (paper 000 saw EC2 boots from 74 to 205 s).
+A boot is that sample plus ``boot_slowdown`` for each other instance of the cloud
+booting with it, whether it started before or during this boot
+(:mod:`elasticsite.boottime`);
+:meth:`CloudModel.paper000` gives paper 000's clouds so calibrated.
 Billing follows :func:`elasticsite.model.billed_cost`: every started increment is
 paid, so ``billing_increment=3600`` rounds partial hours up as paper 002 does and
 ``billing_increment=1`` bills by the second.
@@ -15,14 +19,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
+from elasticsite.boottime import CALIBRATION_BOOTS, PAPER000, contended
 from elasticsite.clouds.base import CloudError, Instance, InstanceState
-from elasticsite.model import CloudSpec, VMType, billed_cost
+from elasticsite.model import CloudSpec, VMType, WasteEstimate, billed_cost
 from elasticsite.sim.engine import Simulation
 
-__all__ = ["CloudModel", "Durations", "SimCloud"]
+__all__ = ["CloudModel", "Durations", "SimCloud", "describe_cloud", "sim_cloud"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +115,41 @@ class CloudModel:
     process per instance); 0 is on-demand capacity, never taken back."""
     spot_notice: float = 120.0
     """Seconds of notice before a spot instance is taken back (EC2 gives two minutes)."""
+    boot_slowdown: float = 0.0
+    """Seconds each other instance of this cloud booting at launch adds to a boot."""
+    boot_estimate: float | None = None
+    """The boot time policies assume until they observe some (None: a boot alone's mean)."""
+    waste_estimate: WasteEstimate = "observed"
+    """What the policies weigh: the boot and shutdown times seen so far (starting
+    from the means), or the means alone (``fixed``)."""
+
+    @classmethod
+    def paper000(cls, which: str, name: str | None = None, **kwargs: Any) -> CloudModel:
+        """Paper 000's cloud ``which`` (``uchicago``, ``iu`` or ``ec2``), calibrated as in
+        ``docs/boot-model.md``; ``kwargs`` set the other fields."""
+        try:
+            t = PAPER000[which]
+        except KeyError:
+            raise ValueError(
+                f"unknown paper 000 cloud {which!r}; choose one of {', '.join(PAPER000)}"
+            ) from None
+        fields: dict[str, Any] = {
+            "boot": Durations.uniform(t.boot - t.boot_jitter, t.boot + t.boot_jitter),
+            "shutdown": Durations.uniform(
+                t.shutdown - t.shutdown_jitter, t.shutdown + t.shutdown_jitter
+            ),
+            "boot_slowdown": t.slowdown,
+            "boot_estimate": t.mean_boot(CALIBRATION_BOOTS),
+        }
+        if which != "ec2":  # the paper capped its Nimbus clouds at 10 VMs
+            fields["vm_limit"] = 10
+        return cls(name=name or which, **{**fields, **kwargs})
 
     def __post_init__(self) -> None:
+        if self.boot_estimate is not None and not self.boot_estimate >= 0:
+            raise ValueError(f"boot_estimate must be >= 0 seconds, got {self.boot_estimate}")
+        if not self.boot_slowdown >= 0:
+            raise ValueError(f"boot_slowdown must be >= 0 seconds, got {self.boot_slowdown}")
         if self.interruptions_per_hour < 0 or self.spot_notice < 0:
             raise ValueError("interruptions_per_hour and spot_notice must be >= 0")
         if self.vm_limit < 0:
@@ -126,18 +164,52 @@ class CloudModel:
         return billed_cost(seconds, self.price_per_hour, self.billing_increment)
 
     def spec(self) -> CloudSpec:
-        """The cloud as a policy sees it: boot and shutdown estimates are the means."""
+        """The cloud as a policy sees it: boot and shutdown estimates are the means (of a
+        boot alone; the core replaces them with what it observes, unless ``fixed``)."""
         return CloudSpec(
             name=self.name,
             driver="simulated",
             max_instances=self.vm_limit,
             price_per_hour=self.price_per_hour,
             billing_increment=self.billing_increment,
-            boot_time=self.boot.mean,
+            boot_time=self.boot.mean if self.boot_estimate is None else self.boot_estimate,
             shutdown_time=self.shutdown.mean,
             vm_types=(VMType("vm", self.cores_per_vm),),
             spot=self.spot or self.interruptions_per_hour > 0,
+            waste_estimate=self.waste_estimate,
         )
+
+
+def sim_cloud(
+    preset: str,
+    boot: str | None = None,
+    slowdown: float | None = None,
+    shutdown: str | None = None,
+    **fields: Any,
+) -> CloudModel:
+    """Paper 000's cloud ``preset`` (or ``none``: 60 s boots, 6 s shutdowns, no
+    contention), with each of boot, slowdown and shutdown replaced where given (the
+    durations in :meth:`Durations.parse`'s forms), and ``fields`` set."""
+    if preset == "none":
+        model = CloudModel("cloud", boot=Durations.constant(60.0), shutdown=Durations.constant(6.0))
+    else:
+        model = CloudModel.paper000(preset, "cloud")
+    changes: dict[str, Any] = dict(fields)
+    if boot is not None:
+        changes["boot"] = Durations.parse(boot)
+    if slowdown is not None:
+        changes["boot_slowdown"] = slowdown
+    if shutdown is not None:
+        changes["shutdown"] = Durations.parse(shutdown)
+    return replace(model, **changes)
+
+
+def describe_cloud(model: CloudModel) -> str:
+    """One line on how a simulated cloud boots: ``boots 91-97 s +45 s per boot in flight``."""
+    b = model.boot
+    alone = f"{b.values[0]:g}" if b.kind == "constant" else f"{min(b.values):g}-{b.high:g}"
+    more = f" +{model.boot_slowdown:g} s per boot in flight" if model.boot_slowdown else ""
+    return f"boots of {alone} s{more}"
 
 
 class NodeHost(Protocol):
@@ -151,7 +223,9 @@ class SimCloud:
     """A :class:`CloudModel` as a cloud driver on the virtual clock.
 
     ``launch`` is idempotent by name and refuses (``CloudError``) past the VM limit;
-    an instance is PENDING for a boot time sampled from ``rng``, then RUNNING, when
+    an instance is PENDING for a boot time sampled from ``rng`` (slowed by
+    ``boot_slowdown`` for each other PENDING one at its launch, and for each launched
+    while it boots), then RUNNING, when
     its node (the user data's ``node``) registers with ``batch``; ``terminate`` makes
     it STOPPING (its node goes down) for a sampled shutdown time, then TERMINATED,
     with ``ended_at`` set. ``describe`` reports each terminated instance once more,
@@ -174,6 +248,8 @@ class SimCloud:
         self._node: dict[str, str] = {}
         self._live = 0
         self._serial = 0
+        self._booting: dict[str, float] = {}
+        """The PENDING instances' ids -> when each boot ends (later as others start)."""
 
     def launch(
         self,
@@ -204,7 +280,13 @@ class SimCloud:
             self._by_name[name] = inst
             self._node[inst.id] = userdata.get("node", name)
             self._live += 1
-            self.sim.at(self.sim.now + self.model.boot.sample(self.rng), self._booted, inst)
+            slowdown = self.model.boot_slowdown
+            boot = contended(self.model.boot.sample(self.rng), slowdown, len(self._booting))
+            if slowdown:
+                for other in self._booting:  # its boot now shares the network too
+                    self._booting[other] += slowdown
+            self._booting[inst.id] = self.sim.now + boot
+            self.sim.at(self.sim.now + boot, self._booted, inst)
             rate = self.model.interruptions_per_hour
             if rate > 0:
                 end = self.sim.now + self.rng.expovariate(rate / 3600.0)
@@ -229,6 +311,11 @@ class SimCloud:
         self._stopped(inst)
 
     def _booted(self, inst: Instance) -> None:
+        due = self._booting.pop(inst.id, None)
+        if due is not None and due > self.sim.now:  # slowed down by later boots
+            self._booting[inst.id] = due
+            self.sim.at(due, self._booted, inst)
+            return
         if inst.state is InstanceState.PENDING:
             inst.state = InstanceState.RUNNING
             self.batch.register(self._node[inst.id])
@@ -245,11 +332,13 @@ class SimCloud:
         for inst in self._by_name.values():
             if inst.id in wanted and inst.state in (InstanceState.PENDING, InstanceState.RUNNING):
                 inst.state = InstanceState.STOPPING
+                self._booting.pop(inst.id, None)
                 self.batch.node_down(self._node[inst.id])
                 delay = self.model.shutdown.sample(self.rng)
                 self.sim.at(self.sim.now + delay, self._stopped, inst)
 
     def _stopped(self, inst: Instance) -> None:
+        self._booting.pop(inst.id, None)
         inst.state = InstanceState.TERMINATED
         inst.ended_at = self.sim.now
         self._live -= 1

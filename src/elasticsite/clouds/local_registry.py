@@ -1,0 +1,150 @@
+"""The embedded cloud's instance registry: one SQLite file shared by the cloud and its workers.
+
+Opened one way (:func:`cloud_db`: private, WAL, migrated on first use); workers record
+their own progress with :func:`set_instance_state`. Apart from
+:mod:`elasticsite.clouds.local` so that module stays the driver alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+from elasticsite.clouds.base import CloudError
+from elasticsite.clouds.local_spot import RECLAIMS_SCHEMA
+from elasticsite.files import StateFileError
+from elasticsite.sqlite import connect
+
+__all__ = [
+    "LOCK_TIMEOUT",
+    "CloudStateError",
+    "boot_extra",
+    "cloud_db",
+    "process_alive",
+    "set_instance_state",
+    "slow_boots",
+]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS instances (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    site TEXT NOT NULL,
+    state TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    vm_type TEXT NOT NULL,
+    cores INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    pid INTEGER
+)
+"""
+HAVE_PROC = os.path.isdir("/proc/self")
+LOCK_TIMEOUT = 10.0
+"""Seconds to wait for another process's write lock before giving up as "locked"."""
+
+
+class CloudStateError(CloudError, StateFileError):
+    """The registry or state directory itself is unusable: ``PATH: cause``."""
+
+
+@contextmanager
+def cloud_db(
+    path: Path | str, write: bool = True, create: bool = True
+) -> Iterator[sqlite3.Connection]:
+    """One transaction on a cloud registry (created, in WAL mode, if ``create``).
+
+    ``write`` takes the write lock up front: the manager and every worker process write
+    here, one after another. Workers open with ``create=False``: a registry that vanished
+    means the cloud is gone, not that a new one should start. Errors become
+    :class:`CloudError` (:class:`CloudStateError` when the file itself is unusable).
+    """
+    try:
+        with (
+            closing(
+                connect(path, synchronous="FULL", busy_timeout=LOCK_TIMEOUT, create=create)
+            ) as conn,
+            conn.transaction(immediate=write),
+        ):
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version < 2:  # a new registry, or one from before spot notices
+                conn.execute(_SCHEMA)
+                conn.execute(RECLAIMS_SCHEMA)
+                conn.execute("PRAGMA user_version = 2")
+                version = 2
+            if version < 3:  # from before boots slowed each other down
+                conn.execute("ALTER TABLE instances ADD COLUMN boot_extra REAL NOT NULL DEFAULT 0")
+                conn.execute("PRAGMA user_version = 3")
+            yield conn
+    except StateFileError as exc:
+        raise CloudStateError(exc.path, exc.cause) from exc
+    except sqlite3.Error as exc:
+        raise CloudError(f"local cloud registry {path}: {exc}") from exc
+
+
+def set_instance_state(
+    path: Path | str,
+    instance_id: str,
+    state: str | None,
+    *,
+    pid: int | None = None,
+    only_from: Sequence[str] = (),
+) -> str | None:
+    """Record an instance's state and/or worker pid; returns the state it had before.
+
+    With ``only_from``, the state changes only from one of those states, so a worker
+    finishing its boot never overwrites a ``stopping`` set by :meth:`LocalCloud.terminate`.
+    Returns None for an instance the registry does not know.
+    """
+    with cloud_db(path, create=False) as db:
+        row = db.execute("SELECT state FROM instances WHERE id = ?", (instance_id,)).fetchone()
+        if row is None:
+            return None
+        if state is None or (only_from and row[0] not in only_from):
+            state = row[0]
+        db.execute(
+            "UPDATE instances SET state = ?, pid = COALESCE(?, pid), updated_at = ? WHERE id = ?",
+            (state, pid, time.time(), instance_id),
+        )
+        return str(row[0])
+
+
+def process_alive(pid: int, instance_id: str) -> bool:
+    """Whether ``pid`` is a live (non-zombie) worker process of ``instance_id``."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not HAVE_PROC:
+        return True
+    try:  # a zombie has an empty command line; a reused pid has another one
+        return instance_id.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def slow_boots(db: sqlite3.Connection, seconds: float, but: str) -> int:
+    """A new boot (instance ``but``) started: every other pending instance of the
+    cloud takes ``seconds`` longer to boot. Returns how many were booting."""
+    if seconds:
+        db.execute(
+            "UPDATE instances SET boot_extra = boot_extra + ? WHERE state = 'pending' AND id != ?",
+            (seconds, but),
+        )
+    row = db.execute(
+        "SELECT COUNT(*) FROM instances WHERE state = 'pending' AND id != ?", (but,)
+    ).fetchone()
+    return int(row[0])
+
+
+def boot_extra(path: Path | str, instance_id: str) -> float:
+    """Seconds later boots of the cloud added to this instance's boot so far."""
+    with cloud_db(path, write=False, create=False) as db:
+        row = db.execute("SELECT boot_extra FROM instances WHERE id = ?", (instance_id,)).fetchone()
+    return float(row[0]) if row is not None else 0.0
