@@ -14,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from elasticsite import policies
 from elasticsite.batch.base import JobRequest
 from elasticsite.batch.local import LocalBatch
+from elasticsite.boottime import PAPER000
 from elasticsite.config import SiteConfig, parse_config
 from elasticsite.manager.loop import StepReport
 from elasticsite.manager.site import open_site
@@ -36,6 +38,8 @@ class DemoOptions:
     max_instances: int = 10
     boot_time: float = 60.0
     boot_jitter: float = 10.0
+    boot_slowdown: float = PAPER000["uchicago"].slowdown
+    """Seconds each other booting worker adds to a boot (paper 000's contention)."""
     shutdown_time: float = 6.0
     interval: float = 10.0
     price_per_hour: float = 0.10
@@ -99,6 +103,7 @@ def demo_config(opts: DemoOptions, state_dir: Path) -> SiteConfig:
                     "shutdown_time": opts.shutdown_time / s,
                     "options": {
                         "boot_jitter": opts.boot_jitter / s,
+                        "boot_slowdown": opts.boot_slowdown / s,
                         "poll_interval": min(1.0, max(0.05, 1.0 / s)),
                         "seed": opts.seed,
                     },
@@ -145,13 +150,14 @@ def run_demo(
             )
             submitted += 1
 
-    if opts.policy == "dedicated":
+    preboot = policies.preboot_workers(opts.policy, manager.settings)
+    if preboot:
         # The papers' baseline: the pool is booted and joined before the first job.
         loop.start()
         deadline = time.monotonic() + opts.time_limit / s
         while time.monotonic() < deadline:
             report = latest[-1] if latest else None
-            if report is not None and report.workers.get("idle", 0) >= opts.dedicated_workers:
+            if report is not None and policies.preboot_done(report.workers, preboot):
                 break
             time.sleep(min(0.25, config.manager.interval / 2))
         submit_due(0.0)

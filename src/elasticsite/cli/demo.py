@@ -24,6 +24,9 @@ def demo(
     speed: Annotated[float, typer.Option(min=0.1, help="Time compression factor.")] = 4.0,
     max_instances: Annotated[int, typer.Option(min=1)] = 10,
     boot_time: Annotated[float, typer.Option(min=0, help="Worker boot delay, s.")] = 60.0,
+    boot_slowdown: Annotated[
+        float, typer.Option(min=0, help="Added to a boot per other worker booting, s.")
+    ] = 35.0,
     shutdown_time: Annotated[float, typer.Option(min=0, help="Worker shutdown, s.")] = 6.0,
     dedicated_workers: Annotated[int, typer.Option(min=1)] = 10,
     seed: Annotated[int, typer.Option()] = 0,
@@ -48,6 +51,7 @@ def demo(
         speed=speed,
         max_instances=max_instances,
         boot_time=boot_time,
+        boot_slowdown=boot_slowdown,
         shutdown_time=shutdown_time,
         dedicated_workers=dedicated_workers,
         seed=seed,
@@ -55,7 +59,8 @@ def demo(
     )
     console.print(
         f"[bold]elasticsite demo[/]: {workload} ({n} jobs) with the [bold]{policy}[/] policy, "
-        f"{speed:g}x speed, up to {max_instances} workers booting in ~{boot_time:g} s"
+        f"{speed:g}x speed, up to {max_instances} workers booting in ~{boot_time:g} s "
+        f"(+{boot_slowdown:g} s per other boot)"
     )
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -24,11 +24,21 @@ def simulate(
         int | None,
         typer.Option(min=0, help="Most VMs at once. Default 10; --site-procs with --strategy."),
     ] = None,
+    cloud: Annotated[
+        str,
+        typer.Option(
+            help="Paper 000's cloud whose calibrated boot, contention and shutdown times "
+            "are the defaults: uchicago, iu, ec2; or none (60 s, no contention)."
+        ),
+    ] = "uchicago",
     boot: Annotated[
         str | None,
-        typer.Option(help="Boot time, s: 60, 74:205 or 60,62,90. Default 60; 0 with --strategy."),
+        typer.Option(help="Boot time alone, s: 60, 74:205 or 60,62,90; 0 with --strategy."),
     ] = None,
-    shutdown: Annotated[str, typer.Option(help="Shutdown time, s (same forms).")] = "6",
+    boot_slowdown: Annotated[
+        float | None, typer.Option(min=0, help="Added to a boot per other boot in flight, s.")
+    ] = None,
+    shutdown: Annotated[str | None, typer.Option(help="Shutdown time, s (same forms).")] = None,
     price: Annotated[float, typer.Option(min=0, help="Price per VM-hour.")] = 0.10,
     billing: Annotated[float, typer.Option(min=1, help="Billing increment, s.")] = 3600,
     cores_per_vm: Annotated[int, typer.Option(min=1)] = 1,
@@ -58,13 +68,12 @@ def simulate(
         )  # fmt: skip
         return
     cloud_limit = 10 if cloud_limit is None else cloud_limit
-    boot = "60" if boot is None else boot
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from elasticsite import policies
     from elasticsite.metrics import timeline
     from elasticsite.report import write_jobs_csv, write_plot, write_workers_csv
-    from elasticsite.sim.cloud import CloudModel, Durations
+    from elasticsite.sim.cloud import describe_cloud, sim_cloud
     from elasticsite.sim.elastic import simulate_elastic
     from elasticsite.sim.workload import load_workload
 
@@ -72,11 +81,12 @@ def simulate(
         raise fail(f"unknown policy {policy!r}; choose one of {', '.join(policies.available())}")
     try:
         work = load_workload(workload, seed=seed, jobs=jobs, machine_size=machine_size)
-        cloud = CloudModel(
-            "cloud",
+        model = sim_cloud(
+            cloud,
+            boot,
+            boot_slowdown,
+            shutdown,
             vm_limit=cloud_limit,
-            boot=Durations.parse(boot),
-            shutdown=Durations.parse(shutdown),
             price_per_hour=price,
             billing_increment=billing,
             cores_per_vm=cores_per_vm,
@@ -93,7 +103,7 @@ def simulate(
         )
     console.print(
         f"[bold]simulate[/]: {work.name} ({len(work):,} jobs) with the [bold]{policy}[/] policy, "
-        f"up to {cloud_limit} VMs of {cores_per_vm} cores booting in {boot} s"
+        f"up to {cloud_limit} VMs of {cores_per_vm} cores on {describe_cloud(model)}"
     )
     if work.note:
         console.print(work.note, highlight=False)
@@ -106,9 +116,10 @@ def simulate(
         try:
             result = simulate_elastic(
                 work.arrivals(),
-                [cloud],
+                [model],
                 policy,
                 interval=interval,
+                preboot=policies.preboot_workers(policy, policies.PolicySettings()),
                 scheduler=scheduler,
                 seed=seed,
                 progress=lambda now: bar.update(task, completed=min(now, end)),
@@ -119,7 +130,7 @@ def simulate(
     print_metrics(metrics)
     out.mkdir(parents=True, exist_ok=True)
     tag = f"{work.name}-{policy}".replace("/", "_")
-    specs = [cloud.spec()]
+    specs = [model.spec()]
     plot = write_plot(
         out / f"{tag}.png",
         timeline(result.jobs, result.workers),

@@ -12,6 +12,8 @@ from elasticsite.policies.base import (
     UnknownPolicy,
     available,
     get,
+    preboot_done,
+    preboot_workers,
     register,
 )
 from elasticsite.policies.engine import evaluate
@@ -25,5 +27,7 @@ __all__ = [
     "available",
     "evaluate",
     "get",
+    "preboot_done",
+    "preboot_workers",
     "register",
 ]

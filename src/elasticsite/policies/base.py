@@ -75,6 +75,24 @@ class PolicySettings:
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
+def preboot_workers(policy: str, settings: PolicySettings) -> int:
+    """Workers booted and joined before the first job is submitted: the dedicated
+    baseline's pool (paper 000 launched its 10 VMs and joined them first); 0 otherwise."""
+    return settings.dedicated_workers if policy == "dedicated" else 0
+
+
+_BOOTING = ("requested", "booting")
+_JOINED = ("idle", "busy", "draining")
+
+
+def preboot_done(workers: Mapping[str, int], target: int) -> bool:
+    """Whether the workload may start, from a step's worker counts by state name (taken
+    after the decision was carried out): ``target`` workers joined, or none booting any
+    more (the pool is as large as the clouds allow)."""
+    joined = sum(workers.get(s, 0) for s in _JOINED)
+    return joined >= target or not any(workers.get(s, 0) for s in _BOOTING)
+
+
 class Policy(Protocol):
     """A provisioning policy."""
 

@@ -81,6 +81,7 @@ class ElasticRun:
         seed: int,
         warm_up: float = 0.0,
         site_cores: int = 0,
+        preboot: int = 0,
     ) -> None:
         if not clouds:
             raise ValueError("an elastic site needs at least one cloud")
@@ -138,12 +139,32 @@ class ElasticRun:
                     f"job {i}: needs {cores} cores on one node; the largest VM of these "
                     f"clouds (or the site's node) has {largest}, so it could never run"
                 )
-            job = Job(str(i + 1), cores, walltime, at, runtime=runtime)
-            self.jobs.append(job)
-            self.sim.at(at, self.batch.arrive, job)
+            self.jobs.append(Job(str(i + 1), cores, walltime, at, runtime=runtime))
+        self.preboot = preboot
+        """Workers to boot and join before the workload starts (the dedicated baseline's
+        pool, :func:`elasticsite.policies.preboot_workers`); the jobs' times then shift
+        to begin when it has."""
+        self._released = False
+        if not preboot:
+            self._release(0.0)
         # Decisions start with the first job, as a manager started with the site; with a
         # warm-up, ahead of it, so a policy's floor is booted before the workload.
         self.sim.at(self.sim.now, self.step)
+
+    def _release(self, offset: float) -> None:
+        """Submit the workload, ``offset`` seconds later than its own times."""
+        self._released = True
+        for job in self.jobs:
+            job.submitted_at += offset
+            self.sim.at(job.submitted_at, self.batch.arrive, job)
+
+    def _preboot_check(self, first: float) -> None:
+        """Start the workload once the pool has booted, as the live demo does."""
+        by_state: dict[str, int] = {}
+        for r in self.state.records.values():
+            by_state[r.worker.state.value] = by_state.get(r.worker.state.value, 0) + 1
+        if policies.preboot_done(by_state, self.preboot):
+            self._release(max(0.0, self.sim.now - first))
 
     def step(self, _: object = None) -> None:
         """One step of the manager's loop, on the virtual clock."""
@@ -166,7 +187,12 @@ class ElasticRun:
             view.queued,
             view.running,
         )
-        if len(self.batch.jobs) == len(self.jobs) and not view.queued and not view.running:
+        if (
+            self._released
+            and len(self.batch.jobs) == len(self.jobs)
+            and not view.queued
+            and not view.running
+        ):
             self.state.shutting_down = True  # all work done: the site stops, draining
         if self.state.shutting_down:
             decision = core.shutdown_decision(snapshot)
@@ -176,6 +202,8 @@ class ElasticRun:
         self._check_progress(view.queued, view.running, decision)
         core.apply(self.state, plan, self.config, now, decision, self._new_ids(decision))
         self._carry_out(plan)
+        if not self._released:
+            self._preboot_check(min((j.submitted_at for j in self.jobs), default=now))
         if not (self.state.shutting_down and not self.state.records and not self._outcomes):
             self.sim.at(now + self.config.interval, self.step)
 
@@ -230,14 +258,17 @@ def simulate_elastic(
     seed: int = 0,
     warm_up: float = 0.0,
     site_cores: int = 0,
+    preboot: int = 0,
     progress: Callable[[float], None] | None = None,
 ) -> ElasticResult:
     """Replay ``arrivals`` — ``(submit_time, cores, runtime, requested_walltime)`` — on a
     site that has only cloud workers (and, with ``site_cores``, one node of its own),
     provisioned by ``policy`` every ``interval``.
 
-    Decisions start with the first job, or ``warm_up`` seconds before it (the papers'
-    dedicated baseline has its pool booted before the workload arrives).
+    Decisions start with the first job, or ``warm_up`` seconds before it. With
+    ``preboot``, the workload waits until that many workers have joined (the papers'
+    dedicated baseline has its pool booted before the workload arrives; see
+    :func:`elasticsite.policies.preboot_workers`), and its times shift by the wait.
     """
     run = ElasticRun(
         arrivals,
@@ -249,6 +280,7 @@ def simulate_elastic(
         seed,
         warm_up,
         site_cores,
+        preboot,
     )
     run.sim.run(progress=progress)
     return ElasticResult(run.jobs, run.workers, list(clouds), run.decisions, run.sim.events)
