@@ -18,7 +18,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from elasticsite.cli import advise_rank
-from elasticsite.cli import advise_rank
 from elasticsite.cli.common import (
     ConfigOpt,
     config_path,
@@ -40,7 +39,6 @@ advise_app = typer.Typer(
     help="The deadline advisor: which resource, policy and size meet a deadline.",
     no_args_is_help=True,
 )
-advise_app.callback(invoke_without_command=True)(advise_rank.advise)  # advise --deadline
 advise_app.callback(invoke_without_command=True)(advise_rank.advise)  # advise --deadline
 
 FormatOpt = Annotated[

@@ -92,9 +92,11 @@ def _probability(p: float) -> str:
 
 
 def _duration(seconds: float) -> str:
+    """Like ``5h30m`` or ``12m30s``; tenths under ten seconds (``0.4s``), where whole
+    seconds would hide the difference between short phases."""
     from elasticsite.advisor.rank import duration
 
-    return duration(seconds)
+    return f"{seconds:.1f}s" if seconds < 9.95 else duration(seconds)
 
 
 def _render(advice: Advice, written: str) -> None:
