@@ -129,10 +129,10 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Replay a history in time order: predict each delay's bound before it happens,
+    r"""Replay a history in time order: predict each delay's bound before it happens,
     then report correctness and over-prediction per resource, policy and phase.
 
-    With a site configuration (``-c``, or when no file is given) its ``[advisor]`` size
+    With a site configuration (``-c``, or when no file is given) its ``\[advisor]`` size
     classes apply and its clouds' allocations are kept per exact instance count."""
     from elasticsite.advisor.evaluate import evaluate as replay
     from elasticsite.advisor.sizes import SizeClasses
