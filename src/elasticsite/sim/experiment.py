@@ -1,6 +1,6 @@
 """Experiment kinds: what one run of each computes, its result rows and its summaries.
 
-Two kinds of spec (:mod:`~elasticsite.sim.specs`):
+Three kinds of spec (:mod:`~elasticsite.sim.specs`):
 
 * ``kind = "replay"`` (paper 002): a workload (the Lublin99 model cut at
   ``duration_days``, or an SWF trace split into consecutive ``interval_days`` pieces,
@@ -9,6 +9,9 @@ Two kinds of spec (:mod:`~elasticsite.sim.specs`):
   strategy (EASY, no cloud) and then each strategy through
   :func:`~elasticsite.sim.replay.replay`; the performance cost (eq. 3) and the AWRT and
   slowdown improvements are taken against that same round's base.
+* ``kind = "deadline"`` (paper 002, Figures 4 and 5): a replay whose jobs partly carry
+  deadlines, judged by violations, rejections and eq. 4 against a site-only EDF base;
+  run by :mod:`~elasticsite.sim.deadlines`.
 * ``kind = "elastic"`` (paper 000): workloads x provisioning policies through
   :func:`~elasticsite.sim.elastic.simulate_elastic`, optionally drawing each run's
   reactivity timeline.
@@ -55,6 +58,7 @@ from elasticsite.sim.runner import (
     write_rows,
 )
 from elasticsite.sim.specs import (
+    DeadlineSpec,
     ElasticRun,
     ElasticSpec,
     LublinSource,
@@ -287,6 +291,10 @@ def run_experiment(
     out_dir.mkdir(parents=True, exist_ok=True)
     check_fingerprint(out_dir, spec)
     results = out_dir / RESULTS
+    if isinstance(spec, DeadlineSpec):
+        from elasticsite.sim.deadlines import run_deadline
+
+        return run_deadline(spec, out_dir, results, nproc, progress)
     if isinstance(spec, ReplaySpec):
         return _run_replay(spec, out_dir, results, nproc, progress)
     return _run_elastic(spec, out_dir, results, nproc, progress)

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["elastic_bar_plots", "replay_series", "replay_sweep_plots", "replay_timeline_plot"]
+__all__ = [
+    "deadline_plots",
+    "elastic_bar_plots",
+    "replay_series",
+    "replay_sweep_plots",
+    "replay_timeline_plot",
+]
 
 _DPI = 120
 _LABELS = {
@@ -77,6 +83,45 @@ def replay_sweep_plots(
     ax.legend()
     cost = _save(fig, out / "performance_cost.png")
     return [util, cost]
+
+
+_SCENARIOS = {0.9: "tight", 1.3: "normal", 1.7: "relaxed"}
+
+
+def deadline_plots(
+    out: Path, name: str, strategies: Sequence[str], rows: Sequence[dict[str, str]]
+) -> list[Path]:
+    """Figures 4 and 5: per stringency factor, each strategy's money spent, its
+    non-violation cost (eq. 4) and the share of deadline jobs rejected (the base, site
+    only, against each strategy with the cloud), against the share of deadline jobs."""
+    paths = []
+    panels = (
+        ("money_spent", "amount spent on the cloud ($)", "money", False),
+        ("non_violation_cost", "non-violation cost (eq. 4)", "non_violation_cost", False),
+        ("rejected_share", "deadline jobs rejected (%)", "rejected", True),
+    )
+    for sf in dict.fromkeys(r["stringency"] for r in rows):
+        here = [r for r in rows if r["stringency"] == sf]
+        scenario = _SCENARIOS.get(float(sf), "")
+        label = f"sf {float(sf):g}" + (f", {scenario}" if scenario else "")
+        for column, ylabel, file, with_base in panels:
+            if with_base and not any(_num(r["rejected"]) > 0 for r in here):
+                continue
+            fig, ax = _figure()
+            shown = ["base", *strategies] if with_base else list(strategies)
+            for i, s in enumerate(shown):
+                pts = sorted((_num(r["fraction"]), _num(r[column])) for r in here
+                             if r["strategy"] == s)  # fmt: skip
+                scale = 100.0 if with_base else 1.0
+                ax.plot([100 * f for f, _ in pts], [scale * v for _, v in pts],
+                        marker=_MARKERS[i % len(_MARKERS)], label=_LABELS.get(s, s))  # fmt: skip
+            ax.set_xlabel("deadline-constrained jobs (%)")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{name}: {ylabel.split(' (')[0]}, {label}")
+            ax.grid(True, alpha=0.3)
+            ax.legend()
+            paths.append(_save(fig, out / f"{file}-sf{float(sf):g}.png"))
+    return paths
 
 
 def elastic_bar_plots(out: Path, name: str, rows: Sequence[dict[str, str]]) -> list[Path]:

@@ -121,11 +121,12 @@ def check_fingerprint(out: Path, spec: Spec) -> None:
     """Refuse to mix rows of two different experiments in one directory.
 
     What may change between runs of one directory: the name, the rounds and the list
-    of values, strategies, workloads, policies and runs (new keys are computed, known
-    ones kept); anything else makes the kept rows wrong.
+    of values, strategies, workloads, policies, runs, fractions and stringencies (new
+    keys are computed, known ones kept); anything else makes the kept rows wrong.
     """
     data = spec.model_dump(mode="json", exclude={"name", "rounds", "strategies", "workloads",
-                                                 "policies", "runs", "timelines"})  # fmt: skip
+                                                 "policies", "runs", "timelines", "fractions",
+                                                 "stringency"})  # fmt: skip
     if isinstance(data.get("sweep"), dict):
         data["sweep"].pop("values", None)
     text = json.dumps(data, sort_keys=True, indent=1) + "\n"

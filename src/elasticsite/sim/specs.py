@@ -1,28 +1,42 @@
 """Experiment specs: TOML validated into models, or one error line per bad field.
 
-A spec is either a paper-002 replay sweep (:class:`ReplaySpec`) or a paper-000
-comparison of provisioning policies (:class:`ElasticSpec`); :mod:`.experiment` runs
-them. See ``experiments/*.toml`` for annotated examples.
+A spec is a paper-002 replay sweep (:class:`ReplaySpec`, ``kind = "replay"``), a
+paper-002 deadline experiment (:class:`DeadlineSpec`, ``kind = "deadline"``) or a
+paper-000 comparison of provisioning policies (:class:`ElasticSpec`, ``kind =
+"elastic"``); :mod:`.experiment` runs them. See ``experiments/*.toml`` for annotated
+examples.
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import fields, replace
-from itertools import pairwise
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from elasticsite.batch.selective import Categories
 from elasticsite.config import explain
-from elasticsite.sim.cloud import CloudModel, Durations
-from elasticsite.sim.lublin import TYPELESS, LublinParams
-from elasticsite.sim.strategies import STRATEGIES, Selective, Strategy, get_strategy
+from elasticsite.sim.spec_sections import (
+    CloudSection,
+    LublinSource,
+    SelectiveSection,
+    Strict,
+    Sweep,
+    SWFSource,
+)
+from elasticsite.sim.strategies import (
+    STRATEGIES,
+    Aggressive,
+    Conservative,
+    Selective,
+    Strategy,
+    get_strategy,
+)
 
 __all__ = [
     "CloudSection",
+    "DeadlineSpec",
     "ElasticRun",
     "ElasticSpec",
     "LublinSource",
@@ -36,135 +50,12 @@ __all__ = [
     "parse_spec",
 ]
 
-_LUBLIN_FIELDS = tuple(f.name for f in fields(LublinParams))
-
 
 class SpecError(ValueError):
     """The experiment spec is unusable; the message names the file and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LublinSource(_Strict):
-    """The Lublin99 type-less model, generated per round and cut at ``duration_days``."""
-
-    source: Literal["lublin"] = "lublin"
-    duration_days: float = Field(60.0, gt=0)
-    machine_size: int = Field(144, ge=1)
-    walltime_f: float = Field(0.0, ge=0, description="0: requests the run time exactly")
-    params: dict[str, float] = Field(default_factory=dict)
-
-    @field_validator("params")
-    @classmethod
-    def _known(cls, value: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(value) - set(_LUBLIN_FIELDS))
-        if unknown:
-            raise ValueError(
-                f"unknown Lublin parameter(s) {', '.join(unknown)}; "
-                f"valid: {', '.join(_LUBLIN_FIELDS)}"
-            )
-        return value
-
-    def lublin(self, extra: dict[str, float] | None = None) -> LublinParams:
-        """The type-less defaults with ``params`` (and ``extra``) applied."""
-        return replace(TYPELESS, **{**self.params, **(extra or {})})
-
-
-class SWFSource(_Strict):
-    """A trace in the Standard Workload Format; round ``r`` replays its ``r``-th interval."""
-
-    source: Literal["swf"]
-    path: Path
-    interval_days: float = Field(60.0, gt=0)
-    procs_per_unit: int = Field(1, ge=1, description="CPUs per allocation unit (node/VM)")
-
-
-class CloudSection(_Strict):
-    """The IaaS cloud: how many VMs at once, what they cost, how long they boot."""
-
-    vm_limit: int = Field(144, ge=0)
-    price_per_hour: float = Field(0.10, ge=0)
-    billing_increment: float = Field(3600.0, gt=0, description="seconds; 3600 = whole hours")
-    boot: str = "0"
-    shutdown: str = "0"
-    cores_per_vm: int = Field(1, ge=1)
-    spot: bool = False
-    interruptions_per_hour: float = Field(
-        0.0, ge=0, description="spot capacity: rate at which the cloud takes a VM back"
-    )
-    spot_notice: float = Field(120.0, ge=0, description="seconds of notice before it does")
-
-    @field_validator("boot", "shutdown")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        Durations.parse(value)
-        return value
-
-    def model(self, name: str = "cloud") -> CloudModel:
-        """The simulator's cloud."""
-        return CloudModel(
-            name,
-            vm_limit=self.vm_limit,
-            boot=Durations.parse(self.boot),
-            shutdown=Durations.parse(self.shutdown),
-            price_per_hour=self.price_per_hour,
-            billing_increment=self.billing_increment,
-            cores_per_vm=self.cores_per_vm,
-            spot=self.spot,
-            interruptions_per_hour=self.interruptions_per_hour,
-            spot_notice=self.spot_notice,
-        )
-
-
-class SelectiveSection(_Strict):
-    """The job categories of the ``selective`` strategy set (Selective-Differential-
-    Adaptive: one adaptive threshold per category). ``selective_global`` ignores them."""
-
-    runtime_cuts: list[float] = Field(
-        default_factory=lambda: [3600.0], description="seconds of requested time, ascending"
-    )
-    width_cuts: list[int] = Field(
-        default_factory=lambda: [8], description="VMs (processors), ascending"
-    )
-
-    @field_validator("runtime_cuts", "width_cuts")
-    @classmethod
-    def _cuts(cls, value: list[Any]) -> list[Any]:
-        if any(not c > 0 for c in value):
-            raise ValueError(f"every cut must be > 0, got {value}")
-        if any(b <= a for a, b in pairwise(value)):
-            raise ValueError(f"cuts must be strictly ascending, got {value}")
-        return value
-
-    def categories(self) -> Categories:
-        """The categories these cuts make."""
-        return Categories(tuple(self.runtime_cuts), tuple(self.width_cuts))
-
-
-class Sweep(_Strict):
-    """One Lublin parameter and the values it takes, one at a time."""
-
-    parameter: str
-    values: list[float] = Field(min_length=1)
-
-    @field_validator("parameter")
-    @classmethod
-    def _lublin(cls, value: str) -> str:
-        if value not in _LUBLIN_FIELDS:
-            raise ValueError(f"not a Lublin parameter; valid: {', '.join(_LUBLIN_FIELDS)}")
-        return value
-
-    @field_validator("values")
-    @classmethod
-    def _distinct(cls, value: list[float]) -> list[float]:
-        if len(set(value)) != len(value):
-            raise ValueError("values must be distinct")
-        return value
-
-
-class ReplaySpec(_Strict):
+class ReplaySpec(Strict):
     """A paper-002 experiment: site plus cloud under strategy sets, against the base."""
 
     kind: Literal["replay"] = "replay"
@@ -233,7 +124,78 @@ class ReplaySpec(_Strict):
         return self
 
 
-class ElasticRun(_Strict):
+class DeadlineSpec(ReplaySpec):
+    """A paper-002 deadline experiment (Figures 4 and 5): a share of the jobs gets a
+    deadline, and each strategy set is judged by the violations and rejections it
+    avoids against a site-only, earliest-deadline-first base run, and at what price.
+
+    For every (stringency, fraction, round): the workload runs once on the site alone
+    under EASY to give each job its turnaround; a Bernoulli draw with probability
+    ``fraction`` picks the deadline jobs (the same draw for every fraction of a round,
+    so the chosen sets nest) and eq. 5 gives their deadlines; the base run schedules
+    the site alone in EDF order with EASY backfilling (rejecting a deadline it would
+    break when ``reject`` is set); then each strategy set runs with the cloud.
+    """
+
+    kind: Literal["deadline"] = "deadline"  # type: ignore[assignment]
+    fractions: list[float] = Field(
+        default_factory=lambda: [0.1, 0.3, 0.5, 0.7],
+        min_length=1,
+        description="shares of deadline-constrained jobs (Bernoulli), the x axis",
+    )
+    stringency: list[float] = Field(
+        default_factory=lambda: [0.9, 1.3, 1.7],
+        min_length=1,
+        description="stringency factors sf of eq. 5, one panel each (tight, normal, relaxed)",
+    )
+    reject: bool = Field(
+        False, description="deadline strategies reject a job whose deadline they cannot meet"
+    )
+    eq5: Literal["later", "printed"] = Field(
+        "later",
+        description="'later': a deadline is the later of st + sf x ta and the base "
+        "completion; 'printed': the earlier, as eq. 5 is printed (every sf >= 1 then "
+        "gives the base completion)",
+    )
+
+    @field_validator("fractions")
+    @classmethod
+    def _fractions(cls, value: list[float]) -> list[float]:
+        if any(not 0 < f <= 1 for f in value):
+            raise ValueError(f"every fraction must be in (0, 1], got {value}")
+        if len(set(value)) != len(value):
+            raise ValueError("fractions must be distinct")
+        return value
+
+    @field_validator("stringency")
+    @classmethod
+    def _stringency(cls, value: list[float]) -> list[float]:
+        if any(not 0 < f <= 100 for f in value):
+            raise ValueError(f"every stringency factor must be in (0, 100], got {value}")
+        if len(set(value)) != len(value):
+            raise ValueError("stringency factors must be distinct")
+        return value
+
+    @model_validator(mode="after")
+    def _no_sweep(self) -> DeadlineSpec:
+        if self.sweep is not None:
+            raise ValueError("sweep: a deadline experiment sweeps `fractions`; drop [sweep]")
+        return self
+
+    def strategy(self, name: str) -> Strategy:
+        """A fresh strategy set; the deadline ones reject when ``reject`` is set."""
+        if name == "deadline_aggressive":
+            return Aggressive(reject=self.reject)
+        if name == "deadline_conservative":
+            return Conservative(reject=self.reject)
+        return super().strategy(name)
+
+    def base(self) -> Strategy:
+        """The site-only base: EDF with EASY backfilling (rejecting, with ``reject``)."""
+        return Aggressive(reject=self.reject)
+
+
+class ElasticRun(Strict):
     """One workload under one policy, with its own cloud when given."""
 
     workload: str
@@ -241,7 +203,7 @@ class ElasticRun(_Strict):
     cloud: CloudSection | None = None
 
 
-class ElasticSpec(_Strict):
+class ElasticSpec(Strict):
     """A paper-000 experiment: built-in workloads under provisioning policies."""
 
     kind: Literal["elastic"]
@@ -291,13 +253,21 @@ class ElasticSpec(_Strict):
 
 
 Spec = ReplaySpec | ElasticSpec
+"""Every kind of spec (a :class:`DeadlineSpec` is a :class:`ReplaySpec`)."""
+
+_KINDS: dict[str, type[ReplaySpec] | type[ElasticSpec]] = {
+    "replay": ReplaySpec,
+    "deadline": DeadlineSpec,
+    "elastic": ElasticSpec,
+}
 
 
 def parse_spec(data: dict[str, Any], source: str = "<spec>") -> Spec:
     """Validate parsed TOML; :class:`SpecError` names ``source`` and each bad field."""
-    model: type[ReplaySpec] | type[ElasticSpec] = (
-        ElasticSpec if data.get("kind") == "elastic" else ReplaySpec
-    )
+    kind = data.get("kind", "replay")
+    model = _KINDS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise SpecError(f"{source}: kind: {kind!r} is not one of {', '.join(_KINDS)}")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
