@@ -2,7 +2,7 @@
 thin (parse, call one library function, render).
 
 ``common`` holds what commands share; ``site`` the configured site (run, submit,
-queue, status, policies); ``demo``; ``sim`` (simulate, experiment); ``agent``;
+queue, status, policies); ``demo``; ``sim`` (simulate, experiment); ``reproduce``; ``agent``;
 ``broker``; ``context``; ``slurm`` (Slurm's power-saving hooks); ``cloud`` (reset);
 ``advise`` (the deadline advisor).
 """
@@ -14,7 +14,18 @@ from typing import Annotated
 import typer
 
 from elasticsite import __version__
-from elasticsite.cli import advise, agent, broker, cloud, context, demo, sim, site, slurm
+from elasticsite.cli import (
+    advise,
+    agent,
+    broker,
+    cloud,
+    context,
+    demo,
+    reproduce,
+    sim,
+    site,
+    slurm,
+)
 from elasticsite.cli.common import console
 
 __all__ = ["app"]
@@ -45,6 +56,7 @@ app.command(name="queue")(site.queue)
 app.command(name="status")(site.status)
 app.command(name="simulate")(sim.simulate)
 app.command(name="experiment")(sim.experiment)
+app.command(name="reproduce")(reproduce.reproduce)
 app.command(name="agent")(agent.agent)
 app.command(name="policies")(site.list_policies)
 app.command(name="broker")(broker.broker)

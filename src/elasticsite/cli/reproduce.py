@@ -1,0 +1,93 @@
+"""``elasticsite reproduce paper000|paper002``: run a paper's experiments, check its claims.
+
+Writes ``report.md`` (each published claim beside the measured result, marked *holds*,
+*does not hold* or *cannot be checked*, with the tables and plots) under ``--out`` and
+prints one verdict line per claim. Exit status 0 whatever the verdicts (they are the
+result), 2 for an error.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from elasticsite.cli.common import console, fail
+
+__all__ = ["reproduce"]
+
+
+class Paper(StrEnum):
+    paper000 = "paper000"
+    paper002 = "paper002"
+
+
+_STYLE = {"holds": "green", "does not hold": "red", "cannot be checked": "yellow"}
+
+
+def reproduce(
+    paper: Annotated[Paper, typer.Argument(help="paper000 (Figures 7-12) or paper002.")],
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Fewer rounds and shorter workloads: under a minute.")
+    ] = False,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            help="paper002: replay this SWF trace (e.g. SDSC-BLUE-2000-4.2-cln.swf.gz) for "
+            "Figures 4, 5 and Table 1, in two-month rounds.",
+            show_default=False,
+        ),
+    ] = None,
+    procs_per_unit: Annotated[
+        int, typer.Option(min=1, help="paper002 --trace: CPUs per node (Blue Horizon: 8).")
+    ] = 8,
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory. Default: reproduce-out/PAPER.")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Worker processes. Default: CPU count.")
+    ] = None,
+) -> None:
+    """Run a paper's experiments on the simulator and check each published claim."""
+    from elasticsite.reproduce import reproduce_paper000, reproduce_paper002, write_report
+    from elasticsite.sim.specs import SpecError
+
+    target = out or Path("reproduce-out") / (paper.value + ("-quick" if quick else ""))
+
+    def say(text: str) -> None:
+        console.print(f"[dim]{escape(text)}[/]")
+
+    try:
+        if paper is Paper.paper000:
+            if trace is not None:
+                raise fail("--trace applies to paper002 only")
+            repro = reproduce_paper000(target, quick=quick, progress=say)
+        else:
+            if trace is not None and not trace.is_file():
+                raise fail(f"{trace}: no such trace file")
+            repro = reproduce_paper002(
+                target, quick=quick, trace=trace, procs_per_unit=procs_per_unit,
+                workers=workers, progress=say,
+            )  # fmt: skip
+    except (SpecError, ValueError, OSError) as exc:
+        hint = ""
+        if trace is not None and "cannot run" in str(exc):
+            hint = " (a job wider than the 144-node site: check --procs-per-unit)"
+        raise fail(f"{exc}{hint}") from None
+    report = write_report(repro, target)
+    for claim in repro.claims:
+        style = _STYLE.get(claim.verdict.value, "")
+        console.print(
+            f"[{style}]{claim.verdict.value:>17}[/]  {escape(claim.key)}: {escape(claim.measured)}",
+            highlight=False,
+        )
+    counts = repro.verdicts()
+    console.print(
+        f"{paper.value}{' (quick)' if quick else ''}: "
+        + ", ".join(f"{n} {v.value}" for v, n in counts.items())
+        + f", in {repro.seconds:.1f} s; report: {report}",
+        highlight=False,
+    )

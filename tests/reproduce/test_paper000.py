@@ -1,0 +1,52 @@
+"""Paper 000's claims on the quick variant: each one a test.
+
+A claim that does not hold here is listed in ``EXCEPTIONS`` with why; its test then
+requires the verdict *does not hold* and the explanation in the report, so a change
+that makes it hold (or breaks one that held) shows up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from elasticsite.reproduce import PAPER000_CLAIMS, Reproduction, Verdict, reproduce_paper000
+
+EXCEPTIONS = {
+    "scalability_grows_to_150": "walltimes and launch throughput",
+}
+"""Claims that do not hold here, and the word their note must carry."""
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
+    return reproduce_paper000(tmp_path_factory.mktemp("paper000"), quick=True)
+
+
+def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
+    assert tuple(c.key for c in quick.claims) == PAPER000_CLAIMS
+
+
+@pytest.mark.parametrize("key", PAPER000_CLAIMS)
+def test_claim(quick: Reproduction, key: str) -> None:
+    claim = quick.claim(key)
+    if key in EXCEPTIONS:
+        assert claim.verdict is Verdict.FAILS, claim
+        assert "walltimes" in claim.note and "launch" in claim.note
+    else:
+        assert claim.verdict is Verdict.HOLDS, claim
+
+
+def test_the_plots_are_written(quick: Reproduction) -> None:
+    names = {p.name for p in quick.plots}
+    assert {"elapsed.png", "overhead.png", "reactivity3-bursts.png",
+            "scalability-bursts-ec2.png"} <= names  # fmt: skip
+    assert all(p.stat().st_size > 10_000 for p in quick.plots)
+
+
+def test_the_same_seed_gives_the_same_verdicts(quick: Reproduction, tmp_path: Path) -> None:
+    again = reproduce_paper000(tmp_path, quick=True)
+    assert [(c.key, c.measured) for c in again.claims] == [
+        (c.key, c.measured) for c in quick.claims
+    ]

@@ -1,0 +1,66 @@
+"""Paper 002's claims on the quick variant: each one a test (see test_paper000.py for
+how a claim that does not hold is kept honest); the command line with a trace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from elasticsite.reproduce import PAPER002_CLAIMS, Reproduction, Verdict, reproduce_paper002
+
+EXCEPTIONS = {
+    "aggressive_costlier_normal_many": "fewer jobs to the cloud",
+    "table1_selective_spends_least": "--trace",
+}
+"""Claims that do not hold here, and words their note must carry."""
+
+SMALL_SWF = Path(__file__).parents[1] / "sim" / "data" / "small.swf"
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
+    return reproduce_paper002(tmp_path_factory.mktemp("paper002"), quick=True)
+
+
+def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
+    assert tuple(c.key for c in quick.claims) == PAPER002_CLAIMS
+
+
+@pytest.mark.parametrize("key", PAPER002_CLAIMS)
+def test_claim(quick: Reproduction, key: str) -> None:
+    claim = quick.claim(key)
+    if key in EXCEPTIONS:
+        assert claim.verdict is Verdict.FAILS, claim
+        assert EXCEPTIONS[key] in claim.note
+    else:
+        assert claim.verdict is Verdict.HOLDS, claim
+
+
+def test_the_plots_and_tables_are_there(quick: Reproduction) -> None:
+    names = {p.name for p in quick.plots}
+    assert "performance_cost.png" in names
+    assert {"money-sf0.9.png", "rejected-sf0.9.png"} <= names
+    assert all(p.exists() for p in quick.plots)
+    assert any(t.startswith("## Table 1 measured (Lublin99 stand-in") for t in quick.tables)
+
+
+def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "elasticsite", "reproduce", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=300, env={"COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def test_a_missing_trace_is_one_line(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "paper002", "--quick", "--trace", "nope.swf")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["error: nope.swf: no such trace file"]
+
+
+def test_a_trace_too_short_for_its_rounds_is_refused_clearly(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "paper002", "--trace", str(SMALL_SWF), "--out", "o")
+    assert done.returncode == 2
+    assert "holds 1 two-month interval(s); the full reproduction replays 5" in done.stderr
