@@ -32,12 +32,11 @@ def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProces
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    """The embedded example site with an [advisor] section: one command repository."""
+    """The embedded example site (its [advisor] section) with one command repository."""
     cfg = tmp_path / "site.toml"
     cfg.write_text(
         (ROOT / "examples" / "local.toml").read_text()
-        + "\n[advisor]\n"
-        + "[[advisor.repositories]]\n"
+        + "\n[[advisor.repositories]]\n"
         + 'name = "scratch"\n'
         + f'command = ["{sys.executable}", "-c", "pass"]\n'
         + "bytes = 1048576\n"
