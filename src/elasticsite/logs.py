@@ -5,19 +5,30 @@ newline in one would forge a second log line, and a terminal escape would rewrit
 the operator's screen. :class:`EscapeControl` renders each record's message once,
 with every control character written as its Python escape, before any handler
 formats it; :func:`setup` installs it with the command line's usual handler.
+
+``--log-format json`` (:class:`JsonFormatter`) writes one JSON object per line for a
+log pipeline: time, level, logger, message, the site's id on every line, and the
+worker, instance, node, job and cloud ids a message is about. Code attaches those
+with ``extra=ids(worker=..., cloud=...)``; the human format leaves them out, since the
+message already names them.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # rich only when asked for: worker processes import this module
     from rich.console import Console
 
-__all__ = ["EscapeControl", "escape_control", "setup"]
+__all__ = ["ID_FIELDS", "EscapeControl", "JsonFormatter", "escape_control", "ids", "setup"]
+
+ID_FIELDS = ("site", "cloud", "worker", "instance", "node", "job")
+"""The ids a JSON log line may carry, in the order it writes them."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -43,11 +54,55 @@ class EscapeControl(logging.Filter):
         return True
 
 
-def setup(level: int, console: Console | None = None, fmt: str = "%(message)s") -> None:
+def ids(**values: object) -> dict[str, dict[str, str]]:
+    """``extra`` for a log call: the ids it is about (None values left out)."""
+    return {"ids": {k: str(v) for k, v in values.items() if v is not None and v != ""}}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``time`` (UTC, ISO 8601), ``level``, ``logger``,
+    ``message``, then ``site`` and the other ids of :data:`ID_FIELDS` that apply, and
+    ``exception`` with its traceback when there is one. Line breaks and control
+    characters are escaped by JSON itself, so a record is always one line."""
+
+    def __init__(self, site: str | None = None) -> None:
+        super().__init__()
+        self.site = site
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        found: dict[str, str] = getattr(record, "ids", None) or {}
+        if self.site is not None and "site" not in found:
+            out["site"] = self.site
+        for key in ID_FIELDS:
+            if key in found:
+                out[key] = found[key]
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def setup(
+    level: int,
+    console: Console | None = None,
+    fmt: str = "%(message)s",
+    *,
+    log_format: Literal["human", "json"] = "human",
+    site: str | None = None,
+) -> None:
     """The command line's logging, with control characters escaped in every message:
-    rich output on ``console`` when given, else plain ``fmt`` lines on stderr."""
+    rich output on ``console`` when given, else plain ``fmt`` lines on stderr; with
+    ``log_format="json"``, JSON lines on stderr carrying ``site`` on every line."""
     handler: logging.Handler
-    if console is not None:
+    if log_format == "json":
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter(site))
+    elif console is not None:
         from rich.logging import RichHandler
 
         handler = RichHandler(console=console, show_path=False, markup=False)

@@ -2,9 +2,9 @@
 thin (parse, call one library function, render).
 
 ``common`` holds what commands share; ``site`` the configured site (run, submit,
-queue, status, policies); ``demo``; ``sim`` (simulate, experiment); ``reproduce``; ``agent``;
-``broker``; ``context``; ``slurm`` (Slurm's power-saving hooks); ``cloud`` (reset);
-``advise`` (the deadline advisor).
+queue, status, policies); ``down``; ``demo``; ``sim`` (simulate, experiment);
+``reproduce``; ``agent``; ``broker``; ``context``; ``slurm`` (Slurm's power-saving
+hooks); ``cloud`` (reset); ``advise`` (the deadline advisor).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from elasticsite.cli import (
     cloud,
     context,
     demo,
+    down,
     reproduce,
     sim,
     site,
@@ -51,6 +52,7 @@ def main(
 # Registered in the order ``elasticsite --help`` lists them.
 app.command(name="demo")(demo.demo)
 app.command(name="run")(site.run)
+app.command(name="down")(down.down)
 app.command(name="submit")(site.submit)
 app.command(name="queue")(site.queue)
 app.command(name="status")(site.status)

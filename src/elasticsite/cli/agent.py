@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from elasticsite import logs
-from elasticsite.cli.common import err
+from elasticsite.cli.common import LogFormatOpt, err
 
 __all__ = ["agent"]
 
@@ -46,6 +46,7 @@ def agent(
     once: Annotated[bool, typer.Option(help="Apply what is there, then exit.")] = False,
     script_timeout: Annotated[float, typer.Option(min=0.1, help="Per-script limit, s.")] = 120.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log warnings only.")] = False,
+    log_format: LogFormatOpt = "human",
 ) -> None:
     """Keep this node in step with its context: join, then run scripts as nodes come and go."""
     from elasticsite.context.agent import DEFAULT_SCRIPTS, AgentError, configure, run_agent
@@ -53,6 +54,7 @@ def agent(
     logs.setup(
         logging.WARNING if quiet else logging.INFO,
         fmt="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        log_format=log_format,
     )
     try:
         settings = configure(

@@ -20,7 +20,7 @@ import typer
 from rich.markup import escape
 
 from elasticsite import logs
-from elasticsite.cli.common import console, err, fail
+from elasticsite.cli.common import LogFormatOpt, console, err, fail
 from elasticsite.cli.context import TOKEN_ENV
 from elasticsite.context.admission import BrokerLimits
 from elasticsite.files import StateFileError, private_dir
@@ -183,6 +183,7 @@ def broker(
     ] = None,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
+    log_format: LogFormatOpt = "human",
 ) -> None:
     """Run the recontextualization broker (HTTPS; a self-signed certificate by default)."""
     from elasticsite.connlimits import ConnectionLimits, LimitError
@@ -205,7 +206,7 @@ def broker(
         )
     except ValueError as exc:
         raise fail(str(exc)) from None
-    logs.setup(logging.DEBUG if verbose > 0 else logging.INFO, err)
+    logs.setup(logging.DEBUG if verbose > 0 else logging.INFO, err, log_format=log_format)
     if (cert is None) != (key is None):
         raise fail("give both --cert and --key, or neither for a self-signed certificate")
     if insecure_http and cert is not None:

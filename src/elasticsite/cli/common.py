@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Protocol
+from typing import TYPE_CHECKING, Annotated, Literal, Protocol
 
 import typer
 from rich.console import Console
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConfigOpt",
+    "LogFormatOpt",
+    "announce",
     "config_path",
     "console",
     "err",
@@ -59,10 +61,39 @@ class Summary(Protocol):
     def to_rows(self) -> list[Row]: ...
 
 
-def setup_logging(verbose: int) -> None:
+LogFormat = Literal["human", "json"]
+
+LogFormatOpt = Annotated[
+    LogFormat,
+    typer.Option(
+        "--log-format",
+        envvar="ELASTICSITE_LOG_FORMAT",
+        help="human (the default) or json: one JSON object per line, with the site, "
+        "worker, instance, job and cloud ids that apply.",
+    ),
+]
+
+
+_log_format: LogFormat = "human"
+
+
+def setup_logging(verbose: int, log_format: LogFormat = "human", site: str | None = None) -> None:
     """Warnings only by default; ``-v`` adds progress, ``-vv`` debugging."""
+    global _log_format
+    _log_format = log_format
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logs.setup(level, err)
+    logs.setup(level, err, log_format=log_format, site=site)
+
+
+def announce(text: str, level: int = logging.INFO) -> None:
+    """A message the operator must see whatever the verbosity: a plain line on stderr,
+    or with ``--log-format json`` a log line like every other (so stderr stays one JSON
+    object per line)."""
+    if _log_format == "json":
+        logger = logging.getLogger("elasticsite.cli")
+        logger.handle(logger.makeRecord(logger.name, level, "", 0, text, (), None))
+    else:
+        err.print(text, highlight=False, soft_wrap=True)
 
 
 def fail(message: str) -> typer.Exit:

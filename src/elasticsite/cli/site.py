@@ -8,7 +8,8 @@ import os
 import signal
 import sys
 import time
-from typing import Annotated, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -16,26 +17,31 @@ from rich.table import Table
 from elasticsite import __version__
 from elasticsite.cli.common import (
     ConfigOpt,
+    LogFormatOpt,
+    announce,
     config_path,
     console,
-    err,
     fail,
     open_configured_site,
     setup_logging,
     state_errors,
 )
 
-__all__ = ["list_policies", "queue", "run", "status", "submit"]
+if TYPE_CHECKING:
+    from elasticsite.core import WorkerRecord
+
+__all__ = ["left_running", "list_policies", "queue", "run", "status", "submit"]
 
 
 @state_errors()
 def run(
     config: ConfigOpt = None,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 1,
+    log_format: LogFormatOpt = "human",
 ) -> None:
     """Run the manager loop until interrupted (SIGINT/SIGTERM stop it cleanly)."""
-    setup_logging(verbose)
     site = open_configured_site(config)
+    setup_logging(verbose, log_format, site.config.manager.site_id)
     try:
         manager = site.manager()
     except ValueError as exc:
@@ -60,14 +66,57 @@ def run(
             )
         manager.stop()
 
+    from elasticsite.manager.lock import SiteBusy, manager_lock
+
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     cfg = site.config
-    err.print(
-        f"elasticsite {__version__}: site {cfg.manager.site_id!r}, policy {cfg.policy.name}, "
-        f"clouds {', '.join(c.name for c in cfg.clouds)}, state in {site.state_dir}"
-    )
-    manager.run()
+    listener = None
+    try:
+        with manager_lock(site.state_dir):
+            if manager.metrics is not None:
+                from elasticsite.manager.exporter import serve_metrics
+
+                address, port = cfg.manager.metrics_address, cfg.manager.metrics_port
+                try:
+                    listener = serve_metrics(manager.metrics, address, port)
+                except OSError as exc:
+                    raise fail(
+                        f"metrics: cannot listen on {address} port {port}: {exc.strerror}"
+                    ) from None
+                host = f"[{address}]" if ":" in address else address
+                announce(f"metrics: http://{host}:{port}/metrics")
+            announce(
+                f"elasticsite {__version__}: site {cfg.manager.site_id!r}, policy "
+                f"{cfg.policy.name}, clouds {', '.join(c.name for c in cfg.clouds)}, "
+                f"state in {site.state_dir}"
+            )
+            manager.run()
+    except SiteBusy as exc:
+        raise fail(str(exc)) from None
+    finally:
+        if listener is not None:
+            listener.shutdown()
+    left = left_running(manager.records.values())
+    if left:
+        announce(
+            f"left {left} running; the next `elasticsite run` adopts them, and "
+            f"`elasticsite down -c {config_path(config)}` drains and terminates them",
+            logging.WARNING,
+        )
+
+
+def left_running(records: Iterable[WorkerRecord]) -> str:
+    """``3 workers (2 on private, 1 on public)`` for the workers still up, or ``""``."""
+    per: dict[str, int] = {}
+    for rec in records:
+        if rec.worker.state.live:
+            per[rec.worker.cloud] = per.get(rec.worker.cloud, 0) + 1
+    total = sum(per.values())
+    if not total:
+        return ""
+    where = ", ".join(f"{n} on {c}" for c, n in sorted(per.items()))
+    return f"{total} worker{'s' if total != 1 else ''} ({where})"
 
 
 @state_errors()
@@ -193,7 +242,7 @@ def status(
         else:
             continue
         why = f": {record.get('kind')}: {record.get('reason')}" if record.get("kind") else ""
-        console.print(f"cloud {name}: {closed}{why}", highlight=False)
+        console.print(f"cloud {name}: {closed}{why}", highlight=False, soft_wrap=True)
     if state.counters:
         console.print(
             "counters: " + ", ".join(f"{k} {v}" for k, v in sorted(state.counters.items()))
@@ -219,4 +268,4 @@ def list_policies() -> None:
         module_doc = sys.modules[fn.__module__].__doc__
         own = fn.__doc__ if getattr(fn, "redirects", False) else None
         doc = (own or module_doc or fn.__doc__ or "").strip().splitlines()
-        console.print(f"[bold]{name}[/]: {doc[0] if doc else ''}", highlight=False)
+        console.print(f"[bold]{name}[/]: {doc[0] if doc else ''}", highlight=False, soft_wrap=True)

@@ -106,6 +106,23 @@ class ManagerConfig(Strict):
     protect_cooldown: float = Field(1800.0, ge=0, le=WEEK)
     on_shutdown: Literal["leave", "drain"] = "leave"
     shutdown_timeout: float = Field(3600.0, gt=0, le=WEEK)
+    metrics_port: int = Field(
+        0, ge=0, le=65535, description="serve Prometheus /metrics on this port (0: off)"
+    )
+    metrics_address: str = Field(
+        "127.0.0.1", description="address the metrics listener binds (an IP address)"
+    )
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        import ipaddress
+
+        try:
+            ipaddress.ip_address(v)
+        except ValueError:
+            raise ValueError(f"must be an IP address (got {v!r})") from None
+        return v
 
     @field_validator("site_id")
     @classmethod

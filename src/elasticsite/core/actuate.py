@@ -136,12 +136,13 @@ def launches(decision: Decision) -> dict[str, int]:
     return wanted
 
 
-def shutdown_decision(snapshot: SiteSnapshot) -> Decision:
+def shutdown_decision(snapshot: SiteSnapshot, *, immediate: bool = False) -> Decision:
     """What a site stopping with ``on_shutdown = "drain"`` does: pending workers go at
-    once, joined ones drain, drained ones are terminated."""
+    once, joined ones drain, drained ones are terminated. ``immediate`` (``elasticsite
+    down --now``) terminates every worker at once; the batch system requeues its jobs."""
     d = Decision()
     for w in snapshot.workers:
-        if w.state.pending:
+        if w.state.pending or (immediate and w.state.live and w.state is not S.TERMINATING):
             d.terminate.append(Terminate(w.id, Cause.SHUTDOWN))
         elif w.state in (S.IDLE, S.BUSY):
             d.drain.append(Drain(w.id, Cause.SHUTDOWN))

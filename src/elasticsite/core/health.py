@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
-from elasticsite.core.plan import CoreConfig, CoreState, Plan
+from elasticsite.core.plan import CoreConfig, CoreState, Plan, Problem
 from elasticsite.model import Cause, CloudSpec, WorkerState
 
 __all__ = [
@@ -120,9 +120,12 @@ def _close(state: CoreState, plan: Plan, cloud: str, until: float, kind: str, wh
     plan.health_changed = True
     plan.count(f"cloud_closed_{kind}")
     plan.errors.append(
-        f"cloud {cloud}: no launches "
-        + ("until reset" if math.isinf(until) else f"until t={until:.0f}")
-        + f" ({kind}: {why})"
+        Problem(
+            f"cloud {cloud}: no launches "
+            + ("until reset" if math.isinf(until) else f"until t={until:.0f}")
+            + f" ({kind}: {why})",
+            cloud=cloud,
+        )
     )
 
 

@@ -25,6 +25,7 @@ from elasticsite.core.plan import (
     HoldJob,
     Outcome,
     Plan,
+    Problem,
     RedirectJob,
     ReleaseJob,
     RemoveNode,
@@ -103,7 +104,13 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
         state.strays[command.instance_id] = now + config.grace
         if out.error is not None:
             plan.count("terminate_errors")
-            plan.errors.append(f"terminate stray {command.instance_id} failed: {out.error}")
+            plan.errors.append(
+                Problem(
+                    f"terminate stray {command.instance_id} failed: {out.error}",
+                    cloud=command.cloud,
+                    instance=command.instance_id,
+                )
+            )
             state.strays[command.instance_id] = now + config.backoff(1)
         return
     if isinstance(command, ForgetNode):
@@ -111,7 +118,9 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
     if isinstance(command, RedirectJob):
         if out.error is not None:  # the job may have started or gone meanwhile
             plan.count("redirect_errors")
-            plan.errors.append(f"redirect job {command.job_id} failed: {out.error}")
+            plan.errors.append(
+                Problem(f"redirect job {command.job_id} failed: {out.error}", job=command.job_id)
+            )
         return
     if isinstance(command, HoldJob | ReleaseJob):
         _settle_hold(state, plan, command, out)
@@ -139,7 +148,15 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
         return
     kind = command.kind
     plan.count(f"{'remove_node' if kind == 'remove' else kind}_errors")
-    plan.errors.append(f"{kind} {w.id} failed (attempt {rec.attempts + 1}): {out.error}")
+    plan.errors.append(
+        Problem(
+            f"{kind} {w.id} failed (attempt {rec.attempts + 1}): {out.error}",
+            worker=w.id,
+            cloud=w.cloud,
+            instance=w.instance_id,
+            node=w.node,
+        )
+    )
     if isinstance(command, DrainNode | UndrainNode | RemoveNode):
         return  # asked again by the policy, or at the next step
     rec.attempts += 1
@@ -164,12 +181,16 @@ def _settle_hold(state: CoreState, plan: Plan, command: HoldJob | ReleaseJob, ou
             state.held[command.job.id] = command.job
             plan.count("jobs_held")
         else:
-            plan.errors.append(f"hold job {command.job.id} failed: {out.error}")
+            plan.errors.append(
+                Problem(f"hold job {command.job.id} failed: {out.error}", job=command.job.id)
+            )
     elif out.error is None or out.kind == "unknown_job":
         if state.held.pop(command.job_id, None) is not None:
             plan.count("jobs_released")
     else:
-        plan.errors.append(f"release job {command.job_id} failed: {out.error}")
+        plan.errors.append(
+            Problem(f"release job {command.job_id} failed: {out.error}", job=command.job_id)
+        )
     plan.held_changed = True
 
 
@@ -355,7 +376,14 @@ def _adopt(
                 if now >= state.strays.get(inst.id, 0.0):
                     if inst.id not in state.strays:
                         plan.count("strays_terminated")
-                        plan.errors.append(f"terminating stray instance {inst.id} ({wid})")
+                        plan.errors.append(
+                            Problem(
+                                f"terminating stray instance {inst.id} ({wid})",
+                                cloud=cloud_name,
+                                instance=inst.id,
+                                worker=wid,
+                            )
+                        )
                     state.strays[inst.id] = float("inf")  # until its outcome says otherwise
                     plan.run(TerminateInstance("", cloud_name, inst.id), state)
                 continue

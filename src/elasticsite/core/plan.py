@@ -29,6 +29,7 @@ __all__ = [
     "HoldJob",
     "Outcome",
     "Plan",
+    "Problem",
     "ReleaseJob",
     "RemoveNode",
     "TerminateInstance",
@@ -250,6 +251,8 @@ class CoreState:
     """Stray instance ids being terminated -> when to try again."""
     down_since: dict[str, float] = field(default_factory=dict)
     shutting_down: bool = False
+    shutdown_now: bool = False
+    """While shutting down: terminate every worker at once instead of draining it."""
     health: dict[str, CloudHealth] = field(default_factory=dict)
     """Clouds closed for a while or until reset, and their failure counts
     (:mod:`.health`); a cloud with no record is open."""
@@ -257,6 +260,18 @@ class CoreState:
     """Queued jobs this site holds (a user over their share), by id, until released."""
     times: dict[str, ObservedTimes] = field(default_factory=dict)
     """Each cloud's boot and shutdown times seen so far (:mod:`.estimates`)."""
+
+
+class Problem(str):
+    """A message for the operator (a :attr:`Plan.errors` entry) that also carries the
+    ids it is about (worker, cloud, instance, job), for structured logs."""
+
+    ids: dict[str, str]
+
+    def __new__(cls, message: str, **ids: str | None) -> Problem:
+        self = super().__new__(cls, message)
+        self.ids = {k: v for k, v in ids.items() if v}
+        return self
 
 
 @dataclass

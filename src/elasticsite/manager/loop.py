@@ -28,16 +28,18 @@ from elasticsite.batch.base import BatchError, BatchSystem, Node
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, Instance
 from elasticsite.config import ManagerConfig
 from elasticsite.core import Command, CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
+from elasticsite.logs import ids
 from elasticsite.manager.commands import CommandRunner
+from elasticsite.manager.power import power_requests
 from elasticsite.manager.store import StateStore, worker_number
-from elasticsite.model import Cause, CloudSpec, Decision, Job, WorkerState
+from elasticsite.model import Cause, CloudSpec, Decision, Job, Transition, WorkerState
 from elasticsite.policies import Policy, PolicySettings, evaluate
-from elasticsite.policies.power_save import decide_power
 from elasticsite.snapshot import SiteSnapshot
 
 if TYPE_CHECKING:
     from elasticsite.advisor.recorder import Recorder
     from elasticsite.manager.context_link import ContextLink
+    from elasticsite.manager.exporter import ManagerMetrics
 
 __all__ = ["Manager", "StepReport"]
 
@@ -62,6 +64,18 @@ class StepReport:
     decide_seconds: float = 0.0
     total_seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    transitions: list[Transition] = field(default_factory=list)
+    """The worker transitions the step persisted, with their causes."""
+    commands: list[Command] = field(default_factory=list)
+    """The commands the step handed to the pool (launches, terminations, drains ...)."""
+    worker_clouds: dict[str, str] = field(default_factory=dict)
+    """The cloud of each worker that moved."""
+    retried: list[str] = field(default_factory=list)
+    """The cloud of each launch tried again after a failed attempt."""
+    worker_counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Unfinished workers by (cloud, state) after the step."""
+    snapshot: SiteSnapshot | None = None
+    """What the step's decision was taken on (queue, running jobs, workers)."""
 
 
 class Manager:
@@ -83,6 +97,7 @@ class Manager:
         power_save: bool = False,
         executor: Executor | None = None,
         recorder: Recorder | None = None,
+        metrics: ManagerMetrics | None = None,
     ) -> None:
         self.config = config
         self.site_id = config.site_id
@@ -129,6 +144,8 @@ class Manager:
         self.last_report: StepReport | None = None
         self.recorder = recorder
         """Hands each step's job starts and worker joins to the advisor's history."""
+        self.metrics = metrics
+        """Counts what each step did for Prometheus (``[manager] metrics_port``)."""
         self._record_failed = False
         known = store.get_meta("site_id")
         if known is not None and known != self.site_id:
@@ -177,7 +194,7 @@ class Manager:
         """One iteration that cannot kill the loop: on an unexpected error the in-memory
         view is rebuilt from the state store, which is the source of truth."""
         try:
-            return self.step()
+            report = self.step()
         except Exception:
             log.exception("iteration failed; reloading state from %s", self.store.path)
             self._bump("loop_errors")
@@ -186,6 +203,12 @@ class Manager:
             except Exception:
                 log.exception("cannot reload state; will retry next iteration")
             return None
+        if self.metrics is not None:
+            try:
+                self.metrics.observe(report)
+            except Exception:  # metrics must never break the loop
+                log.exception("metrics: counting the step failed")
+        return report
 
     def step(self) -> StepReport:
         """One full iteration."""
@@ -211,7 +234,7 @@ class Manager:
         nodes: dict[str, Node] = {n.name: n for n in view.nodes}
         if self.power_save and not self.state.shutting_down:
             # Before reconciling: a node Slurm has just powered down is a release, not a loss.
-            self._power_requests(now, plan, report)
+            power_requests(self, now, plan, report)
         snapshot = core.observe(
             self.state,
             plan,
@@ -227,7 +250,7 @@ class Manager:
 
         t1 = time.perf_counter()
         if self.state.shutting_down:
-            decision = core.shutdown_decision(snapshot)
+            decision = core.shutdown_decision(snapshot, immediate=self.state.shutdown_now)
         elif self.power_save:
             decision = Decision()  # the power requests were carried out before reconciling
         else:
@@ -242,10 +265,14 @@ class Manager:
         report.queued = len(view.queued)
         report.running = len(view.running)
         by_state: dict[WorkerState, int] = {}
+        counts = report.worker_counts
         for r in self.state.records.values():
             st = r.worker.state
             by_state[st] = by_state.get(st, 0) + 1
+            key = (r.worker.cloud, st.value)
+            counts[key] = counts.get(key, 0) + 1
         report.workers = {st.value: n for st, n in by_state.items()}
+        report.snapshot = snapshot
         report.total_seconds = time.perf_counter() - t0
         if decision:
             log.info(
@@ -261,22 +288,45 @@ class Manager:
     def shutdown(self, on_step: Callable[[StepReport], None] | None = None) -> None:
         """Leave workers for the next start to adopt, or drain and terminate them all."""
         if self.config.on_shutdown == "drain":
-            self.state.shutting_down = True
-            deadline = time.monotonic() + self.config.shutdown_timeout
-            while self.records and time.monotonic() < deadline and not self._abort.is_set():
-                started = time.monotonic()
-                report = self._guarded_step()
-                if on_step is not None and report is not None:
-                    on_step(report)
-                if not self.records:
-                    break
-                self._abort.wait(max(0.0, self.config.interval - (time.monotonic() - started)))
-            if self.records:
+            left = self._wind_down(time.monotonic() + self.config.shutdown_timeout, on_step)
+            if left:
                 log.warning(
                     "stopped with %d workers still up (%s); the next start adopts them",
-                    len(self.records),
+                    left,
                     "cut short" if self._abort.is_set() else "shutdown timed out",
                 )
+        self._close()
+
+    def take_down(
+        self,
+        timeout: float,
+        *,
+        immediate: bool = False,
+        on_step: Callable[[StepReport], None] | None = None,
+    ) -> int:
+        """Drain every worker the site owns and terminate it, or with ``immediate``
+        terminate them at once (their jobs go back to the queue); wait until none is
+        left, ``timeout`` seconds pass or :meth:`stop` is called; close. Returns how
+        many workers are left."""
+        self.state.shutdown_now = immediate
+        left = self._wind_down(time.monotonic() + timeout, on_step)
+        self._close()
+        return left
+
+    def _wind_down(self, deadline: float, on_step: Callable[[StepReport], None] | None) -> int:
+        self.state.shutting_down = True
+        self._stop.set()  # a later stop() cuts the wind-down short
+        while self.records and time.monotonic() < deadline and not self._abort.is_set():
+            started = time.monotonic()
+            report = self._guarded_step()
+            if on_step is not None and report is not None:
+                on_step(report)
+            if not self.records:
+                break
+            self._abort.wait(max(0.0, self.config.interval - (time.monotonic() - started)))
+        return len(self.records)
+
+    def _close(self) -> None:
         self._pool.shutdown(wait=True)
         plan = Plan()
         now = self.clock()
@@ -312,7 +362,7 @@ class Manager:
                 found = driver.describe()
             except CloudError as exc:
                 report.errors.append(f"cloud {name}: describe failed: {exc}")
-                log.warning("cloud %s: describe failed: %s", name, exc)
+                log.warning("cloud %s: describe failed: %s", name, exc, extra=ids(cloud=name))
                 self._bump("describe_errors")
                 continue
             instances[name] = {i.tags.get(WORKER_TAG) or i.name: i for i in found}
@@ -342,38 +392,26 @@ class Manager:
             self._reserved = max([self._reserved, *(worker_number(i) or 0 for i in ids[cloud])])
         return ids
 
-    def _power_requests(self, now: float, plan: Plan, report: StepReport) -> None:
-        """Carry out what Slurm's ResumeProgram/SuspendProgram asked since the last step."""
-        last: dict[str, str] = {}
-        for action, node, _at in self.store.take_power_requests():
-            last.pop(node, None)
-            last[node] = action  # a node's later request overrides its earlier one
-        if not last:
-            return
-        resume = [n for n, a in last.items() if a == "resume"]
-        suspend = [n for n, a in last.items() if a == "suspend"]
-        workers = [r.worker for r in self.records.values() if r.worker.state not in _FINAL]
-        snapshot = SiteSnapshot(now, [], [], workers, self.specs)
-        planned = decide_power(snapshot, self.settings, resume, suspend)
-        if planned.refused:
-            msg = f"power saving: no cloud may take {', '.join(planned.refused)} now"
-            log.warning("%s (caps or spend limit); Slurm's resume timeout will apply", msg)
-            report.errors.append(msg)
-            self._bump("power_refused", len(planned.refused))
-        log.info("power saving: resume %s, suspend %s", resume or "-", suspend or "-")
-        decision = planned.decision
-        core.apply(self.state, plan, self.core_config, now, decision, self._new_ids(decision))
-        report.decision = decision
-
     # -- persist, then run ---------------------------------------------------
 
     def _finish(self, plan: Plan, report: StepReport) -> None:
         """Persist what the step changed, then run its commands."""
         self._persist(plan)
         for message in plan.errors:
-            log.warning("%s", message)
+            log.warning("%s", message, extra=ids(site=self.site_id, **getattr(message, "ids", {})))
         report.errors.extend(plan.errors)
+        report.transitions.extend(plan.transitions)
+        report.commands.extend(plan.commands)
+        records = self.state.records
+        for t in plan.transitions:
+            rec = records.get(t.worker_id)
+            if rec is not None:
+                report.worker_clouds[t.worker_id] = rec.worker.cloud
         for command in plan.commands:
+            if isinstance(command, core.AddAndLaunch):
+                rec = records.get(command.worker_id)
+                if rec is not None and rec.attempts > 0:
+                    report.retried.append(command.cloud)
             self._run(command)
 
     def _persist(self, plan: Plan) -> None:
@@ -381,7 +419,12 @@ class Manager:
             level = logging.DEBUG if t.cause in _CHATTY else logging.INFO
             if log.isEnabledFor(level):
                 before = t.from_state.value if t.from_state else "-"
-                log.log(level, "worker %s: %s -> %s (%s)", t.worker_id, before, t.to_state, t.cause)
+                rec = self.state.records.get(t.worker_id)
+                w = rec.worker if rec is not None else None
+                extra = ids(worker=t.worker_id, cloud=w and w.cloud, instance=w and w.instance_id,
+                            node=w and w.node)  # fmt: skip
+                log.log(level, "worker %s: %s -> %s (%s)", t.worker_id, before, t.to_state,
+                        t.cause, extra=extra)  # fmt: skip
         if plan.transitions or plan.dirty or plan.counts:
             with self.store.transaction():
                 for wid in plan.dirty:
@@ -406,7 +449,8 @@ class Manager:
         """Open the clouds an operator reset (``elasticsite cloud reset``)."""
         for name in self.store.take_cloud_resets():
             if health.reset(self.state, name):
-                log.warning("cloud %s: reset by an operator; launches allowed again", name)
+                log.warning("cloud %s: reset by an operator; launches allowed again", name,
+                            extra=ids(cloud=name))  # fmt: skip
             plan.health_changed = True
 
     def _run(self, command: Command) -> None:

@@ -156,6 +156,12 @@ class Site:
             except ContextError as exc:
                 context.close()
                 raise ConfigError(f"context: broker {self.config.context.broker}: {exc}") from None
+        if self.config.manager.metrics_port and "metrics" not in kwargs:
+            from elasticsite.manager.exporter import ManagerMetrics
+
+            kwargs["metrics"] = ManagerMetrics(
+                self.config.cloud_specs(), self.config.policy.spend_cap_per_hour
+            )
         if self.config.advisor.record and "recorder" not in kwargs:
             from elasticsite.advisor.history import store_path
             from elasticsite.advisor.recorder import Recorder

@@ -76,19 +76,11 @@ start_agent() {
         python3 -m venv /opt/elasticsite
         /opt/elasticsite/bin/pip install -q "$ELASTICSITE_AGENT_PACKAGE"
     fi
-    cat >/etc/systemd/system/elasticsite-agent.service <<'UNIT'
-[Unit]
-Description=elasticsite recontextualization agent
-After=network-online.target
-Wants=network-online.target
-
-[Service]
-ExecStart=/opt/elasticsite/bin/elasticsite agent --userdata /etc/elasticsite/userdata.json
-Restart=on-failure
-
-[Install]
-WantedBy=multi-user.target
-UNIT
+    # The hardened unit the package ships (systemd/elasticsite-agent.service).
+    /opt/elasticsite/bin/python - <<'PY' >/etc/systemd/system/elasticsite-agent.service
+from importlib.resources import files
+print(files("elasticsite").joinpath("systemd/elasticsite-agent.service").read_text(), end="")
+PY
     systemctl daemon-reload
     systemctl enable --now elasticsite-agent
 }

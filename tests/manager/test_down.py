@@ -1,0 +1,129 @@
+"""Stopping a site cleanly: `run` says what it leaves running; `down` takes it all down.
+
+Everything real: `elasticsite run` and `elasticsite down` as processes, the embedded
+batch system and local cloud, whose workers are processes of their own.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from elasticsite.batch.local import LocalBatch
+from elasticsite.clouds.base import InstanceState
+from elasticsite.clouds.local import LocalCloud
+from elasticsite.manager.store import StateStore
+from elasticsite.model import JobState
+
+from .conftest import wait_for
+
+CONFIG = """
+[manager]
+site_id = "downsite"
+state_dir = "{state}"
+interval = 0.2
+retry_backoff = 0.2
+on_shutdown = "leave"
+
+[policy]
+name = "on_demand"
+
+[[clouds]]
+name = "one"
+max_instances = 2
+boot_time = 0.5
+shutdown_time = 0.1
+options = {{ boot_jitter = 0.1, poll_interval = 0.1, seed = 3 }}
+
+[[clouds]]
+name = "two"
+max_instances = 2
+boot_time = 0.5
+shutdown_time = 0.1
+options = {{ boot_jitter = 0.1, poll_interval = 0.1, seed = 4 }}
+"""
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "elasticsite", *args]
+
+
+def live_instances(state: Path) -> int:
+    total = 0
+    for name in ("one", "two"):
+        cloud = LocalCloud(name, state, "downsite", state / "batch.db")
+        total += sum(i.state is not InstanceState.TERMINATED for i in cloud.describe())
+    return total
+
+
+def test_run_says_what_it_leaves_and_down_drains_every_cloud(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(CONFIG.format(state=state))
+    subprocess.run(
+        cli("submit", "-c", str(cfg), "--walltime", "60", "--count", "4", "--", "sleep", "3"),
+        check=True, capture_output=True,
+    )  # fmt: skip
+    run = subprocess.Popen(cli("run", "-c", str(cfg)), stderr=subprocess.PIPE, text=True)
+    try:
+        store = StateStore(state / "manager.db")
+        wait_for(lambda: sum(r.worker.state.value == "busy" for r in store.load()) == 4,
+                 60, "four busy workers")  # fmt: skip
+        # A second manager on the same site is refused, naming the first one.
+        busy = subprocess.run(cli("down", "-c", str(cfg)), capture_output=True, text=True)
+        assert busy.returncode == 2
+        assert f"another elasticsite process (pid {run.pid}) manages this site" in busy.stderr
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr
+    assert "left 4 workers (2 on one, 2 on two) running; the next `elasticsite run`" in stderr
+    assert f"`elasticsite down -c {cfg}` drains and terminates them" in stderr
+    assert live_instances(state) == 4
+
+    done = subprocess.run(cli("down", "-c", str(cfg), "--timeout", "120"),
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "down: site 'downsite': draining and terminating every worker" in done.stderr
+    assert done.stderr.rstrip().splitlines()[-1].startswith("down: no worker left")
+    assert live_instances(state) == 0
+    # Drained, not killed: every job ran to its end on the workers taken down.
+    assert {j.state for j in LocalBatch(state / "batch.db").jobs()} == {JobState.DONE}
+    assert not [r for r in StateStore(state / "manager.db").load() if r.worker.state.live]
+
+
+def test_down_now_terminates_at_once_and_the_jobs_go_back(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(CONFIG.format(state=state))
+    subprocess.run(
+        cli("submit", "-c", str(cfg), "--walltime", "600", "--count", "2", "--", "sleep", "300"),
+        check=True, capture_output=True,
+    )  # fmt: skip
+    run = subprocess.Popen(cli("run", "-c", str(cfg)), stderr=subprocess.PIPE, text=True)
+    try:
+        batch = LocalBatch(state / "batch.db")
+        wait_for(lambda: sum(j.state is JobState.RUNNING for j in batch.jobs()) == 2,
+                 60, "both jobs running")  # fmt: skip
+        run.send_signal(signal.SIGTERM)
+        run.communicate(timeout=60)
+    finally:
+        run.kill()
+    done = subprocess.run(cli("down", "-c", str(cfg), "--now", "--timeout", "60"),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "down: site 'downsite': terminating every worker" in done.stderr
+    assert live_instances(state) == 0
+    assert {j.state for j in LocalBatch(state / "batch.db").jobs()} == {JobState.QUEUED}
+
+
+def test_down_on_a_site_with_nothing_up_returns_at_once(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(CONFIG.format(state=state))
+    done = subprocess.run(cli("down", "-c", str(cfg)), capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (0, "down: no worker left (0 s)")

@@ -1,0 +1,106 @@
+"""Prometheus metrics scraped over HTTP from a manager running the embedded site: they
+change as workers come and go, and name what the issue's alert rules watch."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from tests.context.conftest import free_port
+
+from elasticsite.batch.base import JobRequest
+from elasticsite.clouds.local import LocalCloud
+from elasticsite.config import ConfigError, load_config
+from elasticsite.manager.exporter import serve_metrics
+from elasticsite.manager.site import open_site
+from elasticsite.model import JobState
+
+from .conftest import wait_for
+
+SITE = """\
+[manager]
+site_id = "metered"
+state_dir = "state"
+interval = 0.2
+retry_backoff = 0.2
+on_shutdown = "drain"
+shutdown_timeout = 30.0
+metrics_port = {port}
+
+[policy]
+name = "on_demand"
+spend_cap_per_hour = 5.0
+
+[[clouds]]
+name = "lab"
+max_instances = 2
+price_per_hour = 0.5
+billing_increment = 1
+boot_time = 0.3
+shutdown_time = 0.1
+options = {{boot_jitter = 0.1, poll_interval = 0.1, seed = 9}}
+"""
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: dict, name: str, **labels: str) -> float:  # type: ignore[type-arg]
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_metrics_follow_workers_as_they_come_and_go(tmp_path: Path) -> None:
+    port = free_port()
+    (tmp_path / "site.toml").write_text(SITE.format(port=port))
+    site = open_site(load_config(tmp_path / "site.toml"), tmp_path)
+    manager = site.manager()
+    assert manager.metrics is not None
+    listener = serve_metrics(manager.metrics, "127.0.0.1", port)
+    thread = threading.Thread(target=manager.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: value(scrape(port), "elasticsite_step_duration_seconds_count") > 0,
+                 30, "a step")  # fmt: skip
+        before = scrape(port)
+        assert value(before, "elasticsite_spend_cap_per_hour") == 5.0
+        assert value(before, "elasticsite_spend_rate_per_hour") == 0.0
+        assert value(before, "elasticsite_launches_total", cloud="lab") == 0.0
+        jobs = [site.batch.submit(JobRequest(["sleep", "2"], 1, 60.0, "t")) for _ in range(2)]
+        wait_for(lambda: value(scrape(port), "elasticsite_workers", cloud="lab", state="busy")
+                 == 2, 60, "two busy workers")  # fmt: skip
+        during = scrape(port)
+        assert value(during, "elasticsite_launches_total", cloud="lab") == 2.0
+        assert value(during, "elasticsite_spend_rate_per_hour") == pytest.approx(1.0)
+        assert value(during, "elasticsite_running_jobs", group="default") == 2.0
+        assert value(during, "elasticsite_running_cores", group="default") == 2.0
+        assert value(during, "elasticsite_last_step_timestamp_seconds") > 0
+        wait_for(lambda: all(site.batch.job(j).state is JobState.DONE for j in jobs), 60, "jobs")
+        wait_for(lambda: value(scrape(port), "elasticsite_terminations_total", cloud="lab",
+                               cause="drained") == 2, 60, "idle workers released")  # fmt: skip
+        after = scrape(port)
+        assert value(after, "elasticsite_workers", cloud="lab", state="busy") == 0.0
+        assert value(after, "elasticsite_worker_failures_total", cloud="lab", cause="stalled") == 0
+    finally:
+        manager.stop()
+        thread.join(60)
+        listener.shutdown()
+        for cloud in site.clouds.values():
+            assert isinstance(cloud, LocalCloud)
+            cloud.kill_all()
+
+
+def test_the_metrics_address_must_be_an_address(tmp_path: Path) -> None:
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(SITE.format(port=9100).replace('metrics_port = 9100',
+                   'metrics_port = 9100\nmetrics_address = "0.0.0.0; rm -rf /"'))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"manager\.metrics_address: must be an IP address"):
+        load_config(cfg)
