@@ -74,6 +74,9 @@ def create_app(
         state_dir, admin_token=admin_token, public_url=public_url, history=history, limits=limits
     )
     install(app, broker)
+    from elasticsite.context import metrics
+
+    metrics.install(app, broker)
     if advisor is not None:
         from elasticsite.advisor import routes
 

@@ -104,3 +104,39 @@ def test_the_metrics_address_must_be_an_address(tmp_path: Path) -> None:
                    'metrics_port = 9100\nmetrics_address = "0.0.0.0; rm -rf /"'))  # fmt: skip
     with pytest.raises(ConfigError, match=r"manager\.metrics_address: must be an IP address"):
         load_config(cfg)
+
+
+def test_the_server_counts_contexts_members_and_waiting_polls(tmp_path: Path) -> None:
+    import ssl
+
+    from tests.context.conftest import BrokerProcess, node_info
+
+    broker = BrokerProcess(tmp_path / "state", free_port())
+    broker.start()
+    try:
+        verify = ssl.create_default_context(cafile=str(broker.cert))
+        url = f"{broker.url}/metrics"
+        token = broker.token_file.read_text().strip()
+
+        def server_metrics() -> dict[str, float]:
+            r = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, verify=verify)
+            assert r.status_code == 200, r.text
+            return {
+                s.name: s.value for f in text_string_to_metric_families(r.text) for s in f.samples
+            }
+
+        assert httpx.get(url, verify=verify).status_code == 401
+        ctx = broker.admin().create("a")
+        broker.admin().create("b")
+        node = broker.node(ctx)
+        node.join(node_info("w1"))
+        polled = threading.Thread(target=lambda: node.updates(since=1, wait=5), daemon=True)
+        polled.start()
+        wait_for(lambda: server_metrics()["elasticsite_broker_waiting_polls"] == 1, 10, "a poll")
+        got = server_metrics()
+        assert got["elasticsite_broker_contexts"] == 2
+        assert got["elasticsite_broker_members"] == 1
+        polled.join(10)
+        node.close()
+    finally:
+        broker.terminate()

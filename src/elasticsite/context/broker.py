@@ -53,6 +53,10 @@ class Broker:
         self.clock = clock
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
 
+    def waiting(self) -> int:
+        """Long polls waiting now, over all contexts."""
+        return sum(len(w) for w in self._waiters.values())
+
     def admit(
         self,
         ctx: ContextState,
