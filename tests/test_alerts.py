@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from elasticsite.manager.exporter import ManagerMetrics
-from elasticsite.manager.loop import StepReport
+from elasticsite.manager.report import StepReport
 from elasticsite.model import CloudSpec
 
 EXAMPLES = Path(__file__).parent.parent / "examples"

@@ -19,7 +19,7 @@ from elasticsite.batch.base import JobRequest
 from elasticsite.batch.local import LocalBatch
 from elasticsite.boottime import PAPER000
 from elasticsite.config import SiteConfig, parse_config
-from elasticsite.manager.loop import StepReport
+from elasticsite.manager.report import StepReport
 from elasticsite.manager.site import open_site
 from elasticsite.metrics import WorkloadMetrics, timeline, workload_metrics
 from elasticsite.model import Job

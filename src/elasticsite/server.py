@@ -38,6 +38,7 @@ from elasticsite.context.routes import install
 
 if TYPE_CHECKING:
     from elasticsite.advisor.service import Advisor
+    from elasticsite.dashboard.routes import Dashboard
 
 __all__ = [
     "OPEN_FILES_MARGIN",
@@ -65,10 +66,12 @@ def create_app(
     limits: BrokerLimits | None = None,
     advisor: Advisor | None = None,
     advisor_token: str | None = None,
+    dashboard: Dashboard | None = None,
 ) -> FastAPI:
     """The application: the broker (state in ``state_dir``) at ``/``; with ``advisor``,
     the deadline advisor at ``/advisor``, for bearers of ``advisor_token`` or the
-    broker's admin token."""
+    broker's admin token; with ``dashboard``, the site's dashboard at ``/dashboard``,
+    for the admin."""
     app = FastAPI(title="elasticsite", version=__version__)
     broker = open_broker(
         state_dir, admin_token=admin_token, public_url=public_url, history=history, limits=limits
@@ -77,6 +80,10 @@ def create_app(
     from elasticsite.context import metrics
 
     metrics.install(app, broker)
+    if dashboard is not None:
+        from elasticsite.dashboard import routes as dashboard_routes
+
+        dashboard_routes.install(app, dashboard, broker.auth.is_admin, broker.auth.is_admin_token)
     if advisor is not None:
         from elasticsite.advisor import routes
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from elasticsite.clouds.base import InstanceState
-from elasticsite.manager.loop import StepReport
+from elasticsite.manager.report import StepReport
 from elasticsite.model import Cause, JobState, WorkerState
 
 from .conftest import Running, fast_cloud, wait_for

@@ -27,6 +27,7 @@ from elasticsite.files import StateFileError, private_dir
 
 if TYPE_CHECKING:
     from elasticsite.advisor.service import Advisor
+    from elasticsite.dashboard.routes import Dashboard
 
 __all__ = ["broker", "broker_limits"]
 
@@ -82,6 +83,20 @@ def _advisor(site_file: Path | None) -> tuple[Advisor | None, str | None, Path |
     except (StateFileError, OSError, ValueError) as exc:
         raise fail(escape(str(exc))) from None
     return Advisor(store, cfg.advisor), token, path
+
+
+def _dashboard(site_file: Path | None) -> Dashboard | None:
+    """The dashboard of the site ``site_file`` configures (its manager's state store)."""
+    if site_file is None:
+        return None
+    from elasticsite.cli.common import load_site_config
+    from elasticsite.dashboard.routes import Dashboard
+
+    cfg = load_site_config(site_file)
+    m = cfg.manager
+    # Three missed samples (or steps, when they are slower) and the page says so.
+    stale = 3 * max(m.history_interval or 60.0, m.interval)
+    return Dashboard(cfg.state_dir().resolve() / "manager.db", stale_after=stale)
 
 
 def broker(
@@ -181,6 +196,15 @@ def broker(
             show_default=False,
         ),
     ] = None,
+    dashboard: Annotated[
+        Path | None,
+        typer.Option(
+            "--dashboard",
+            help="Also serve the live dashboard of this site (its TOML file) at /dashboard, "
+            "for the admin token's holder.",
+            show_default=False,
+        ),
+    ] = None,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
     log_format: LogFormatOpt = "human",
@@ -224,6 +248,7 @@ def broker(
     scheme = "http" if insecure_http else "https"
     shown_host = f"[{host}]" if ":" in host else host
     served, advisor_token, advisor_token_file = _advisor(advisor)
+    board = _dashboard(dashboard)
     try:
         app = create_app(
             state_dir,
@@ -233,6 +258,7 @@ def broker(
             limits=admission,
             advisor=served,
             advisor_token=advisor_token,
+            dashboard=board,
         )
     except (ValueError, OSError, sqlite3.Error, StateFileError) as exc:
         raise fail(f"cannot open the broker state in {state_dir}: {exc}") from None
@@ -250,6 +276,8 @@ def broker(
             highlight=False,
             soft_wrap=True,
         )
+    if board is not None:
+        console.print(f"dashboard   {scheme}://{shown_host}:{port}/dashboard", highlight=False)
     allowed = raise_open_files_limit(limits.max_connections)
     server = build_server(
         app,

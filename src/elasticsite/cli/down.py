@@ -30,7 +30,7 @@ from elasticsite.cli.common import (
 from elasticsite.cli.site import left_running
 
 if TYPE_CHECKING:
-    from elasticsite.manager.loop import StepReport
+    from elasticsite.manager.report import StepReport
 
 __all__ = ["down"]
 

@@ -106,6 +106,9 @@ class ManagerConfig(Strict):
     protect_cooldown: float = Field(1800.0, ge=0, le=WEEK)
     on_shutdown: Literal["leave", "drain"] = "leave"
     shutdown_timeout: float = Field(3600.0, gt=0, le=WEEK)
+    history_interval: float = Field(
+        60.0, ge=0, le=DAY, description="seconds between dashboard history samples (0: off)"
+    )
     metrics_port: int = Field(
         0, ge=0, le=65535, description="serve Prometheus /metrics on this port (0: off)"
     )

@@ -122,11 +122,11 @@ class Authority:
 
     def is_admin(self, request: Request) -> bool:
         cred = self._authorization(request)
-        return (
-            cred is not None
-            and cred[0] == "bearer"
-            and hmac.compare_digest(digest(cred[2]), self._admin)
-        )
+        return cred is not None and cred[0] == "bearer" and self.is_admin_token(cred[2])
+
+    def is_admin_token(self, token: str) -> bool:
+        """Whether ``token`` is the admin token (compared by digest, in constant time)."""
+        return hmac.compare_digest(digest(token), self._admin)
 
     def admin(self, request: Request) -> None:
         if not self.is_admin(request):

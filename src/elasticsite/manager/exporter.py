@@ -39,7 +39,7 @@ from prometheus_client.registry import Collector
 from elasticsite.model import Cause, CloudSpec, Job, WorkerState
 
 if TYPE_CHECKING:
-    from elasticsite.manager.loop import StepReport
+    from elasticsite.manager.report import StepReport
 
 __all__ = ["ManagerMetrics", "serve_metrics"]
 

@@ -20,21 +20,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from elasticsite import core
 from elasticsite.batch.base import BatchError, BatchSystem, Node
-from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, Instance
+from elasticsite.clouds.base import CloudDriver, Instance
 from elasticsite.config import ManagerConfig
 from elasticsite.core import Command, CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
 from elasticsite.logs import ids
 from elasticsite.manager.commands import CommandRunner
 from elasticsite.manager.power import power_requests
+from elasticsite.manager.report import StepReport
+from elasticsite.manager.step_io import describe_clouds, persist, reserve_tagged
 from elasticsite.manager.store import StateStore, worker_number
-from elasticsite.model import Cause, CloudSpec, Decision, Job, Transition, WorkerState
+from elasticsite.model import Cause, CloudSpec, Decision, Job, WorkerState
 from elasticsite.policies import Policy, PolicySettings, evaluate
-from elasticsite.snapshot import SiteSnapshot
 
 if TYPE_CHECKING:
     from elasticsite.advisor.recorder import Recorder
@@ -49,33 +49,6 @@ _CHATTY = (Cause.JOB_STARTED, Cause.JOB_FINISHED)
 _FINAL = (S.TERMINATED, S.FAILED)
 POWER_DOWN_GRACE = 15.0
 """Seconds a joined node may look down under power saving before it counts as lost."""
-
-
-@dataclass(slots=True)
-class StepReport:
-    """What one iteration saw and did, for logs, progress displays and benchmarks."""
-
-    at: float
-    queued: int = 0
-    running: int = 0
-    workers: dict[str, int] = field(default_factory=dict)
-    decision: Decision = field(default_factory=Decision)
-    sense_seconds: float = 0.0
-    decide_seconds: float = 0.0
-    total_seconds: float = 0.0
-    errors: list[str] = field(default_factory=list)
-    transitions: list[Transition] = field(default_factory=list)
-    """The worker transitions the step persisted, with their causes."""
-    commands: list[Command] = field(default_factory=list)
-    """The commands the step handed to the pool (launches, terminations, drains ...)."""
-    worker_clouds: dict[str, str] = field(default_factory=dict)
-    """The cloud of each worker that moved."""
-    retried: list[str] = field(default_factory=list)
-    """The cloud of each launch tried again after a failed attempt."""
-    worker_counts: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Unfinished workers by (cloud, state) after the step."""
-    snapshot: SiteSnapshot | None = None
-    """What the step's decision was taken on (queue, running jobs, workers)."""
 
 
 class Manager:
@@ -98,6 +71,7 @@ class Manager:
         executor: Executor | None = None,
         recorder: Recorder | None = None,
         metrics: ManagerMetrics | None = None,
+        observers: Sequence[Callable[[StepReport], None]] = (),
     ) -> None:
         self.config = config
         self.site_id = config.site_id
@@ -146,6 +120,8 @@ class Manager:
         """Hands each step's job starts and worker joins to the advisor's history."""
         self.metrics = metrics
         """Counts what each step did for Prometheus (``[manager] metrics_port``)."""
+        self.observers = list(observers)
+        """Called with each step's report after the step (the dashboard's history)."""
         self._record_failed = False
         known = store.get_meta("site_id")
         if known is not None and known != self.site_id:
@@ -203,11 +179,12 @@ class Manager:
             except Exception:
                 log.exception("cannot reload state; will retry next iteration")
             return None
-        if self.metrics is not None:
+        watching = [self.metrics.observe] if self.metrics is not None else []
+        for observe in [*watching, *self.observers]:
             try:
-                self.metrics.observe(report)
-            except Exception:  # metrics must never break the loop
-                log.exception("metrics: counting the step failed")
+                observe(report)
+            except Exception:  # what watches the loop must never break it
+                log.exception("step observer %r failed", observe)
         return report
 
     def step(self) -> StepReport:
@@ -335,6 +312,10 @@ class Manager:
         self._record(None, plan)
         if self.recorder is not None:
             self.recorder.close()
+        for observer in self.observers:
+            close = getattr(observer, "close", None)
+            if close is not None:
+                close()
         self.store.close()
 
     # -- sensing -------------------------------------------------------------
@@ -356,34 +337,11 @@ class Manager:
         return outcomes
 
     def _describe(self, report: StepReport) -> dict[str, dict[str, Instance]]:
-        instances: dict[str, dict[str, Instance]] = {}
-        for name, driver in self.clouds.items():
-            try:
-                found = driver.describe()
-            except CloudError as exc:
-                report.errors.append(f"cloud {name}: describe failed: {exc}")
-                log.warning("cloud %s: describe failed: %s", name, exc, extra=ids(cloud=name))
-                self._bump("describe_errors")
-                continue
-            instances[name] = {i.tags.get(WORKER_TAG) or i.name: i for i in found}
-        self._reserve_tagged(instances)
+        instances = describe_clouds(self.clouds, report)
+        if instances.failed:
+            self._bump("describe_errors", instances.failed)
+        self._reserved = reserve_tagged(self.store, self.site_id, instances, self._reserved)
         return instances
-
-    def _reserve_tagged(self, instances: dict[str, dict[str, Instance]]) -> None:
-        """Keep the id counter beyond every worker id the clouds' tags show, before any
-        launch: an instance whose record was lost (with the counter's last bump) keeps
-        its id, and no new worker is given it."""
-        seen = (
-            worker_number(wid)
-            for found in instances.values()
-            for wid, inst in found.items()
-            if inst.tags.get(SITE_TAG) == self.site_id
-        )
-        highest = max((n for n in seen if n is not None), default=0)
-        if highest > self._reserved:
-            log.warning("worker ids up to %d are in use by instances; reserving them", highest)
-            self.store.reserve_worker_numbers(highest)
-            self._reserved = highest
 
     def _new_ids(self, decision: Decision) -> dict[str, list[str]]:
         ids: dict[str, list[str]] = {}
@@ -415,35 +373,7 @@ class Manager:
             self._run(command)
 
     def _persist(self, plan: Plan) -> None:
-        for t in plan.transitions:
-            level = logging.DEBUG if t.cause in _CHATTY else logging.INFO
-            if log.isEnabledFor(level):
-                before = t.from_state.value if t.from_state else "-"
-                rec = self.state.records.get(t.worker_id)
-                w = rec.worker if rec is not None else None
-                extra = ids(worker=t.worker_id, cloud=w and w.cloud, instance=w and w.instance_id,
-                            node=w and w.node)  # fmt: skip
-                log.log(level, "worker %s: %s -> %s (%s)", t.worker_id, before, t.to_state,
-                        t.cause, extra=extra)  # fmt: skip
-        if plan.transitions or plan.dirty or plan.counts:
-            with self.store.transaction():
-                for wid in plan.dirty:
-                    rec = self.state.records.get(wid)
-                    if rec is not None:
-                        self.store.save(rec)
-                self.store.record(plan.transitions)
-                for name, by in plan.counts.items():
-                    self.store.bump(name, by)
-        if plan.health_changed:
-            self.store.save_cloud_health(health.dump(self.state))
-        if plan.held_changed:
-            self.store.save_held_jobs(self.state.held.values())
-        for wid, rec in list(self.state.records.items()):
-            w = rec.worker
-            if w.state is S.TERMINATED or (w.state is S.FAILED and rec.instance_gone):
-                del self.state.records[wid]
-            elif len(w.history) > 64:
-                del w.history[:-32]  # every transition is in the store
+        persist(self.store, self.state, plan)
 
     def _cloud_resets(self, plan: Plan) -> None:
         """Open the clouds an operator reset (``elasticsite cloud reset``)."""

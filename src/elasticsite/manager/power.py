@@ -19,7 +19,8 @@ from elasticsite.snapshot import SiteSnapshot
 
 if TYPE_CHECKING:
     from elasticsite.core import Plan
-    from elasticsite.manager.loop import Manager, StepReport
+    from elasticsite.manager.loop import Manager
+    from elasticsite.manager.report import StepReport
 
 __all__ = ["power_requests"]
 

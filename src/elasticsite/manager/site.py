@@ -162,6 +162,17 @@ class Site:
             kwargs["metrics"] = ManagerMetrics(
                 self.config.cloud_specs(), self.config.policy.spend_cap_per_hour
             )
+        if self.config.manager.history_interval and "observers" not in kwargs:
+            from elasticsite.dashboard.history import HistoryWriter
+
+            kwargs["observers"] = [
+                HistoryWriter(
+                    self.state_dir / "manager.db",
+                    self.config.cloud_specs(),
+                    self.config.policy.spend_cap_per_hour,
+                    every=self.config.manager.history_interval,
+                )
+            ]
         if self.config.advisor.record and "recorder" not in kwargs:
             from elasticsite.advisor.history import store_path
             from elasticsite.advisor.recorder import Recorder

@@ -1,0 +1,1 @@
+"""The live dashboard: the site at a glance, served read-only by the project's server."""

@@ -1,0 +1,42 @@
+"""What one step of the manager's loop saw and did: :class:`StepReport`.
+
+The loop fills one per step; logs, progress displays, the Prometheus metrics
+(:mod:`.exporter`), the dashboard's history and benchmarks read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from elasticsite.core import Command
+from elasticsite.model import Decision, Transition
+from elasticsite.snapshot import SiteSnapshot
+
+__all__ = ["StepReport"]
+
+
+@dataclass(slots=True)
+class StepReport:
+    """What one iteration saw and did, for logs, progress displays and benchmarks."""
+
+    at: float
+    queued: int = 0
+    running: int = 0
+    workers: dict[str, int] = field(default_factory=dict)
+    decision: Decision = field(default_factory=Decision)
+    sense_seconds: float = 0.0
+    decide_seconds: float = 0.0
+    total_seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+    transitions: list[Transition] = field(default_factory=list)
+    """The worker transitions the step persisted, with their causes."""
+    commands: list[Command] = field(default_factory=list)
+    """The commands the step handed to the pool (launches, terminations, drains ...)."""
+    worker_clouds: dict[str, str] = field(default_factory=dict)
+    """The cloud of each worker that moved."""
+    retried: list[str] = field(default_factory=list)
+    """The cloud of each launch tried again after a failed attempt."""
+    worker_counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Unfinished workers by (cloud, state) after the step."""
+    snapshot: SiteSnapshot | None = None
+    """What the step's decision was taken on (queue, running jobs, workers)."""

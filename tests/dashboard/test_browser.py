@@ -1,0 +1,150 @@
+"""The dashboard clicked through in headless Chromium (Debian's chromium, driven by
+Selenium), with the manager running the embedded site and then stopped.
+
+Screenshots of every page are kept in ``test-artifacts/dashboard/`` (or under
+``$ELASTICSITE_ARTIFACTS``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.context.conftest import BrokerProcess, free_port
+from tests.manager.conftest import wait_for
+
+from elasticsite.batch.base import JobRequest
+from elasticsite.clouds.local import LocalCloud
+from elasticsite.config import load_config
+from elasticsite.manager.site import open_site
+
+CHROMIUM = shutil.which("chromium")
+DRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or DRIVER is None, reason="Debian's chromium and chromium-driver are needed"
+)
+ARTIFACTS = Path(
+    os.environ.get("ELASTICSITE_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")
+)
+
+SITE = """\
+[manager]
+site_id = "browsed"
+state_dir = "{state}"
+interval = 0.2
+retry_backoff = 0.2
+history_interval = 0.5
+on_shutdown = "leave"
+
+[policy]
+name = "on_demand"
+spend_cap_per_hour = 2.0
+
+[[clouds]]
+name = "lab"
+max_instances = 2
+price_per_hour = 0.5
+billing_increment = 1
+boot_time = 0.3
+shutdown_time = 0.1
+options = {{boot_jitter = 0.1, poll_interval = 0.1, seed = 4}}
+"""
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--ignore-certificate-errors", "--window-size=1400,1000"):  # fmt: skip
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=options)
+    driver.implicitly_wait(2)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def shot(driver: object, name: str) -> None:
+    ARTIFACTS.joinpath("dashboard").mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / "dashboard" / f"{name}.png"))  # type: ignore[attr-defined]
+
+
+def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser: object) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    state = tmp_path / "state"
+    (tmp_path / "site.toml").write_text(SITE.format(state=state))
+    site = open_site(load_config(tmp_path / "site.toml"), tmp_path)
+    manager = site.manager()
+    thread = threading.Thread(target=manager.run, daemon=True)
+    thread.start()
+    server = BrokerProcess(tmp_path / "server", free_port(),
+                           extra=("--dashboard", str(tmp_path / "site.toml")))  # fmt: skip
+    try:
+        for _ in range(3):
+            site.batch.submit(JobRequest(["sleep", "30"], 1, 120.0, "alice"))
+        server.start()
+        token = server.token_file.read_text().strip()
+
+        d.get(f"{server.url}/dashboard")  # type: ignore[attr-defined]
+        assert d.current_url.endswith("/dashboard/login")  # type: ignore[attr-defined]
+        shot(d, "1-sign-in")
+        d.find_element(By.ID, "token").send_keys("not-the-token")  # type: ignore[attr-defined]
+        d.find_element(By.ID, "signin").click()  # type: ignore[attr-defined]
+        assert "That is not the admin token." in d.find_element(By.ID, "failed").text  # type: ignore[attr-defined]
+        d.find_element(By.ID, "token").send_keys(token)  # type: ignore[attr-defined]
+        d.find_element(By.ID, "signin").click()  # type: ignore[attr-defined]
+        assert d.current_url.endswith("/dashboard")  # type: ignore[attr-defined]
+        cookie = d.get_cookie("elasticsite_session")  # type: ignore[attr-defined]
+        assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Strict"
+
+        def text(element_id: str) -> str:
+            return str(d.find_element(By.ID, element_id).text)  # type: ignore[attr-defined]
+
+        # The page updates itself: two busy workers and one queued job show up without a
+        # reload, with the spend rate they cost.
+        wait_for(lambda: "lab 0 0 0 2 0 0 2" in text("workers"), 30, "two busy workers shown")
+        assert "Live: updated" in text("freshness")
+        assert text("spend-rate") == "1.00"
+        assert "Queue: 1 jobs" in text("queue") and "alice" in text("queue")
+        assert "busy" in text("transitions")
+        assert d.find_elements(By.CSS_SELECTOR, "svg.chart polyline")  # type: ignore[attr-defined]
+        shot(d, "2-overview-live")
+
+        d.find_element(By.LINK_TEXT, "Workers").click()  # type: ignore[attr-defined]
+        assert "2 workers" in text("all-workers") and "lab-" in text("all-workers")
+        shot(d, "3-workers")
+
+        # The manager stops: the page says the state is the last known one, and how old.
+        manager.stop()
+        thread.join(30)
+        d.find_element(By.LINK_TEXT, "Overview").click()  # type: ignore[attr-defined]
+        wait_for(lambda: "The manager is not running" in text("freshness"), 30, "stale shown")
+        assert "last known state" in text("freshness")
+        assert "lab 0 0 0 2 0 0 2" in text("workers")
+        shot(d, "4-overview-manager-stopped")
+
+        d.find_element(By.ID, "logout").click()  # type: ignore[attr-defined]
+        assert d.current_url.endswith("/dashboard/login")  # type: ignore[attr-defined]
+        d.get(f"{server.url}/dashboard/workers")  # type: ignore[attr-defined]
+        assert d.current_url.endswith("/dashboard/login")  # type: ignore[attr-defined]
+    finally:
+        manager.stop()
+        thread.join(30)
+        if server.proc is not None:
+            server.terminate()
+        for cloud in site.clouds.values():
+            assert isinstance(cloud, LocalCloud)
+            cloud.kill_all()
+    _ = time
