@@ -235,6 +235,13 @@ def experiment(
         int | None, typer.Option(min=1, help="Worker processes. Default: CPU count.")
     ] = None,
     rounds: Annotated[int | None, typer.Option(min=1, help="Override the spec's rounds.")] = None,
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            help="Run on this Dask scheduler (tcp://HOST:PORT) instead of local processes.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a spec's sweep (resumable), then write results, summary CSV and plots."""
     from rich.progress import (
@@ -261,10 +268,10 @@ def experiment(
         task = bar.add_task("runs", total=None)
         try:
             result = run_experiment(
-                parsed, target, workers=workers, rounds=rounds,
+                parsed, target, workers=workers, rounds=rounds, dask=dask,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )  # fmt: skip
-        except (SpecError, ValueError) as exc:
+        except (SpecError, ValueError, RuntimeError) as exc:
             raise fail(str(exc)) from None
     console.print(
         f"{result.computed} runs computed, {result.kept} kept from an earlier run, "

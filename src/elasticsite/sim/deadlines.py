@@ -31,6 +31,7 @@ from elasticsite.sim.metrics import SimMetrics, assign_deadlines
 from elasticsite.sim.replay import replay
 from elasticsite.sim.replay_jobs import lublin_jobs, swf_intervals, swf_round
 from elasticsite.sim.runner import (
+    DaskCluster,
     Progress,
     Row,
     aggregate,
@@ -151,7 +152,11 @@ def _order(spec: DeadlineSpec) -> Callable[[Row], tuple[Any, ...]]:
 
 
 def run_deadline(
-    spec: DeadlineSpec, out: Path, results: Path, workers: int, progress: Progress | None
+    spec: DeadlineSpec,
+    out: Path,
+    results: Path,
+    workers: int | DaskCluster,
+    progress: Progress | None,
 ) -> ExperimentResult:
     """Run the rows of ``spec`` not yet in ``results``; summarise and plot them all."""
     from elasticsite.sim import figures

@@ -45,6 +45,7 @@ from elasticsite.sim.replay_jobs import (
     write_replay_jobs_csv,
 )
 from elasticsite.sim.runner import (
+    DaskCluster,
     Progress,
     Row,
     aggregate,
@@ -275,18 +276,22 @@ def run_experiment(
     workers: int | None = None,
     rounds: int | None = None,
     progress: Progress | None = None,
+    dask: str | None = None,
 ) -> ExperimentResult:
     """Run every row of ``spec`` not yet in ``out/results.csv``, then aggregate and plot.
 
-    ``workers`` defaults to ``os.cpu_count()``; ``rounds`` overrides the spec's.
+    ``workers`` defaults to ``os.cpu_count()``; ``rounds`` overrides the spec's; with
+    ``dask`` (a scheduler's address) the runs go to that Dask cluster instead.
     """
     if rounds is not None:
         if rounds < 1:
             raise SpecError(f"rounds must be >= 1, got {rounds}")
         spec = spec.model_copy(update={"rounds": rounds})
-    nproc = workers if workers is not None else (os.cpu_count() or 1)
-    if nproc < 1:
+    nproc: int | DaskCluster = workers if workers is not None else (os.cpu_count() or 1)
+    if isinstance(nproc, int) and nproc < 1:
         raise SpecError(f"workers must be >= 1, got {nproc}")
+    if dask is not None:
+        nproc = DaskCluster(dask)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     check_fingerprint(out_dir, spec)
@@ -319,7 +324,11 @@ def _replay_order(spec: ReplaySpec) -> Callable[[Row], tuple[Any, ...]]:
 
 
 def _run_replay(
-    spec: ReplaySpec, out: Path, results: Path, workers: int, progress: Progress | None
+    spec: ReplaySpec,
+    out: Path,
+    results: Path,
+    workers: int | DaskCluster,
+    progress: Progress | None,
 ) -> ExperimentResult:
     from elasticsite.sim import figures
 
@@ -402,7 +411,11 @@ def table1(summary_rows: Sequence[Row], strategies: Sequence[str]) -> dict[str, 
 
 
 def _run_elastic(
-    spec: ElasticSpec, out: Path, results: Path, workers: int, progress: Progress | None
+    spec: ElasticSpec,
+    out: Path,
+    results: Path,
+    workers: int | DaskCluster,
+    progress: Progress | None,
 ) -> ExperimentResult:
     from elasticsite.sim import figures
 

@@ -25,10 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from elasticsite.sim.dask_runner import DaskCluster, run_on_dask
 from elasticsite.sim.specs import Spec, SpecError
 
 __all__ = [
     "FINGERPRINT",
+    "DaskCluster",
     "Progress",
     "Row",
     "aggregate",
@@ -145,13 +147,14 @@ def check_fingerprint(out: Path, spec: Spec) -> None:
 def execute(
     tasks: Sequence[Any],
     fn: Callable[[Any], list[Row]],
-    workers: int,
+    workers: int | DaskCluster,
     results: Path,
     header: Sequence[str],
     total: int,
     progress: Progress | None,
 ) -> int:
-    """Run tasks (in worker processes when ``workers`` > 1), appending each row as it comes.
+    """Run tasks (in worker processes when ``workers`` > 1, or on a Dask cluster),
+    appending each task's rows as they come.
 
     ``fn`` must be a module-level function and the tasks picklable: both travel to the
     worker processes. Returns how many rows were written.
@@ -176,6 +179,9 @@ def execute(
             if progress:
                 progress(done, total)
 
+        if isinstance(workers, DaskCluster):
+            run_on_dask(workers, tasks, fn, record)
+            return done
         if workers <= 1 or len(tasks) == 1:
             for task in tasks:
                 record(fn(task))
