@@ -127,8 +127,10 @@ def main() -> None:
           f"(medians of {args.repeat})")  # fmt: skip
     print(f"dashboard main page, {WORKERS:,} workers and a day of history: "
           f"{page * 1e3:.1f} ms median of {args.repeat}")  # fmt: skip
-    print(f"metrics overhead on the step: {overhead * 100:+.2f}% (target under "
-          f"{STEP_TARGET * 100:.0f}%); page: {page / PAGE_TARGET:.2f} of the 200 ms target")
+    print(
+        f"metrics overhead on the step: {overhead * 100:+.2f}% (target under "
+        f"{STEP_TARGET * 100:.0f}%); page: {page / PAGE_TARGET:.2f} of the 200 ms target"
+    )
 
 
 if __name__ == "__main__":
