@@ -1,0 +1,359 @@
+"""Tokens, team members and the audit log of every urgent attempt, in one SQLite file.
+
+Every change is one transaction, so a crash never leaves a half-issued token or a
+member on one resource of two. Token values are never stored: a token is found by the
+digest of the value presented (:func:`~.tokens.digest`). Times come from the caller
+(``now``), so sessions expire under an injected clock in tests exactly as they do live.
+
+:meth:`UrgentStore.authenticate` is the submit filter: it finds the active sessions in
+which the identity is a team member on the resource, says yes if one allows the
+urgency, and otherwise gives the most telling reason. It writes every attempt to the
+audit log, successful or not. After ``max_failures`` refusals for the same identity or
+source within ``failure_window`` seconds, further attempts are refused unexamined
+(and audited) until the window has passed.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elasticsite.sqlite import Connection, connect
+from elasticsite.urgent.tokens import (
+    Refusal,
+    Token,
+    TokenState,
+    Urgency,
+    authorize,
+    check_identities,
+    digest,
+    new_token,
+)
+
+__all__ = ["RATE_LIMITED", "AuditRecord", "UrgentStore"]
+
+RATE_LIMITED = "too many refused attempts; wait before trying again"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tokens (
+    id TEXT PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,
+    resources TEXT NOT NULL,
+    max_urgency INTEGER NOT NULL,
+    session_seconds REAL NOT NULL,
+    issued_at REAL NOT NULL,
+    issued_by TEXT NOT NULL,
+    label TEXT NOT NULL,
+    activated_at REAL,
+    expires_at REAL,
+    revoked_at REAL
+);
+CREATE TABLE IF NOT EXISTS members (
+    token_id TEXT NOT NULL REFERENCES tokens(id),
+    name TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    identity TEXT NOT NULL,
+    PRIMARY KEY (token_id, name, resource)
+);
+CREATE INDEX IF NOT EXISTS members_identity ON members(resource, identity);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    action TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    token_id TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    identity TEXT NOT NULL,
+    urgency TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    source TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_at ON audit(at);
+CREATE INDEX IF NOT EXISTS audit_who ON audit(identity, at);
+CREATE INDEX IF NOT EXISTS audit_source ON audit(source, at);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One audited event: an authentication attempt, or a change to a token."""
+
+    seq: int
+    at: float
+    action: str
+    actor: str
+    token_id: str
+    resource: str
+    identity: str
+    urgency: str
+    ok: bool
+    reason: str
+    source: str
+
+
+class UrgentStore:
+    """The urgent-computing state of a site (or of a group of resources)."""
+
+    def __init__(
+        self, path: str | Path, *, max_failures: int = 10, failure_window: float = 300.0
+    ) -> None:
+        self.db: Connection = connect(
+            Path(path), synchronous="FULL", busy_timeout=30.0, check_same_thread=False
+        )
+        for statement in filter(str.strip, _SCHEMA.split(";")):
+            with self.db.transaction(immediate=False):
+                self.db.execute(statement)
+        self.max_failures = max_failures
+        self.failure_window = failure_window
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- tokens ---------------------------------------------------------------------
+
+    def issue(
+        self,
+        resources: Sequence[str],
+        max_urgency: Urgency,
+        session_seconds: float,
+        now: float,
+        *,
+        issued_by: str,
+        label: str = "",
+    ) -> tuple[Token, str]:
+        """A new token for ``resources``; returns it and its value, shown only now."""
+        value = new_token()
+        token = Token(
+            id=secrets.token_hex(4),
+            digest=digest(value),
+            resources=frozenset(resources),
+            max_urgency=max_urgency,
+            session_seconds=float(session_seconds),
+            issued_at=now,
+            issued_by=issued_by,
+            label=label,
+        )
+        with self.db.transaction():
+            self.db.execute(
+                "INSERT INTO tokens (id, digest, resources, max_urgency, session_seconds, "
+                "issued_at, issued_by, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (token.id, token.digest, json.dumps(sorted(token.resources)),
+                 int(max_urgency), token.session_seconds, now, issued_by, label),
+            )  # fmt: skip
+            self._audit(now, "issue", issued_by, token.id, ok=True)
+        return token, value
+
+    def _token(self, row: tuple[Any, ...]) -> Token:
+        tid, dig, resources, urgency, seconds, issued_at, by, label, act, exp, rev = row
+        token = Token(tid, dig, frozenset(json.loads(resources)), Urgency(urgency), seconds,
+                      issued_at, by, label, activated_at=act, expires_at=exp,
+                      revoked_at=rev)  # fmt: skip
+        for name, resource, identity in self.db.execute(
+            "SELECT name, resource, identity FROM members WHERE token_id = ? ORDER BY name",
+            (tid,),
+        ):
+            token.members.setdefault(name, {})[resource] = identity
+        return token
+
+    def get(self, token_id: str) -> Token | None:
+        row = self.db.execute("SELECT * FROM tokens WHERE id = ?", (token_id,)).fetchone()
+        return None if row is None else self._token(row)
+
+    def by_value(self, value: str) -> Token | None:
+        """The token whose value is ``value`` (any typing of it), or None."""
+        try:
+            d = digest(value)
+        except ValueError:
+            return None
+        row = self.db.execute("SELECT * FROM tokens WHERE digest = ?", (d,)).fetchone()
+        return None if row is None else self._token(row)
+
+    def tokens(self, resources: Sequence[str] | None = None) -> list[Token]:
+        """Every token, or those naming one of ``resources`` (an administrator's)."""
+        out = [self._token(r) for r in self.db.execute("SELECT * FROM tokens ORDER BY issued_at")]
+        if resources is not None:
+            out = [t for t in out if t.resources & set(resources)]
+        return out
+
+    def _save_times(self, token: Token) -> None:
+        self.db.execute(
+            "UPDATE tokens SET activated_at = ?, expires_at = ?, revoked_at = ? WHERE id = ?",
+            (token.activated_at, token.expires_at, token.revoked_at, token.id),
+        )
+
+    def activate(self, token: Token, now: float, actor: str) -> Token:
+        """Start the token's session (the token manager's right)."""
+        with self.db.transaction():
+            current = self.get(token.id)
+            assert current is not None
+            current.activate(now)
+            self._save_times(current)
+            self._audit(now, "activate", actor, token.id, ok=True)
+        return current
+
+    def expire(self, token_id: str, now: float, actor: str) -> Token:
+        """End the token's use now (an administrator's right): no session can start or go on."""
+        with self.db.transaction():
+            token = self._existing(token_id)
+            if token.state(now) in (TokenState.ISSUED, TokenState.ACTIVE):
+                token.expires_at = now
+                self._save_times(token)
+            self._audit(now, "expire", actor, token_id, ok=True)
+        return token
+
+    def revoke(self, token_id: str, now: float, actor: str) -> Token:
+        with self.db.transaction():
+            token = self._existing(token_id)
+            if token.revoked_at is None:
+                token.revoked_at = now
+                self._save_times(token)
+            self._audit(now, "revoke", actor, token_id, ok=True)
+        return token
+
+    def _existing(self, token_id: str) -> Token:
+        token = self.get(token_id)
+        if token is None:
+            raise KeyError(token_id)
+        return token
+
+    # -- team members ---------------------------------------------------------------
+
+    def add_member(
+        self, token_id: str, name: str, identities: Mapping[str, str], now: float, actor: str
+    ) -> Token:
+        """Add (or update) a team member, at any time, even during a session."""
+        name = name.strip()
+        if not name or len(name) > 128 or any(ord(c) < 32 for c in name):
+            raise ValueError("a member's name must be 1-128 printable characters")
+        with self.db.transaction():
+            token = self._existing(token_id)
+            ids = check_identities(token.resources, identities)
+            self.db.execute("DELETE FROM members WHERE token_id = ? AND name = ?",
+                            (token_id, name))  # fmt: skip
+            self.db.executemany(
+                "INSERT INTO members VALUES (?, ?, ?, ?)",
+                [(token_id, name, r, i) for r, i in sorted(ids.items())],
+            )
+            self._audit(now, "add member", actor, token_id, identity=name, ok=True)
+        return self._existing(token_id)
+
+    def remove_member(self, token_id: str, name: str, now: float, actor: str) -> Token:
+        with self.db.transaction():
+            self._existing(token_id)
+            gone = self.db.execute("DELETE FROM members WHERE token_id = ? AND name = ?",
+                                   (token_id, name)).rowcount  # fmt: skip
+            if not gone:
+                raise KeyError(name)
+            self._audit(now, "remove member", actor, token_id, identity=name, ok=True)
+        return self._existing(token_id)
+
+    def sessions_of(self, resource: str | None, identity: str, now: float) -> list[Token]:
+        """The tokens in which ``identity`` is a member (on ``resource``, or any), active
+        first (a team member's view: their sessions, without the token values)."""
+        sql = "SELECT DISTINCT token_id FROM members WHERE identity = ?"
+        args: list[object] = [identity]
+        if resource is not None:
+            sql += " AND resource = ?"
+            args.append(resource)
+        found = [self._existing(tid) for (tid,) in self.db.execute(sql, args).fetchall()]
+        return sorted(found, key=lambda t: (t.state(now) is not TokenState.ACTIVE, t.issued_at))
+
+    # -- the submit filter ----------------------------------------------------------
+
+    def authenticate(
+        self, resource: str, identity: str, urgency: Urgency, now: float, source: str = ""
+    ) -> tuple[Token | None, str | None]:
+        """The session allowing ``identity`` to submit at ``urgency`` on ``resource``, or
+        None and why not; audited either way."""
+        with self.db.transaction():
+            if self._refused_lately(identity, source, now) >= self.max_failures:
+                self._audit(now, "authenticate", identity, "", resource=resource,
+                            identity=identity, urgency=urgency.label, ok=False,
+                            reason=RATE_LIMITED, source=source)  # fmt: skip
+                return None, RATE_LIMITED
+            candidates = self.sessions_of(resource, identity, now)
+            best: Refusal | None = Refusal.NO_SESSION
+            chosen: Token | None = None
+            for token in candidates:
+                why = authorize(token, resource, identity, urgency, now)
+                if why is None:
+                    chosen, best = token, None
+                    break
+                if _rank(why) > _rank(best):
+                    best = why
+            reason = None if best is None else best.value
+            self._audit(now, "authenticate", identity, chosen.id if chosen else "",
+                        resource=resource, identity=identity, urgency=urgency.label,
+                        ok=chosen is not None, reason=reason or "", source=source)  # fmt: skip
+            return chosen, reason
+
+    def _refused_lately(self, identity: str, source: str, now: float) -> int:
+        since = now - self.failure_window
+        (by_identity,) = self.db.execute(
+            "SELECT COUNT(*) FROM audit WHERE identity = ? AND at >= ? AND ok = 0 "
+            "AND action = 'authenticate'",
+            (identity, since),
+        ).fetchone()
+        by_source = 0
+        if source:
+            (by_source,) = self.db.execute(
+                "SELECT COUNT(*) FROM audit WHERE source = ? AND at >= ? AND ok = 0 "
+                "AND action = 'authenticate'",
+                (source, since),
+            ).fetchone()
+        return max(int(by_identity), int(by_source))
+
+    # -- the audit log --------------------------------------------------------------
+
+    def _audit(
+        self, now: float, action: str, actor: str, token_id: str, *, resource: str = "",
+        identity: str = "", urgency: str = "", ok: bool, reason: str = "", source: str = "",
+    ) -> None:  # fmt: skip
+        self.db.execute(
+            "INSERT INTO audit (at, action, actor, token_id, resource, identity, urgency, ok, "
+            "reason, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (now, action, actor, token_id, resource, identity, urgency, int(ok), reason, source),
+        )
+
+    def audit(
+        self,
+        *,
+        resource: str | None = None,
+        identity: str | None = None,
+        ok: bool | None = None,
+        since: float | None = None,
+        limit: int = 500,
+    ) -> Iterator[AuditRecord]:
+        """The audit log, newest first, filtered."""
+        where: list[str] = []
+        args: list[object] = []
+        for column, value in (("resource", resource), ("identity", identity)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        if ok is not None:
+            where.append("ok = ?")
+            args.append(int(ok))
+        if since is not None:
+            where.append("at >= ?")
+            args.append(since)
+        sql = "SELECT * FROM audit" + (" WHERE " + " AND ".join(where) if where else "")
+        for row in self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit)):
+            seq, at, action, actor, tid, res, ident, urg, okay, reason, src = row
+            yield AuditRecord(seq, at, action, actor, tid, res, ident, urg, bool(okay), reason,
+                              src)  # fmt: skip
+
+
+_ORDER = [Refusal.NO_SESSION, Refusal.NOT_MEMBER, Refusal.RESOURCE, Refusal.NOT_ACTIVE,
+          Refusal.REVOKED, Refusal.EXPIRED, Refusal.URGENCY]  # fmt: skip
+
+
+def _rank(why: Refusal | None) -> int:
+    """How much a refusal tells: a session that exists but forbids the urgency says
+    more than one that has expired, which says more than none at all."""
+    return -1 if why is None else _ORDER.index(why)
