@@ -241,14 +241,15 @@ class Manager:
             report.decision = decision
         report.queued = len(view.queued)
         report.running = len(view.running)
-        by_state: dict[WorkerState, int] = {}
-        counts = report.worker_counts
+        counted: dict[tuple[str, WorkerState], int] = {}
         for r in self.state.records.values():
-            st = r.worker.state
-            by_state[st] = by_state.get(st, 0) + 1
-            key = (r.worker.cloud, st.value)
-            counts[key] = counts.get(key, 0) + 1
-        report.workers = {st.value: n for st, n in by_state.items()}
+            key = (r.worker.cloud, r.worker.state)
+            counted[key] = counted.get(key, 0) + 1
+        by_state: dict[str, int] = {}
+        for (cloud, st), n in counted.items():
+            report.worker_counts[cloud, st.value] = n
+            by_state[st.value] = by_state.get(st.value, 0) + n
+        report.workers = by_state
         report.snapshot = snapshot
         report.total_seconds = time.perf_counter() - t0
         if decision:
