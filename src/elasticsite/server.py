@@ -39,6 +39,7 @@ from elasticsite.context.routes import install
 if TYPE_CHECKING:
     from elasticsite.advisor.service import Advisor
     from elasticsite.dashboard.routes import Dashboard
+    from elasticsite.urgent.routes import UrgentService
 
 __all__ = [
     "OPEN_FILES_MARGIN",
@@ -67,11 +68,12 @@ def create_app(
     advisor: Advisor | None = None,
     advisor_token: str | None = None,
     dashboard: Dashboard | None = None,
+    urgent: UrgentService | None = None,
 ) -> FastAPI:
     """The application: the broker (state in ``state_dir``) at ``/``; with ``advisor``,
     the deadline advisor at ``/advisor``, for bearers of ``advisor_token`` or the
     broker's admin token; with ``dashboard``, the site's dashboard at ``/dashboard``,
-    for the admin."""
+    for the admin; with ``urgent``, the urgent-computing services at ``/urgent``."""
     app = FastAPI(title="elasticsite", version=__version__)
     broker = open_broker(
         state_dir, admin_token=admin_token, public_url=public_url, history=history, limits=limits
@@ -80,6 +82,10 @@ def create_app(
     from elasticsite.context import metrics
 
     metrics.install(app, broker)
+    if urgent is not None:
+        from elasticsite.urgent import routes as urgent_routes
+
+        urgent_routes.install(app, urgent)
     if dashboard is not None:
         from elasticsite.dashboard import routes as dashboard_routes
 

@@ -292,6 +292,18 @@ class UrgentStore:
                         ok=chosen is not None, reason=reason or "", source=source)  # fmt: skip
             return chosen, reason
 
+    def wrong_token(self, source: str, now: float) -> bool:
+        """Audit a wrong token presented from ``source``; whether that source is now
+        refused for a while (token guessing is rate-limited like failed attempts)."""
+        with self.db.transaction():
+            self._audit(now, "authenticate", "", "", ok=False, reason="wrong token",
+                        source=source)  # fmt: skip
+            return self._refused_lately("", source, now) >= self.max_failures
+
+    def source_blocked(self, source: str, now: float) -> bool:
+        """Whether ``source`` has had too many refusals lately to be heard now."""
+        return bool(source) and self._refused_lately("", source, now) >= self.max_failures
+
     def _refused_lately(self, identity: str, source: str, now: float) -> int:
         since = now - self.failure_window
         (by_identity,) = self.db.execute(

@@ -1,0 +1,330 @@
+"""The urgent services over REST, at ``/urgent`` on the project's server.
+
+The services of a right-of-way token system, each with its access rule:
+
+| service | route | who |
+| --- | --- | --- |
+| issue a token | ``POST /urgent/tokens`` | an admin of every resource it names |
+| list tokens | ``GET /urgent/tokens`` | an admin (the tokens naming their resources) |
+| expire a token | ``POST /urgent/tokens/{id}/expire`` | an admin of a resource it names |
+| the audit log | ``GET /urgent/audit`` | an admin (attempts on their resources) |
+| getTokenInfo | ``GET /urgent/token`` | the token manager (``X-Urgent-Token``) |
+| addUserToToken | ``POST /urgent/token/members`` | the token manager |
+| removeUserFromToken | ``DELETE /urgent/token/members/{name}`` | the token manager |
+| activateToken | ``POST /urgent/token/activate`` | the token manager |
+| checkTokenTime | ``GET /urgent/token/time`` | the token manager |
+| getUserInfo | ``GET /urgent/me`` | a user (their own sessions) |
+| authenticate | ``POST /urgent/authenticate`` | a user, or a resource's submit path |
+
+A user authenticates as their own identity on the resource; a resource's submit path
+names the identity, on its own resources only.
+
+Keys travel as ``Authorization: Bearer esk_...`` (:mod:`.principals`); the token as
+``X-Urgent-Token``. A wrong or missing credential is 401 with nothing else said; a
+right one without the right is 403. Token values are never returned except once, when
+issued, and never logged. Wrong tokens count as refused attempts of their source, so
+guessing is rate-limited like failed authentications.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from elasticsite.context.auth import BEARER, parse_authorization
+from elasticsite.urgent.principals import Principal, Principals
+from elasticsite.urgent.store import RATE_LIMITED, UrgentStore
+from elasticsite.urgent.tokens import Token, Urgency
+
+__all__ = ["UrgentService", "install"]
+
+UrgencyName = Literal["red", "orange", "yellow"]
+Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x20\x7f]+$")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class TokenIn(_Model):
+    resources: list[Name] = Field(min_length=1, max_length=32)
+    max_urgency: UrgencyName
+    session_seconds: float = Field(gt=0, le=30 * 86400)
+    label: str = Field("", max_length=200)
+
+
+class TokenOut(_Model):
+    id: str
+    label: str
+    resources: list[str]
+    max_urgency: UrgencyName
+    session_seconds: float
+    state: Literal["issued", "active", "expired", "revoked"]
+    issued_at: float
+    activated_at: float | None
+    expires_at: float | None
+    seconds_left: float | None
+    members: dict[str, dict[str, str]]
+
+
+class TokenIssued(TokenOut):
+    token: str = Field(description="the token's value: shown this once, never stored")
+
+
+class MemberIn(_Model):
+    name: Name
+    identities: dict[Name, Name] = Field(min_length=1, max_length=32)
+
+
+class TimeLeft(_Model):
+    state: Literal["issued", "active", "expired", "revoked"]
+    seconds_left: float | None
+
+
+class AuthenticateIn(_Model):
+    resource: Name
+    urgency: UrgencyName
+    identity: Name | None = Field(None, description="a resource's submit path names it")
+
+
+class AuthenticateOut(_Model):
+    ok: bool
+    token_id: str | None
+    reason: str
+
+
+class AuditOut(_Model):
+    at: float
+    action: str
+    actor: str
+    token_id: str
+    resource: str
+    identity: str
+    urgency: str
+    ok: bool
+    reason: str
+    source: str
+
+
+class UserInfo(_Model):
+    name: str
+    identities: dict[str, str]
+    sessions: list[TokenOut]
+
+
+class UrgentService:
+    """The store, its principals and the clock, behind one lock (SQLite is serial)."""
+
+    def __init__(self, store: UrgentStore, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.principals = Principals(store.db)
+        self.clock = clock
+        self.lock = threading.Lock()
+
+
+def _out(t: Token, now: float, cls: type[TokenOut] = TokenOut, **extra: str) -> TokenOut:
+    token = t
+    return cls(
+        id=token.id, label=token.label, resources=sorted(token.resources),
+        max_urgency=token.max_urgency.label,
+        session_seconds=token.session_seconds, state=token.state(now).value,
+        issued_at=token.issued_at, activated_at=token.activated_at,
+        expires_at=token.expires_at, seconds_left=token.time_left(now),
+        members={k: dict(v) for k, v in token.members.items()}, **extra,
+    )  # fmt: skip
+
+
+def _denied() -> HTTPException:
+    return HTTPException(401, "invalid or missing credentials", {"WWW-Authenticate": BEARER})
+
+
+def _service(request: Request) -> UrgentService:
+    service: UrgentService = request.app.state.urgent
+    return service
+
+
+def _principal(request: Request) -> Principal:
+    cred = parse_authorization(request.headers.get("authorization"))
+    if cred is None or cred[0] != "bearer":
+        raise _denied()
+    service = _service(request)
+    with service.lock:
+        found = service.principals.by_key(cred[2])
+    if found is None:
+        raise _denied()
+    return found
+
+
+def _role(*allowed: str) -> Callable[[Request], Principal]:
+    def check(request: Request) -> Principal:
+        p = _principal(request)
+        if p.role not in allowed:
+            raise HTTPException(403, f"this service is not for a {p.role}")
+        return p
+
+    return check
+
+
+def _managed(request: Request, x_urgent_token: Annotated[str | None, Header()] = None) -> Token:
+    """The token whose value the caller presents (the token manager's credential)."""
+    service = _service(request)
+    source = request.client.host if request.client else ""
+    now = service.clock()
+    with service.lock:
+        store = service.store
+        if store.source_blocked(source, now):
+            raise HTTPException(429, RATE_LIMITED, {"Retry-After": "60"})
+        token = store.by_value(x_urgent_token or "")
+        if token is None:
+            store.wrong_token(source, now)
+            raise HTTPException(401, "invalid or missing token", {"WWW-Authenticate": "Token"})
+    return token
+
+
+Admin = Annotated[Principal, Depends(_role("admin"))]
+User = Annotated[Principal, Depends(_role("user"))]
+Submitter = Annotated[Principal, Depends(_role("user", "resource"))]
+Managed = Annotated[Token, Depends(_managed)]
+
+
+def install(app: FastAPI, service: UrgentService) -> None:
+    """Mount the urgent services on ``app``."""
+    app.state.urgent = service
+    router = APIRouter(prefix="/urgent", tags=["urgent"])
+
+    @router.post("/tokens", status_code=201, response_model=TokenIssued)
+    def issue(body: TokenIn, admin: Admin) -> TokenOut:
+        """Issue a token for resources the caller administers; its value is shown once."""
+        foreign = sorted(set(body.resources) - admin.resources)
+        if foreign:
+            raise HTTPException(403, f"not an administrator of {', '.join(foreign)}")
+        now = service.clock()
+        with service.lock:
+            token, value = service.store.issue(
+                body.resources, Urgency.parse(body.max_urgency), body.session_seconds, now,
+                issued_by=admin.name, label=body.label,
+            )  # fmt: skip
+        return _out(token, now, TokenIssued, token=value)
+
+    @router.get("/tokens", response_model=list[TokenOut])
+    def tokens(admin: Admin) -> list[TokenOut]:
+        """The tokens naming a resource the caller administers (never their values)."""
+        now = service.clock()
+        with service.lock:
+            found = service.store.tokens(sorted(admin.resources))
+        return [_out(t, now) for t in found]
+
+    @router.post("/tokens/{token_id}/expire", response_model=TokenOut)
+    def expire(token_id: str, admin: Admin) -> TokenOut:
+        """End a token's use now: no session starts or goes on under it."""
+        now = service.clock()
+        with service.lock:
+            token = service.store.get(token_id)
+            if token is None or not token.resources & admin.resources:
+                raise HTTPException(404, "no such token among your resources")
+            token = service.store.expire(token_id, now, admin.name)
+        return _out(token, now)
+
+    @router.get("/audit", response_model=list[AuditOut])
+    def audit(
+        admin: Admin,
+        resource: str | None = None,
+        identity: str | None = None,
+        ok: bool | None = None,
+        since: float | None = None,
+        limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+    ) -> list[AuditOut]:
+        """Every urgent attempt on the caller's resources, newest first, filtered."""
+        if resource is not None and resource not in admin.resources:
+            raise HTTPException(403, f"not an administrator of {resource}")
+        with service.lock:
+            rows = list(service.store.audit(resource=resource, identity=identity, ok=ok,
+                                            since=since, limit=limit))  # fmt: skip
+        return [AuditOut(**{k: getattr(r, k) for k in AuditOut.model_fields}) for r in rows
+                if r.resource in admin.resources]  # fmt: skip
+
+    @router.get("/token", response_model=TokenOut)
+    def token_info(token: Managed) -> TokenOut:
+        """getTokenInfo: the token's attributes and members."""
+        return _out(token, service.clock())
+
+    @router.post("/token/members", response_model=TokenOut)
+    def add_member(body: MemberIn, token: Managed) -> TokenOut:
+        """addUserToToken: add (or change) a team member, even during a session."""
+        now = service.clock()
+        with service.lock:
+            try:
+                found = service.store.add_member(token.id, body.name, body.identities, now,
+                                                 "token manager")  # fmt: skip
+            except ValueError as exc:
+                raise HTTPException(422, str(exc)) from None
+        return _out(found, now)
+
+    @router.delete("/token/members/{name}", response_model=TokenOut)
+    def remove_member(name: str, token: Managed) -> TokenOut:
+        """removeUserFromToken: the member can no longer submit, at once."""
+        now = service.clock()
+        with service.lock:
+            try:
+                found = service.store.remove_member(token.id, name, now, "token manager")
+            except KeyError:
+                raise HTTPException(404, f"no member {name!r}") from None
+        return _out(found, now)
+
+    @router.post("/token/activate", response_model=TokenOut)
+    def activate(token: Managed) -> TokenOut:
+        """activateToken: start the urgent session; its clock starts now."""
+        now = service.clock()
+        with service.lock:
+            try:
+                found = service.store.activate(token, now, "token manager")
+            except ValueError as exc:
+                raise HTTPException(409, str(exc)) from None
+        return _out(found, now)
+
+    @router.get("/token/time", response_model=TimeLeft)
+    def check_time(token: Managed) -> TimeLeft:
+        """checkTokenTime: seconds left in the session (null when none is active)."""
+        now = service.clock()
+        return TimeLeft(state=token.state(now).value, seconds_left=token.time_left(now))
+
+    @router.get("/me", response_model=UserInfo)
+    def me(user: User) -> UserInfo:
+        """getUserInfo: the caller's sessions, on every resource they have an identity on."""
+        now = service.clock()
+        seen: dict[str, TokenOut] = {}
+        with service.lock:
+            for resource, identity in user.identities.items():
+                for t in service.store.sessions_of(resource, identity, now):
+                    seen.setdefault(t.id, _out(t, now))
+        return UserInfo(name=user.name, identities=dict(user.identities),
+                        sessions=list(seen.values()))  # fmt: skip
+
+    @router.post("/authenticate", response_model=AuthenticateOut)
+    def authenticate(body: AuthenticateIn, who: Submitter, request: Request) -> AuthenticateOut:
+        """The submit filter: may this identity submit at this urgency on this resource
+        now? Audited, successful or not."""
+        if who.role == "user":
+            identity = who.identities.get(body.resource)
+            if identity is None or body.identity not in (None, identity):
+                raise HTTPException(403, "a user submits only as their own identity")
+        else:
+            if body.resource not in who.resources or body.identity is None:
+                raise HTTPException(403, "a resource names the identity, on its own resources")
+            identity = body.identity
+        source = request.client.host if request.client else ""
+        with service.lock:
+            token, why = service.store.authenticate(
+                body.resource, identity, Urgency.parse(body.urgency), service.clock(), source
+            )
+        if why == RATE_LIMITED:
+            raise HTTPException(429, RATE_LIMITED, {"Retry-After": "60"})
+        return AuthenticateOut(ok=token is not None, token_id=token.id if token else None,
+                               reason=why or "")  # fmt: skip
+
+    app.include_router(router)
