@@ -4,7 +4,7 @@ thin (parse, call one library function, render).
 ``common`` holds what commands share; ``site`` the configured site (run, submit,
 queue, status, policies); ``down``; ``demo``; ``sim`` (simulate, experiment);
 ``reproduce``; ``agent``; ``broker``; ``context``; ``slurm`` (Slurm's power-saving
-hooks); ``cloud`` (reset); ``advise`` (the deadline advisor).
+hooks); ``cloud`` (reset); ``advise`` (the deadline advisor); ``urgent`` (keys).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from elasticsite.cli import (
     sim,
     site,
     slurm,
+    urgent,
 )
 from elasticsite.cli.common import console
 
@@ -66,3 +67,4 @@ app.add_typer(slurm.slurm_app, name="slurm")
 app.add_typer(context.context_app, name="context")
 app.add_typer(cloud.cloud_app, name="cloud")
 app.add_typer(advise.advise_app, name="advise")
+app.add_typer(urgent.urgent_app, name="urgent")

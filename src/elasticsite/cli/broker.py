@@ -205,6 +205,14 @@ def broker(
             show_default=False,
         ),
     ] = None,
+    urgent: Annotated[
+        bool,
+        typer.Option(
+            "--urgent",
+            help="Also serve the urgent-computing services at /urgent (state in "
+            "STATE_DIR/urgent.db; keys from `elasticsite urgent key add`).",
+        ),
+    ] = False,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
     log_format: LogFormatOpt = "human",
@@ -249,6 +257,15 @@ def broker(
     shown_host = f"[{host}]" if ":" in host else host
     served, advisor_token, advisor_token_file = _advisor(advisor)
     board = _dashboard(dashboard)
+    urgent_service = None
+    if urgent:
+        from elasticsite.urgent.routes import UrgentService
+        from elasticsite.urgent.store import UrgentStore
+
+        try:
+            urgent_service = UrgentService(UrgentStore(state_dir / "urgent.db"))
+        except (StateFileError, OSError) as exc:
+            raise fail(str(exc)) from None
     try:
         app = create_app(
             state_dir,
@@ -259,6 +276,7 @@ def broker(
             advisor=served,
             advisor_token=advisor_token,
             dashboard=board,
+            urgent=urgent_service,
         )
     except (ValueError, OSError, sqlite3.Error, StateFileError) as exc:
         raise fail(f"cannot open the broker state in {state_dir}: {exc}") from None
@@ -278,6 +296,8 @@ def broker(
         )
     if board is not None:
         console.print(f"dashboard   {scheme}://{shown_host}:{port}/dashboard", highlight=False)
+    if urgent_service is not None:
+        console.print(f"urgent      {scheme}://{shown_host}:{port}/urgent", highlight=False)
     allowed = raise_open_files_limit(limits.max_connections)
     server = build_server(
         app,
