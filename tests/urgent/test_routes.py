@@ -48,6 +48,7 @@ class Site:
             "resource": p.add("cluster-submit", "resource", now, resources=["cluster"])[1],
         }
         cert, key = ensure_certificate(tmp / "tls", ["127.0.0.1"])
+        self.cert = cert
         self.ca = ssl.create_default_context(cafile=str(cert))
         app = create_app(tmp / "broker", admin_token="a" * 43, urgent=self.service)
         self.port = free_port()
