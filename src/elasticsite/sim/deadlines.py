@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from elasticsite.sim.metrics import SimMetrics, assign_deadlines
 from elasticsite.sim.replay import replay
-from elasticsite.sim.replay_jobs import lublin_jobs, swf_intervals, swf_round
+from elasticsite.sim.replay_jobs import check_rounds, lublin_jobs, swf_round
 from elasticsite.sim.runner import (
     DaskCluster,
     Progress,
@@ -42,7 +42,7 @@ from elasticsite.sim.runner import (
     sorted_log,
     write_rows,
 )
-from elasticsite.sim.specs import DeadlineSpec, LublinSource, SpecError, SWFSource
+from elasticsite.sim.specs import DeadlineSpec, LublinSource
 
 if TYPE_CHECKING:
     from elasticsite.sim.experiment import ExperimentResult
@@ -164,13 +164,7 @@ def run_deadline(
 
     header = [*DEADLINE_KEY, *DEADLINE_METRICS]
     rows = read_rows(results, header)
-    if isinstance(spec.workload, SWFSource):
-        have = swf_intervals(spec.workload)
-        if spec.rounds > have:
-            raise SpecError(
-                f"rounds: {spec.rounds} rounds need {spec.rounds} intervals of "
-                f"{spec.workload.interval_days:g} days but {spec.workload.path} holds {have}"
-            )
+    check_rounds(spec)
     known = {tuple(r[k] for k in DEADLINE_KEY) for r in rows}
     tasks: list[_Task] = []
     total = 0

@@ -39,8 +39,8 @@ from typing import Any
 from elasticsite.sim.metrics import SimMetrics
 from elasticsite.sim.replay import ReplayResult, replay
 from elasticsite.sim.replay_jobs import (
+    check_rounds,
     lublin_jobs,
-    swf_intervals,
     swf_round,
     write_replay_jobs_csv,
 )
@@ -66,7 +66,6 @@ from elasticsite.sim.specs import (
     ReplaySpec,
     Spec,
     SpecError,
-    SWFSource,
     load_spec,
     parse_spec,
 )
@@ -334,13 +333,7 @@ def _run_replay(
 
     header = [*REPLAY_KEY, *REPLAY_METRICS]
     rows = read_rows(results, header)
-    if isinstance(spec.workload, SWFSource):
-        have = swf_intervals(spec.workload)
-        if spec.rounds > have:
-            raise SpecError(
-                f"rounds: {spec.rounds} rounds need {spec.rounds} intervals of "
-                f"{spec.workload.interval_days:g} days but {spec.workload.path} holds {have}"
-            )
+    check_rounds(spec)
     param = spec.sweep.parameter if spec.sweep else ""
     known = {(r["parameter"], r["value"], r["round"], r["strategy"]): r for r in rows}
     tasks: list[_ReplayTask] = []

@@ -21,11 +21,12 @@ import numpy as np
 from elasticsite.sim.lublin import LublinParams, WalltimeModel, generate
 from elasticsite.sim.replay import ReplayResult
 from elasticsite.sim.runner import cell
-from elasticsite.sim.specs import LublinSource, SWFSource
+from elasticsite.sim.specs import LublinSource, ReplaySpec, SpecError, SWFSource
 
 __all__ = [
     "DAY",
     "Jobs",
+    "check_rounds",
     "lublin_jobs",
     "swf_intervals",
     "swf_jobs",
@@ -88,6 +89,17 @@ def swf_intervals(source: SWFSource) -> int:
         return 0
     span = float(jobs.submit[-1] - jobs.submit[0])
     return int(span // (source.interval_days * DAY)) + 1
+
+
+def check_rounds(spec: ReplaySpec) -> None:
+    """A trace-driven spec's rounds fit in its trace, one interval each (else SpecError)."""
+    if isinstance(spec.workload, SWFSource):
+        have = swf_intervals(spec.workload)
+        if spec.rounds > have:
+            raise SpecError(
+                f"rounds: {spec.rounds} rounds need {spec.rounds} intervals of "
+                f"{spec.workload.interval_days:g} days but {spec.workload.path} holds {have}"
+            )
 
 
 def swf_round(source: SWFSource, round_: int) -> Jobs:
