@@ -1,4 +1,5 @@
-"""``elasticsite urgent key add|list|remove``: the principals of the urgent services.
+"""``elasticsite urgent key add|list|remove``: the principals of the urgent services;
+``elasticsite urgent submit``: an urgent job on this site, as the one who runs it.
 
 The keys live with the server's state (``urgent.db`` in its ``--state-dir``, 0600); a
 key is printed once, when made, and only its digest is kept. Serve the services with
@@ -13,7 +14,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from elasticsite.cli.common import console, fail
+from elasticsite.cli.common import (
+    ConfigOpt,
+    config_path,
+    console,
+    err,
+    fail,
+    open_configured_site,
+)
 
 if TYPE_CHECKING:
     from elasticsite.urgent.principals import Principals
@@ -21,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["urgent_app"]
 
 urgent_app = typer.Typer(
-    help="Urgent computing: the principals (API keys) of the urgent services.",
+    help="Urgent computing: urgent jobs, and the keys of the urgent services.",
     no_args_is_help=True,
 )
 key_app = typer.Typer(help="API keys of administrators, users and resources.", no_args_is_help=True)
@@ -92,3 +100,52 @@ def remove(name: str, state_dir: StateDir) -> None:
     if not _principals(state_dir).remove(name):
         raise fail(f"no principal named {name!r}")
     console.print(f"removed {name}", highlight=False)
+
+
+@urgent_app.command(
+    "submit", context_settings={"allow_interspersed_args": False}, no_args_is_help=True
+)
+def submit(
+    command: Annotated[list[str], typer.Argument(help="The job's command and arguments.")],
+    urgency: Annotated[str, typer.Option(help="red, orange or yellow.")],
+    config: ConfigOpt = None,
+    resource: Annotated[
+        str | None, typer.Option(help="Default: [urgent] resource, else the site id.")
+    ] = None,
+    cores: Annotated[int, typer.Option(min=1)] = 1,
+    walltime: Annotated[float, typer.Option(min=1, help="Requested time limit, s.")] = 3600,
+) -> None:
+    """Submit an urgent job as yourself: urgent submit --urgency red -- ./forecast.sh"""
+    import getpass
+
+    import httpx
+
+    from elasticsite.batch.base import BatchError, JobRequest
+    from elasticsite.urgent.submit import UrgentRefused, submit_urgent
+
+    urgency = urgency.strip().lower()
+    if urgency not in ("red", "orange", "yellow"):
+        raise fail(f"--urgency {urgency!r}: choose red, orange or yellow")
+    site = open_configured_site(config)
+    cfg = site.config.urgent
+    if cfg is None:
+        raise fail(f"{config_path(config)}: no [urgent] section: this site takes no urgent jobs")
+    where = resource or cfg.resource or site.config.manager.site_id
+    verify: bool | str = cfg.ca if cfg.ca else True
+    request = JobRequest(list(command), cores, walltime, getpass.getuser())
+    try:
+        with httpx.Client(base_url=cfg.server, verify=verify, timeout=30) as client:
+            done = submit_urgent(site.batch, cfg, where, request, urgency, client)
+    except UrgentRefused as exc:
+        err.print(f"urgent submit refused: {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    except BatchError as exc:
+        raise fail(str(exc)) from None
+    console.print(done.job_id, highlight=False)
+    err.print(
+        f"urgent job {done.job_id} on {where} as {request.user}: {urgency}, {done.policy}"
+        + (f"; preempted {', '.join(done.preempted)}" if done.preempted else "")
+        + (f"; {done.note}" if done.note else ""),
+        highlight=False,
+        soft_wrap=True,
+    )

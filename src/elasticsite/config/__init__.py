@@ -24,6 +24,7 @@ from elasticsite.config.advisor import AdvisorConfig, AdvisorRepository, Advisor
 from elasticsite.config.common import ConfigError, Strict, explain
 from elasticsite.config.plugged import BatchConfig, CloudConfig, VMTypeConfig
 from elasticsite.config.sections import ContextConfig, ManagerConfig, PolicyConfig
+from elasticsite.config.urgent import UrgentConfig
 from elasticsite.model import CloudSpec
 from elasticsite.policies.base import PolicySettings
 
@@ -38,6 +39,7 @@ __all__ = [
     "ManagerConfig",
     "PolicyConfig",
     "SiteConfig",
+    "UrgentConfig",
     "VMTypeConfig",
     "explain",
     "load_config",
@@ -57,6 +59,8 @@ class SiteConfig(Strict):
     """How workers boot from a plain image (``docs/bootstrap.md``); none: the image knows."""
     advisor: AdvisorConfig = Field(default_factory=AdvisorConfig)
     """The deadline advisor's candidates and staging (``docs/advisor.md``)."""
+    urgent: UrgentConfig | None = None
+    """The urgent services this site's submit path asks (``docs/urgent.md``)."""
 
     @model_validator(mode="after")
     def _unique(self) -> SiteConfig:

@@ -15,6 +15,7 @@ The services of a right-of-way token system, each with its access rule:
 | checkTokenTime | ``GET /urgent/token/time`` | the token manager |
 | getUserInfo | ``GET /urgent/me`` | a user (their own sessions) |
 | authenticate | ``POST /urgent/authenticate`` | a user, or a resource's submit path |
+| compensate | ``POST /urgent/compensation`` | a resource's submit path, for a job it preempted |
 
 A user authenticates as their own identity on the resource; a resource's submit path
 names the identity, on its own resources only.
@@ -96,6 +97,14 @@ class AuthenticateOut(_Model):
     ok: bool
     token_id: str | None
     reason: str
+    compensation: bool = Field(
+        False, description="a single-use compensation session: the job runs next-to-run"
+    )
+
+
+class CompensationIn(_Model):
+    resource: Name
+    identity: Name
 
 
 class AuditOut(_Model):
@@ -189,6 +198,7 @@ def _managed(request: Request, x_urgent_token: Annotated[str | None, Header()] =
 Admin = Annotated[Principal, Depends(_role("admin"))]
 User = Annotated[Principal, Depends(_role("user"))]
 Submitter = Annotated[Principal, Depends(_role("user", "resource"))]
+Resource = Annotated[Principal, Depends(_role("resource"))]
 Managed = Annotated[Token, Depends(_managed)]
 
 
@@ -325,6 +335,18 @@ def install(app: FastAPI, service: UrgentService) -> None:
         if why == RATE_LIMITED:
             raise HTTPException(429, RATE_LIMITED, {"Retry-After": "60"})
         return AuthenticateOut(ok=token is not None, token_id=token.id if token else None,
-                               reason=why or "")  # fmt: skip
+                               reason=why or "",
+                               compensation=bool(token and token.single_use))  # fmt: skip
+
+    @router.post("/compensation", status_code=201, response_model=TokenOut)
+    def compensation(body: CompensationIn, who: Resource) -> TokenOut:
+        """A single-use next-to-run session for the owner of a job an urgent one
+        preempted, on the resource that preempted it (its submit path asks)."""
+        if body.resource not in who.resources:
+            raise HTTPException(403, "a resource compensates on its own resources only")
+        now = service.clock()
+        with service.lock:
+            token = service.store.compensate(body.resource, body.identity, now, actor=who.name)
+        return _out(token, now)
 
     app.include_router(router)

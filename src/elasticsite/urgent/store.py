@@ -34,9 +34,11 @@ from elasticsite.urgent.tokens import (
     new_token,
 )
 
-__all__ = ["RATE_LIMITED", "AuditRecord", "UrgentStore"]
+__all__ = ["COMPENSATION", "RATE_LIMITED", "AuditRecord", "UrgentStore"]
 
 RATE_LIMITED = "too many refused attempts; wait before trying again"
+COMPENSATION = "compensation"
+"""The label of a single-use next-to-run token given to the owner of a preempted job."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tokens (
@@ -50,7 +52,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     label TEXT NOT NULL,
     activated_at REAL,
     expires_at REAL,
-    revoked_at REAL
+    revoked_at REAL,
+    single_use INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS members (
     token_id TEXT NOT NULL REFERENCES tokens(id),
@@ -149,10 +152,10 @@ class UrgentStore:
         return token, value
 
     def _token(self, row: tuple[Any, ...]) -> Token:
-        tid, dig, resources, urgency, seconds, issued_at, by, label, act, exp, rev = row
+        tid, dig, resources, urgency, seconds, issued_at, by, label, act, exp, rev, once = row
         token = Token(tid, dig, frozenset(json.loads(resources)), Urgency(urgency), seconds,
                       issued_at, by, label, activated_at=act, expires_at=exp,
-                      revoked_at=rev)  # fmt: skip
+                      revoked_at=rev, single_use=bool(once))  # fmt: skip
         for name, resource, identity in self.db.execute(
             "SELECT name, resource, identity FROM members WHERE token_id = ? ORDER BY name",
             (tid,),
@@ -179,6 +182,24 @@ class UrgentStore:
         if resources is not None:
             out = [t for t in out if t.resources & set(resources)]
         return out
+
+    def compensate(
+        self, resource: str, identity: str, now: float, *, actor: str, days: float = 7.0
+    ) -> Token:
+        """A single-use session for the owner of a job an urgent one preempted: their next
+        similar job on ``resource`` runs next-to-run. Active at once; nobody holds a value."""
+        token, _ = self.issue([resource], Urgency.YELLOW, days * 86400, now, issued_by=actor,
+                              label=COMPENSATION)  # fmt: skip
+        with self.db.transaction():
+            self.db.execute("UPDATE tokens SET single_use = 1 WHERE id = ?", (token.id,))
+            self.db.execute("INSERT INTO members VALUES (?, ?, ?, ?)",
+                            (token.id, identity, resource, identity))  # fmt: skip
+            current = self._existing(token.id)
+            current.activate(now)
+            self._save_times(current)
+            self._audit(now, "compensate", actor, token.id, resource=resource,
+                        identity=identity, ok=True)  # fmt: skip
+        return self._existing(token.id)
 
     def _save_times(self, token: Token) -> None:
         self.db.execute(
@@ -279,6 +300,8 @@ class UrgentStore:
             candidates = self.sessions_of(resource, identity, now)
             best: Refusal | None = Refusal.NO_SESSION
             chosen: Token | None = None
+            # A session of the group's own token before a compensation one, which is spent.
+            candidates.sort(key=lambda t: t.single_use)
             for token in candidates:
                 why = authorize(token, resource, identity, urgency, now)
                 if why is None:
@@ -287,6 +310,9 @@ class UrgentStore:
                 if _rank(why) > _rank(best):
                     best = why
             reason = None if best is None else best.value
+            if chosen is not None and chosen.single_use:
+                chosen.expires_at = now + 1e-6  # used once: gone for the next request
+                self._save_times(chosen)
             self._audit(now, "authenticate", identity, chosen.id if chosen else "",
                         resource=resource, identity=identity, urgency=urgency.label,
                         ok=chosen is not None, reason=reason or "", source=source)  # fmt: skip

@@ -129,6 +129,8 @@ class Token:
     activated_at: float | None = None
     expires_at: float | None = None
     revoked_at: float | None = None
+    single_use: bool = False
+    """A compensation token: its session ends with the first request it lets through."""
 
     def __post_init__(self) -> None:
         if not self.resources:

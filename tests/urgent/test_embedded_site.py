@@ -1,0 +1,139 @@
+"""Urgent jobs on the embedded site with its cluster full: `elasticsite urgent submit`
+against a real server, preemption and next-to-run, and the preempted owner's
+compensation."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.manager.conftest import wait_for
+
+from elasticsite.batch.base import JobRequest
+from elasticsite.clouds.local import LocalCloud
+from elasticsite.config import load_config
+from elasticsite.manager.site import Site as EmbeddedSite
+from elasticsite.manager.site import open_site
+from elasticsite.model import JobState
+from elasticsite.urgent.store import COMPENSATION
+from elasticsite.urgent.tokens import TokenState, Urgency
+
+from .test_routes import Site as Server
+
+ME = getpass.getuser()
+SITE = """\
+[manager]
+site_id = "lab"
+state_dir = "{state}"
+interval = 0.2
+retry_backoff = 0.2
+on_shutdown = "leave"
+
+[policy]
+name = "on_demand"
+
+[[clouds]]
+name = "lab"
+max_instances = 2
+boot_time = 0.3
+shutdown_time = 0.1
+options = {{boot_jitter = 0.1, poll_interval = 0.1, seed = 2}}
+
+[urgent]
+server = "https://127.0.0.1:{port}"
+ca = "{ca}"
+key_file = "{key}"
+"""
+
+
+@pytest.fixture
+def full(tmp_path: Path) -> Iterator[tuple[EmbeddedSite, Server, Path]]:
+    """A running embedded site whose two workers are busy with carol's jobs, and the
+    urgent server with a red token whose team is whoever runs the tests."""
+    (tmp_path / "server").mkdir()
+    server = Server(tmp_path / "server")
+    # The site's submit path: a resource principal for "lab", its key in a 0600 file.
+    _, key = server.service.principals.add("lab-submit", "resource", time.time(),
+                                           resources=["lab"])  # fmt: skip
+    key_file = tmp_path / "lab.key"
+    key_file.write_text(key)
+    key_file.chmod(0o600)
+    token, _ = server.store.issue(["lab"], Urgency.RED, 3600, server.clock(), issued_by="ops")
+    server.store.add_member(token.id, "me", {"lab": ME}, server.clock(), "manager")
+    server.store.activate(token, server.clock(), "manager")
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(SITE.format(state=tmp_path / "state", port=server.port, ca=server.cert,
+                               key=key_file))  # fmt: skip
+    site = open_site(load_config(cfg), tmp_path)
+    manager = site.manager()
+    thread = threading.Thread(target=manager.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(2):
+            site.batch.submit(JobRequest(["sleep", "3"], 1, 60.0, "carol"))
+        wait_for(lambda: sum(j.state is JobState.RUNNING for j in site.batch.jobs()) == 2,
+                 60, "the cluster full")  # fmt: skip
+        yield site, server, cfg
+    finally:
+        manager.stop()
+        thread.join(30)
+        server.stop()
+        for cloud in site.clouds.values():
+            assert isinstance(cloud, LocalCloud)
+            cloud.kill_all()
+
+
+def urgent(cfg: Path, urgency: str, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "elasticsite", "urgent", "submit", "-c", str(cfg),
+         "--urgency", urgency, "--", *command],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def test_red_with_preemption_starts_at_once_and_the_preempted_owner_is_compensated(
+    full: tuple[EmbeddedSite, Server, Path],
+) -> None:
+    site, server, cfg = full
+    t0 = time.monotonic()
+    done = urgent(cfg, "red", "sleep", "1")
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    assert "red, preemption; preempted" in done.stderr
+    wait_for(lambda: site.batch.job(job).state is not JobState.QUEUED, 5, "the urgent job")
+    assert time.monotonic() - t0 < 5.0
+    assert site.batch.job(job).user == ME
+    carol = [j for j in site.batch.jobs() if j.user == "carol"]
+    assert sum(j.state is JobState.QUEUED for j in carol) == 1  # requeued, not lost
+    wait_for(lambda: all(j.state is JobState.DONE for j in site.batch.jobs()), 60, "all done")
+    sessions = server.store.sessions_of("lab", "carol", server.clock())
+    assert [(s.label, s.single_use, s.state(server.clock())) for s in sessions] == [
+        (COMPENSATION, True, TokenState.ACTIVE)
+    ]
+
+
+def test_orange_is_next_to_run_and_refusals_say_why(
+    full: tuple[EmbeddedSite, Server, Path],
+) -> None:
+    site, _, cfg = full
+    waiting = [site.batch.submit(JobRequest(["sleep", "1"], 1, 60.0, "carol")) for _ in range(2)]
+    done = urgent(cfg, "orange", "sleep", "1")
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    assert "orange, next_to_run" in done.stderr and "preempted" not in done.stderr
+    wait_for(lambda: site.batch.job(job).state is JobState.DONE, 60, "the urgent job")
+    started = site.batch.job(job).started_at
+    assert started is not None
+    assert all((site.batch.job(w).started_at or 1e18) >= started for w in waiting)
+    # A second red job is fine; the cluster has no yellow-only rule, but a wrong key is not.
+    Path(load_config(cfg).urgent.key_file).write_text("esk_wrong")  # type: ignore[union-attr]
+    refused = urgent(cfg, "red", "true")
+    assert refused.returncode == 1
+    assert "urgent submit refused: the urgent services answered 401" in refused.stderr
