@@ -97,6 +97,10 @@ def create_app(
             raise ValueError("the advisor is served only with an advisor token")
         routes.install(app, advisor, advisor_token, admin=broker.auth.is_admin)
     app.add_middleware(BodyLimit, max_body=max_body)
+    if urgent is not None:
+        from elasticsite.urgent.fastpath import AuthenticateFastPath
+
+        app.add_middleware(AuthenticateFastPath, service=urgent)
     app.add_middleware(UpdatesFastPath, broker=broker)  # outermost: the long polls' hot path
     return app
 

@@ -87,7 +87,7 @@ def reproduce(
     counts = repro.verdicts()
     console.print(
         f"{paper.value}{' (quick)' if quick else ''}: "
-        + ", ".join(f"{n} {v.value}" for v, n in counts.items())
+        + ", ".join(f"{v.value}: {n}" for v, n in counts.items())
         + f", in {repro.seconds:.1f} s; report: {report}",
         highlight=False,
     )

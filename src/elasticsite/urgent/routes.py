@@ -29,12 +29,14 @@ guessing is rate-limited like failed authentications.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from elasticsite.context.auth import BEARER, parse_authorization
@@ -42,7 +44,7 @@ from elasticsite.urgent.principals import Principal, Principals
 from elasticsite.urgent.store import RATE_LIMITED, UrgentStore
 from elasticsite.urgent.tokens import Token, Urgency
 
-__all__ = ["UrgentService", "install"]
+__all__ = ["UrgentService", "authenticated", "install", "submitting_identity"]
 
 UrgencyName = Literal["red", "orange", "yellow"]
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x20\x7f]+$")]
@@ -157,7 +159,7 @@ def _service(request: Request) -> UrgentService:
     return service
 
 
-def _principal(request: Request) -> Principal:
+async def _principal(request: Request) -> Principal:
     cred = parse_authorization(request.headers.get("authorization"))
     if cred is None or cred[0] != "bearer":
         raise _denied()
@@ -169,9 +171,10 @@ def _principal(request: Request) -> Principal:
     return found
 
 
-def _role(*allowed: str) -> Callable[[Request], Principal]:
-    def check(request: Request) -> Principal:
-        p = _principal(request)
+def _role(*allowed: str) -> Callable[[Request], Awaitable[Principal]]:
+    # async: a key lookup is one indexed SQLite read; no thread hop for it
+    async def check(request: Request) -> Principal:
+        p = await _principal(request)
         if p.role not in allowed:
             raise HTTPException(403, f"this service is not for a {p.role}")
         return p
@@ -200,6 +203,33 @@ User = Annotated[Principal, Depends(_role("user"))]
 Submitter = Annotated[Principal, Depends(_role("user", "resource"))]
 Resource = Annotated[Principal, Depends(_role("resource"))]
 Managed = Annotated[Token, Depends(_managed)]
+
+
+def submitting_identity(who: Principal, body: AuthenticateIn) -> str | None:
+    """The identity a caller may authenticate as (None: it may not): a user as their
+    own identity on the resource; a resource's submit path the one it names, on its own
+    resources."""
+    if who.role == "user":
+        identity = who.identities.get(body.resource)
+        return identity if identity is not None and body.identity in (None, identity) else None
+    if who.role == "resource" and body.resource in who.resources and body.identity:
+        return body.identity
+    return None
+
+
+def authenticated(service: UrgentService, body: AuthenticateIn, identity: str,
+                  source: str) -> tuple[int, bytes]:  # fmt: skip
+    """The audited decision and its answer: (status, JSON bytes)."""
+    with service.lock:
+        token, why = service.store.authenticate(
+            body.resource, identity, Urgency.parse(body.urgency), service.clock(), source
+        )
+    if why == RATE_LIMITED:
+        return 429, json.dumps({"detail": RATE_LIMITED}, separators=(",", ":")).encode()
+    return 200, json.dumps({"ok": token is not None, "token_id": token.id if token else None,
+                            "reason": why or "",
+                            "compensation": bool(token and token.single_use)},
+                           separators=(",", ":")).encode()  # fmt: skip
 
 
 def install(app: FastAPI, service: UrgentService) -> None:
@@ -316,27 +346,18 @@ def install(app: FastAPI, service: UrgentService) -> None:
                         sessions=list(seen.values()))  # fmt: skip
 
     @router.post("/authenticate", response_model=AuthenticateOut)
-    def authenticate(body: AuthenticateIn, who: Submitter, request: Request) -> AuthenticateOut:
+    async def authenticate(body: AuthenticateIn, who: Submitter, request: Request) -> Response:
         """The submit filter: may this identity submit at this urgency on this resource
         now? Audited, successful or not."""
-        if who.role == "user":
-            identity = who.identities.get(body.resource)
-            if identity is None or body.identity not in (None, identity):
-                raise HTTPException(403, "a user submits only as their own identity")
-        else:
-            if body.resource not in who.resources or body.identity is None:
-                raise HTTPException(403, "a resource names the identity, on its own resources")
-            identity = body.identity
-        source = request.client.host if request.client else ""
-        with service.lock:
-            token, why = service.store.authenticate(
-                body.resource, identity, Urgency.parse(body.urgency), service.clock(), source
+        identity = submitting_identity(who, body)
+        if identity is None:
+            raise HTTPException(
+                403, "a user submits as their own identity; a resource, on its own resources"
             )
-        if why == RATE_LIMITED:
-            raise HTTPException(429, RATE_LIMITED, {"Retry-After": "60"})
-        return AuthenticateOut(ok=token is not None, token_id=token.id if token else None,
-                               reason=why or "",
-                               compensation=bool(token and token.single_use))  # fmt: skip
+        status, payload = authenticated(service, body, identity,
+                                        request.client.host if request.client else "")  # fmt: skip
+        headers = {"Retry-After": "60"} if status == 429 else None
+        return Response(payload, status, headers, media_type="application/json")
 
     @router.post("/compensation", status_code=201, response_model=TokenOut)
     def compensation(body: CompensationIn, who: Resource) -> TokenOut:

@@ -105,8 +105,10 @@ class UrgentStore:
     def __init__(
         self, path: str | Path, *, max_failures: int = 10, failure_window: float = 300.0
     ) -> None:
+        # NORMAL in WAL mode: a committed change survives the process dying at any point;
+        # only an operating-system crash or power loss can take the last ones back.
         self.db: Connection = connect(
-            Path(path), synchronous="FULL", busy_timeout=30.0, check_same_thread=False
+            Path(path), synchronous="NORMAL", busy_timeout=30.0, check_same_thread=False
         )
         for statement in filter(str.strip, _SCHEMA.split(";")):
             with self.db.transaction(immediate=False):
