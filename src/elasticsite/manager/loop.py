@@ -113,6 +113,7 @@ class Manager:
             context=context,
         )
         self._futures: list[Future[Outcome]] = []
+        self._unsettled: list[Outcome] = []
         self._stop = threading.Event()
         self._abort = threading.Event()
         self.last_report: StepReport | None = None
@@ -192,7 +193,9 @@ class Manager:
         t0 = time.perf_counter()
         now = self.clock()
         report = StepReport(at=now)
-        outcomes = self._outcomes()
+        # Kept until the step that settles them has persisted: a step that fails before
+        # that (its records reloaded from the store) must not lose what commands did.
+        outcomes = self._unsettled = self._unsettled + self._outcomes()
         plan = Plan()
         self._cloud_resets(plan)
         try:
@@ -204,6 +207,7 @@ class Manager:
             # What finished is still settled and kept; nothing new is decided.
             core.settle(self.state, plan, self.core_config, now, outcomes)
             self._finish(plan, report)
+            self._unsettled = []
             self._record(None, plan)
             return report
         instances = self._describe(report)
@@ -235,6 +239,7 @@ class Manager:
         report.decide_seconds = time.perf_counter() - t1
         core.apply(self.state, plan, self.core_config, now, decision, self._new_ids(decision))
         self._finish(plan, report)
+        self._unsettled = []
         self._record(view.running, plan)
 
         if not report.decision:
@@ -308,7 +313,8 @@ class Manager:
         self._pool.shutdown(wait=True)
         plan = Plan()
         now = self.clock()
-        core.settle(self.state, plan, self.core_config, now, self._outcomes())
+        core.settle(self.state, plan, self.core_config, now, self._unsettled + self._outcomes())
+        self._unsettled = []
         self._persist(plan)
         self._record(None, plan)
         if self.recorder is not None:
