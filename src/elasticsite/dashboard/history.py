@@ -102,10 +102,11 @@ class HistoryWriter:
         *,
         every: float = 60.0,
         keep: float = 8 * 86400.0,
+        busy_timeout: float = 30.0,
     ) -> None:
         # Opened by whoever builds the manager, used by its loop thread only.
         self.db: Connection = connect(
-            path, synchronous="NORMAL", busy_timeout=30.0, check_same_thread=False
+            path, synchronous="NORMAL", busy_timeout=busy_timeout, check_same_thread=False
         )
         for statement in filter(str.strip, _SCHEMA.split(";")):
             with self.db.transaction(immediate=False):

@@ -171,6 +171,7 @@ class Site:
                     self.config.cloud_specs(),
                     self.config.policy.spend_cap_per_hour,
                     every=self.config.manager.history_interval,
+                    busy_timeout=self.store.timeout,
                 )
             ]
         if self.config.advisor.record and "recorder" not in kwargs:
