@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from abc import ABC, abstractmethod
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable
 from typing import Generic, TypeVar
@@ -170,7 +171,7 @@ class _Waiting:
         self.start = _INF
 
 
-class _Backfill(Generic[K]):
+class _Backfill(ABC, Generic[K]):
     """What both schedulers share: the profile, the queue, due reservations, compression."""
 
     def __init__(self, capacity: int, start: float = 0.0) -> None:
@@ -361,8 +362,9 @@ class _Backfill(Generic[K]):
         new = self.profile.earliest(procs, duration, times[0], limit)
         return new if new < limit else start
 
+    @abstractmethod
     def _on_submit(self, job_id: K, job: _Waiting, now: float) -> None:
-        raise NotImplementedError
+        """Give a newly submitted job its place (each scheduler its own way)."""
 
     def _on_complete(self, job_id: K, submitted: float, started: float, now: float) -> None:
         """Hook for completion statistics; nothing by default."""
