@@ -22,6 +22,7 @@ from elasticsite import logs
 
 if TYPE_CHECKING:
     from elasticsite.config import SiteConfig
+    from elasticsite.manager.loop import Manager
     from elasticsite.manager.site import Site
     from elasticsite.metrics import Row
 
@@ -35,6 +36,7 @@ __all__ = [
     "fail",
     "load_site_config",
     "open_configured_site",
+    "open_site_manager",
     "print_metrics",
     "setup_logging",
     "state_errors",
@@ -147,6 +149,19 @@ def open_configured_site(config: Path | None) -> Site:
     try:
         return open_site(cfg)
     except ConfigError as exc:
+        raise fail(f"{config_path(config)}: {exc}") from None
+
+
+def open_site_manager(
+    config: Path | None, verbose: int, log_format: LogFormat
+) -> tuple[Site, Manager]:
+    """The configured site and its manager, with logging set up for the site (what
+    ``run`` and ``down`` start from); a bad configuration is one error line."""
+    site = open_configured_site(config)
+    setup_logging(verbose, log_format, site.config.manager.site_id)
+    try:
+        return site, site.manager()
+    except ValueError as exc:
         raise fail(f"{config_path(config)}: {exc}") from None
 
 

@@ -21,10 +21,8 @@ from elasticsite.cli.common import (
     ConfigOpt,
     LogFormatOpt,
     announce,
-    config_path,
     fail,
-    open_configured_site,
-    setup_logging,
+    open_site_manager,
     state_errors,
 )
 from elasticsite.cli.site import left_running
@@ -51,12 +49,7 @@ def down(
     """Drain and terminate every worker of the site, on every cloud, and wait for it."""
     from elasticsite.manager.lock import SiteBusy, manager_lock
 
-    site = open_configured_site(config)
-    setup_logging(verbose, log_format, site.config.manager.site_id)
-    try:
-        manager = site.manager()
-    except ValueError as exc:
-        raise fail(f"{config_path(config)}: {exc}") from None
+    site, manager = open_site_manager(config, verbose, log_format)
     started = time.monotonic()
     shown = ""
 

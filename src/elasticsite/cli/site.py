@@ -23,7 +23,7 @@ from elasticsite.cli.common import (
     console,
     fail,
     open_configured_site,
-    setup_logging,
+    open_site_manager,
     state_errors,
 )
 
@@ -40,12 +40,7 @@ def run(
     log_format: LogFormatOpt = "human",
 ) -> None:
     """Run the manager loop until interrupted (SIGINT/SIGTERM stop it cleanly)."""
-    site = open_configured_site(config)
-    setup_logging(verbose, log_format, site.config.manager.site_id)
-    try:
-        manager = site.manager()
-    except ValueError as exc:
-        raise fail(f"{config_path(config)}: {exc}") from None
+    site, manager = open_site_manager(config, verbose, log_format)
 
     signals = 0
 
