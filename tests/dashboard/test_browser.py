@@ -80,6 +80,7 @@ def shot(driver: object, name: str) -> None:
 
 
 def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser: object) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     d = browser
@@ -97,20 +98,29 @@ def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser
         server.start()
         token = server.token_file.read_text().strip()
 
+        def text(element_id: str) -> str:
+            """An element's text; read again when the page replaced it meanwhile (the
+            overview's live part is swapped every few seconds)."""
+            for _ in range(20):
+                try:
+                    return str(d.find_element(By.ID, element_id).text)  # type: ignore[attr-defined]
+                except StaleElementReferenceException:
+                    time.sleep(0.05)
+            raise AssertionError(f"#{element_id} kept changing")
+
         d.get(f"{server.url}/dashboard")  # type: ignore[attr-defined]
         assert d.current_url.endswith("/dashboard/login")  # type: ignore[attr-defined]
         shot(d, "1-sign-in")
         d.find_element(By.ID, "token").send_keys("not-the-token")  # type: ignore[attr-defined]
         d.find_element(By.ID, "signin").click()  # type: ignore[attr-defined]
-        assert "That is not the admin token." in d.find_element(By.ID, "failed").text  # type: ignore[attr-defined]
+        # A click that submits a form returns before the next page is there: wait for it.
+        wait_for(lambda: "failed=1" in d.current_url, 10, "the refusal")  # type: ignore[attr-defined]
+        assert "That is not the admin token." in text("failed")
         d.find_element(By.ID, "token").send_keys(token)  # type: ignore[attr-defined]
         d.find_element(By.ID, "signin").click()  # type: ignore[attr-defined]
-        assert d.current_url.endswith("/dashboard")  # type: ignore[attr-defined]
+        wait_for(lambda: d.current_url.endswith("/dashboard"), 10, "the overview")  # type: ignore[attr-defined]
         cookie = d.get_cookie("elasticsite_session")  # type: ignore[attr-defined]
         assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Strict"
-
-        def text(element_id: str) -> str:
-            return str(d.find_element(By.ID, element_id).text)  # type: ignore[attr-defined]
 
         # The page updates itself: two busy workers and one queued job show up without a
         # reload, with the spend rate they cost.
@@ -136,7 +146,7 @@ def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser
         shot(d, "4-overview-manager-stopped")
 
         d.find_element(By.ID, "logout").click()  # type: ignore[attr-defined]
-        assert d.current_url.endswith("/dashboard/login")  # type: ignore[attr-defined]
+        wait_for(lambda: d.current_url.endswith("/dashboard/login"), 10, "sign-in")  # type: ignore[attr-defined]
         d.get(f"{server.url}/dashboard/workers")  # type: ignore[attr-defined]
         assert d.current_url.endswith("/dashboard/login")  # type: ignore[attr-defined]
     finally:
@@ -147,4 +157,3 @@ def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser
         for cloud in site.clouds.values():
             assert isinstance(cloud, LocalCloud)
             cloud.kill_all()
-    _ = time
