@@ -1,0 +1,67 @@
+"""One simulator scenario per cloud policy, on a full finite cloud, against paper 004."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from elasticsite.cli import app
+from elasticsite.sim.urgent_cloud import Scenario, run_scenario, summarize
+from elasticsite.urgent.capacity import CloudPolicy as P
+from elasticsite.urgent.cloud_delays import reference
+
+
+def test_default_policy_lets_small_requests_starve_a_large_urgent_vm() -> None:
+    r = run_scenario(Scenario(policy=P.DEFAULT, fill="m1.small"), seed=1)
+    assert r.delays == [] and r.unplaced == 1  # freed cores always go to the next small VM
+
+
+def test_urgent_only_refuses_others_so_the_urgent_vm_gets_the_room() -> None:
+    r = run_scenario(Scenario(policy=P.URGENT_ONLY, fill="m1.small"), seed=1)
+    assert r.refused > 0 and len(r.delays) == 1
+    assert r.preempted == r.suspended == r.migrated == r.shrunk == 0
+
+
+@pytest.mark.parametrize("fill", ["m1.small", "c1.xlarge"])
+def test_preemption_starts_the_urgent_vm_as_fast_as_paper_004_measured(fill: str) -> None:
+    s = summarize(Scenario(policy=P.PREEMPTION, fill=fill), trials=25)
+    ref = reference(P.PREEMPTION, fill)
+    assert ref is not None and isinstance(s["delay_mean"], float)
+    assert abs(s["delay_mean"] - ref[0]) < 2 * ref[1]
+    assert s["preempted"] == (4 if fill == "m1.small" else 1)
+
+
+def test_suspended_vms_resume_by_themselves_when_the_urgent_vm_ends() -> None:
+    sc = Scenario(policy=P.SUSPENSION, urgent_runtime=1200.0)
+    r = run_scenario(sc, seed=3)
+    assert r.suspended == 1 and len(r.suspended_for) == 1
+    assert r.suspended_for[0] == pytest.approx(r.delays[0] + 1200.0)
+
+
+def test_migration_moves_one_small_vm_and_it_is_briefly_unreachable() -> None:
+    s = summarize(Scenario(policy=P.MIGRATION, nodes=2, fill="m1.small", free_cores=3))
+    ref = reference(P.MIGRATION, "m1.small")
+    assert ref is not None and isinstance(s["delay_mean"], float)
+    assert abs(s["delay_mean"] - ref[0]) < 2 * ref[1]
+    assert s["migrated"] == 1 and s["unavailable_for"] == pytest.approx(17, abs=3)
+
+
+def test_qos_shrinks_volunteers_then_gives_their_cores_back() -> None:
+    r = run_scenario(Scenario(policy=P.QOS, volunteers=1.0, urgent_runtime=900.0), seed=2)
+    assert r.shrunk == 2 and len(r.delays) == 1 and len(r.shrunk_for) == 2
+    none = run_scenario(Scenario(policy=P.QOS, volunteers=0.0, fill="c1.xlarge"), seed=2)
+    assert none.shrunk == 0  # nobody volunteered: nobody is shrunk, the urgent VM waits
+
+
+def test_the_cli_prints_each_policy_next_to_the_paper() -> None:
+    out = CliRunner().invoke(app, ["urgent", "simulate", "--trials", "5", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(line) for line in out.output.splitlines()]
+    assert [r["policy"] for r in rows] == [
+        "default", "urgent_only", "qos", "migration", "suspension", "preemption",
+    ]  # fmt: skip
+    assert rows[-1]["paper_mean"] == 270
+    bad = CliRunner().invoke(app, ["urgent", "simulate", "--fill", "m9.huge"])
+    assert bad.exit_code != 0 and "unknown VM type 'm9.huge'" in bad.output
