@@ -26,6 +26,7 @@ from pathlib import Path
 
 from elasticsite.boottime import contended
 from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
+from elasticsite.clouds.local_capacity import Effect, HostCapacity
 from elasticsite.clouds.local_registry import (
     CloudStateError,
     cloud_db,
@@ -61,7 +62,9 @@ class LocalCloud:
     ``boot_delay`` (+ uniform ``±boot_jitter``, + ``boot_slowdown`` for each other
     instance of this cloud booting with it, started before or during its boot:
     :mod:`elasticsite.boottime`) is how long an instance takes to join; ``fail_boot``
-    is the chance that it never joins. ``seed`` makes both reproducible.
+    is the chance that it never joins. ``seed`` makes both reproducible. With
+    ``capacity``, instances take slots on a fixed set of hosts and urgent launches get
+    their policy (:mod:`elasticsite.clouds.local_capacity`).
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class LocalCloud:
         fail_launch: float = 0.0,
         api_delay: float = 0.0,
         boot_slowdown: float = 0.0,
+        capacity: HostCapacity | None = None,
     ) -> None:
         for label, p in (("fail_boot", fail_boot), ("fail_launch", fail_launch)):
             if not 0.0 <= p <= 1.0:
@@ -95,6 +99,7 @@ class LocalCloud:
         self.fail_boot = fail_boot
         self.fail_launch = fail_launch
         self.api_delay = api_delay
+        self.capacity = capacity
         # Separate streams, so injecting API errors leaves boot times as they were.
         self._api_rng = random.Random(None if seed is None else seed + 1)
         self.db_path = self.state_dir / f"cloud-{name}.db"
@@ -130,6 +135,7 @@ class LocalCloud:
         now = time.time()
         fresh: list[tuple[str, str]] = []
         booting: list[int] = []
+        effects: list[Effect] = []
         with cloud_db(self.db_path) as db:
             for name in dict.fromkeys(names):
                 if db.execute("SELECT 1 FROM instances WHERE name = ?", (name,)).fetchone():
@@ -141,8 +147,12 @@ class LocalCloud:
                     (instance_id, name, all_tags[SITE_TAG], json.dumps(all_tags), vm_type.name,
                      vm_type.cores, now, now),
                 )  # fmt: skip
+                if self.capacity is not None:  # raises, rolling back, when there is no room
+                    effects += self.capacity.reserve(db, instance_id, name, vm_type, all_tags)
                 fresh.append((instance_id, name))
                 booting.append(slow_boots(db, self.boot_slowdown, instance_id))
+        if self.capacity is not None:
+            self.capacity.signal(effects)
         pids: list[tuple[int, str]] = []
         try:
             for k, (instance_id, name) in enumerate(fresh):
@@ -221,7 +231,16 @@ class LocalCloud:
 
     def describe(self) -> list[Instance]:
         """Every instance tagged with this site, in any state; terminated ones for an hour."""
+        self.settle()
         return self._describe(self.site_id)
+
+    def settle(self) -> None:
+        """On a finite cloud: resume and restore the instances urgent ones made room with."""
+        if self.capacity is None:
+            return
+        with cloud_db(self.db_path) as db:
+            effects = self.capacity.settle(db)
+        self.capacity.signal(effects)
 
     def _describe(self, site: str | None, names: Sequence[str] = ()) -> list[Instance]:
         now = time.time()
@@ -295,7 +314,9 @@ class LocalCloud:
                 if alive:
                     with suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGTERM)
+                        os.killpg(pid, signal.SIGCONT)  # a suspended worker must hear it
                     log.info("cloud %s: terminating %s (%s)", self.name, name, instance_id)
+        self.settle()
 
     def interrupt(self, instance_id: str, notice: float = 120.0) -> bool:
         """Give notice that the cloud takes ``instance_id`` back in ``notice`` seconds, as

@@ -6,12 +6,21 @@ that module, never load pydantic.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    model_validator,
+)
 
 from elasticsite.clouds.local import LocalCloud
+from elasticsite.clouds.local_capacity import HostCapacity
 from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
+from elasticsite.urgent.capacity import CloudPolicy, Host
 
 if TYPE_CHECKING:
     from elasticsite.config import CloudConfig
@@ -21,6 +30,15 @@ __all__ = ["LocalCloudOptions", "plugin"]
 
 _Seconds = Annotated[float, number("a number of seconds in [0, 86400]", 0.0, 86400.0)]
 _Probability = Annotated[float, number("a probability in [0, 1]", 0.0, 1.0)]
+
+
+class HostOptions(BaseModel):
+    """One host of a finite local cloud."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
+    cores: Annotated[int, Field(ge=1, le=4096)] = 8
+    memory_mb: Annotated[int, Field(ge=1, le=1 << 24)] = 16384
 
 
 class LocalCloudOptions(PluginOptions):
@@ -42,6 +60,10 @@ class LocalCloudOptions(PluginOptions):
     fail_launch: _Probability = 0.0
     api_delay: _Seconds = 0.0
     boot_slowdown: _Seconds = 0.0
+    hosts: list[HostOptions] | None = None
+    """A finite cloud: the hosts its instances take slots on (unlimited when absent)."""
+    urgent_policies: dict[Literal["red", "orange", "yellow"], CloudPolicy] = {}
+    """On a finite cloud: what an urgent launch of each urgency may do to make room."""
 
     @model_validator(mode="before")
     @classmethod
@@ -59,12 +81,19 @@ class LocalCloudOptions(PluginOptions):
 
 
 def _create(options: LocalCloudOptions, cloud: CloudConfig, site: SiteInfo) -> LocalCloud:
+    capacity = None
+    if options.hosts:
+        capacity = HostCapacity(
+            [Host(h.name, h.cores, h.memory_mb) for h in options.hosts],
+            {str(k): v for k, v in options.urgent_policies.items()},
+        )
     return LocalCloud(
         name=cloud.name,
         state_dir=site.state_dir,
         site_id=site.site_id,
         batch_path=site.batch_path,
-        **options.model_dump(),
+        capacity=capacity,
+        **options.model_dump(exclude={"hosts", "urgent_policies"}),
     )
 
 
