@@ -189,6 +189,9 @@ class Cause(enum.StrEnum):
     """The cloud announced it takes this spot instance back: drained before it goes."""
     SPOT_INTERRUPTED = "spot-interrupted"
     """The cloud took the spot instance back (its jobs are requeued)."""
+    URGENT = "urgent"
+    """An urgent job needs it: launched past the normal limits (the urgent allowance),
+    or a non-urgent worker terminated to make room for one under the cloud's quota."""
 
 
 class InvalidTransition(ValueError):
@@ -287,6 +290,9 @@ class CloudSpec:
     """Spot (preemptible) capacity: cheaper, and the cloud may take instances back."""
     spot_price_cap: float | None = None
     """The most a spot instance may cost per hour (the provider's bid); None: on-demand's."""
+    quota: int | None = None
+    """The provider's hard limit on this site's instances there (its account quota),
+    which even urgent bursts past ``max_instances`` stop at; None: no known limit."""
     waste_estimate: WasteEstimate = "observed"
     """``observed``: the core replaces ``boot_time`` and ``shutdown_time`` with the running
     means of what it saw (once it saw any); ``fixed``: they stay as configured."""
@@ -327,6 +333,9 @@ class Launch:
     count: int
     cause: Cause
     nodes: tuple[str, ...] = ()
+    urgency: str = ""
+    """``red``, ``orange`` or ``yellow`` when launched for an urgent job: a finite cloud
+    gives the launch that urgency's policy."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -38,10 +39,12 @@ on_shutdown = "leave"
 
 [policy]
 name = "on_demand"
+{policy}
 
 [[clouds]]
 name = "lab"
 max_instances = 2
+{cloud}
 boot_time = 0.3
 shutdown_time = 0.1
 options = {{boot_jitter = 0.1, poll_interval = 0.1, seed = 2}}
@@ -57,6 +60,15 @@ key_file = "{key}"
 def full(tmp_path: Path) -> Iterator[tuple[EmbeddedSite, Server, Path]]:
     """A running embedded site whose two workers are busy with carol's jobs, and the
     urgent server with a red token whose team is whoever runs the tests."""
+    with running_site(tmp_path) as found:
+        yield found
+
+
+@contextmanager
+def running_site(
+    tmp_path: Path, policy: str = "", cloud: str = "", carol_runs: float = 3.0
+) -> Iterator[tuple[EmbeddedSite, Server, Path]]:
+    """The site of :func:`full`, with ``policy`` and ``cloud`` lines added to its config."""
     (tmp_path / "server").mkdir()
     server = Server(tmp_path / "server")
     # The site's submit path: a resource principal for "lab", its key in a 0600 file.
@@ -70,14 +82,14 @@ def full(tmp_path: Path) -> Iterator[tuple[EmbeddedSite, Server, Path]]:
     server.store.activate(token, server.clock(), "manager")
     cfg = tmp_path / "site.toml"
     cfg.write_text(SITE.format(state=tmp_path / "state", port=server.port, ca=server.cert,
-                               key=key_file))  # fmt: skip
+                               key=key_file, policy=policy, cloud=cloud))  # fmt: skip
     site = open_site(load_config(cfg), tmp_path)
     manager = site.manager()
     thread = threading.Thread(target=manager.run, daemon=True)
     thread.start()
     try:
         for _ in range(2):
-            site.batch.submit(JobRequest(["sleep", "3"], 1, 60.0, "carol"))
+            site.batch.submit(JobRequest(["sleep", str(carol_runs)], 1, 600.0, "carol"))
         wait_for(lambda: sum(j.state is JobState.RUNNING for j in site.batch.jobs()) == 2,
                  60, "the cluster full")  # fmt: skip
         yield site, server, cfg

@@ -28,6 +28,10 @@ SITE_TAG = "elasticsite-site"
 """Tag whose value is the id of the site that owns the instance."""
 WORKER_TAG = "elasticsite-worker"
 """Tag whose value is the id of the worker the instance backs."""
+URGENCY_TAG = "elasticsite:urgency"
+"""``red``, ``orange`` or ``yellow`` on an instance launched for an urgent job."""
+VOLUNTEER_TAG = "elasticsite:volunteer"
+"""``yes``: the owner offers this instance as a target of a cloud's urgent policies."""
 
 
 class CloudError(Exception):

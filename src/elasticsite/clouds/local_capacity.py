@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-from elasticsite.clouds.base import CloudError
+from elasticsite.clouds.base import URGENCY_TAG, VOLUNTEER_TAG, CloudError
 from elasticsite.clouds.errors import ErrorKind
 from elasticsite.model import VMType
 from elasticsite.urgent.capacity import (
@@ -52,10 +52,6 @@ __all__ = ["PREEMPTED_TAG", "URGENCY_TAG", "VOLUNTEER_TAG", "Effect", "HostCapac
 
 log = logging.getLogger(__name__)
 
-URGENCY_TAG = "elasticsite:urgency"
-"""``red``, ``orange`` or ``yellow`` on an urgent launch."""
-VOLUNTEER_TAG = "elasticsite:volunteer"
-"""``yes``: the owner offers this instance as a target of urgent policies."""
 PREEMPTED_TAG = "elasticsite:preempted"
 """Set on an instance the cloud terminated for an urgent one: the urgent instance's name."""
 SUSPENDED_TAG = "elasticsite:suspended"

@@ -89,6 +89,8 @@ class SiteConfig(Strict):
             bursts_factor=p.bursts_factor,
             dedicated_workers=p.dedicated_workers,
             spend_cap_per_hour=p.spend_cap_per_hour,
+            urgent_extra_instances=p.urgent_extra_instances,
+            urgent_extra_spend_per_hour=p.urgent_extra_spend_per_hour,
             cloud_rule=p.cloud_rule,
             billing_margin=p.billing_margin,
             redirect_to=p.redirect_to,

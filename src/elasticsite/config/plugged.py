@@ -69,6 +69,9 @@ class CloudConfig(Strict):
     name: str
     driver: str = Field(plugins.DEFAULT_CLOUD_DRIVER, validate_default=True)
     max_instances: int = Field(10, ge=0)
+    quota: int | None = Field(
+        None, ge=0, description="the provider's limit on instances; urgent bursts stop there"
+    )
     price_per_hour: float = Field(0.0, ge=0)
     billing_increment: float = Field(1.0, gt=0, le=31 * DAY, description="seconds; 3600 = hourly")
     boot_time: float = Field(60.0, ge=0, le=DAY, description="estimate, seconds")
@@ -135,6 +138,7 @@ class CloudConfig(Strict):
             name=self.name,
             driver=self.driver,
             max_instances=self.max_instances,
+            quota=self.quota,
             price_per_hour=self.price_per_hour,
             billing_increment=self.billing_increment,
             boot_time=self.boot_time,

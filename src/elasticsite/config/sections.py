@@ -23,6 +23,12 @@ class PolicyConfig(Strict):
     bursts_factor: float = Field(2.0, gt=0)
     dedicated_workers: int = Field(10, ge=0)
     spend_cap_per_hour: float | None = Field(None, ge=0)
+    urgent_extra_instances: int = Field(
+        0, ge=0, description="workers urgent jobs may add past the clouds' max_instances"
+    )
+    urgent_extra_spend_per_hour: float = Field(
+        0.0, ge=0, description="spend per hour urgent jobs may add past spend_cap_per_hour"
+    )
     cloud_rule: CloudRule = "cheapest"
     billing_margin: float = Field(120.0, ge=0, le=31 * DAY, description="seconds")
     redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

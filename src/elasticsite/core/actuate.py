@@ -121,6 +121,7 @@ def apply(
                     w.cores,
                     not config.power_save,
                     w.vm_type if config.typed_nodes else "",
+                    launch.urgency,
                 ),
                 state,
             )

@@ -81,6 +81,8 @@ class AddAndLaunch:
     pool: str = ""
     """The VM type the node serves, for batch systems that match jobs to it (Cloud
     Scheduler mode); empty: any job."""
+    urgency: str = ""
+    """Set when launched for an urgent job: the instance is tagged with it."""
     kind = "launch"
 
 

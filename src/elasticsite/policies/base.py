@@ -60,6 +60,11 @@ class PolicySettings:
     bursts_factor: float = 2.0
     dedicated_workers: int = 10
     spend_cap_per_hour: float | None = None
+    urgent_extra_instances: int = 0
+    """Workers urgent jobs may add past the clouds' ``max_instances`` (0: none), up to
+    each cloud's ``quota`` (:mod:`elasticsite.policies.urgent`)."""
+    urgent_extra_spend_per_hour: float = 0.0
+    """Spend per hour urgent jobs may add past ``spend_cap_per_hour``."""
     cloud_rule: CloudRule = "cheapest"
     billing_margin: float = 120.0
     stall_timeout: float = 600.0

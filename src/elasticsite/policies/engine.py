@@ -9,7 +9,10 @@ the simulator on its virtual one. Around the policy it:
 * terminates draining workers whose last job has finished, unless the policy put
   them back into service (a draining worker is reused before any new launch);
 * drains idle workers (dearest first, paid time ignored) while the site spends
-  more per hour than ``spend_cap_per_hour``.
+  more per hour than ``spend_cap_per_hour`` (plus the urgent allowance while urgent
+  jobs wait or run);
+* launches past the normal limits for queued urgent jobs, when the site has an
+  urgent allowance (:mod:`elasticsite.policies.urgent`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from dataclasses import replace
 
 from elasticsite.model import Cause, Decision, Drain, Launch, Terminate, Worker, WorkerState
 from elasticsite.policies.base import Policy, PolicySettings
+from elasticsite.policies.urgent import enabled as urgent_enabled
+from elasticsite.policies.urgent import urgent_burst, urgent_jobs
 from elasticsite.snapshot import SiteSnapshot
 
 __all__ = ["evaluate"]
@@ -71,8 +76,14 @@ def evaluate(policy: Policy, snapshot: SiteSnapshot, settings: PolicySettings) -
         decision.launch = relabelled
 
     cap = settings.spend_cap_per_hour
+    urgent = urgent_enabled(settings) and bool(
+        urgent_jobs(view.queued) or urgent_jobs(view.running)
+    )
     if cap is not None:
-        _enforce_cap(view, cap, decision)
+        # While urgent jobs wait or run, their allowance is spent, not drained away.
+        _enforce_cap(view, cap + (settings.urgent_extra_spend_per_hour if urgent else 0), decision)
+    if urgent:
+        urgent_burst(view, settings, decision)
     lifecycle.extend(decision)
     return lifecycle
 
