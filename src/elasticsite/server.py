@@ -1,7 +1,8 @@
 """The project's one ASGI application and the uvicorn server that runs it.
 
 It serves the recontextualization broker at ``/`` and, when asked, the deadline
-advisor at ``/advisor``; the urgent-computing portals will be mounted here too.
+advisor at ``/advisor``; the urgent services at ``/urgent`` and their portals at
+``/urgent/portal``.
 :func:`build_server` holds the uvicorn settings that let one process keep many
 thousands of agents in long polls, and :class:`BrokerServer` accepts connections
 through the limits of :mod:`elasticsite.connlimits`, so that clients that never send a
@@ -73,7 +74,8 @@ def create_app(
     """The application: the broker (state in ``state_dir``) at ``/``; with ``advisor``,
     the deadline advisor at ``/advisor``, for bearers of ``advisor_token`` or the
     broker's admin token; with ``dashboard``, the site's dashboard at ``/dashboard``,
-    for the admin; with ``urgent``, the urgent-computing services at ``/urgent``."""
+    for the admin; with ``urgent``, the urgent-computing services at ``/urgent`` and
+    their portals at ``/urgent/portal``."""
     app = FastAPI(title="elasticsite", version=__version__)
     broker = open_broker(
         state_dir, admin_token=admin_token, public_url=public_url, history=history, limits=limits
@@ -86,6 +88,9 @@ def create_app(
         from elasticsite.urgent import routes as urgent_routes
 
         urgent_routes.install(app, urgent)
+        from elasticsite.urgent import portal as urgent_portal
+
+        urgent_portal.install(app, urgent)
     if dashboard is not None:
         from elasticsite.dashboard import routes as dashboard_routes
 

@@ -148,7 +148,7 @@ def test_the_token_manager_and_team_members_through_a_session(site: Site) -> Non
     }
     # Before the session starts, ann is refused and says why.
     r = auth(site, "user", "cluster", "orange")
-    assert r.json() == {"ok": False, "token_id": None, "compensation": False,
+    assert r.json() == {"ok": False, "token_id": None, "compensation": False, "policy": None,
                         "reason": "the session has not been started"}  # fmt: skip
     assert site.call("POST", "/urgent/token/activate", token=value).json()["state"] == "active"
     assert site.call("POST", "/urgent/token/activate", token=value).status_code == 409

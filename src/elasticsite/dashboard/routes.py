@@ -34,13 +34,13 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from elasticsite.dashboard.history import HistoryReader
 from elasticsite.dashboard.views import STATES, age_text, overview
 
-__all__ = ["SESSION_COOKIE", "Dashboard", "install"]
+__all__ = ["PAGE_HEADERS", "SESSION_COOKIE", "Dashboard", "install", "read_form"]
 
 SESSION_COOKIE = "elasticsite_session"
 CSRF_COOKIE = "elasticsite_csrf"
 SESSION_SECONDS = 12 * 3600
 REFRESH_SECONDS = 5
-_HEADERS = {
+PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Frame-Options": "DENY",
@@ -105,7 +105,7 @@ class Dashboard:
         return self.env.get_template(name).render(**context)
 
 
-async def _form(request: Request) -> dict[str, str]:
+async def read_form(request: Request) -> dict[str, str]:
     """A urlencoded form's fields (the first of each), at most 4 KiB of it."""
     if request.headers.get("content-type", "").split(";")[0].strip() != (
         "application/x-www-form-urlencoded"
@@ -122,7 +122,7 @@ async def _form(request: Request) -> dict[str, str]:
 
 
 def _page(body: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(body, status_code=status, headers=_HEADERS)
+    return HTMLResponse(body, status_code=status, headers=PAGE_HEADERS)
 
 
 def install(
@@ -144,7 +144,7 @@ def install(
     @app.get("/dashboard", include_in_schema=False)
     def main(request: Request) -> Response:
         if not signed_in(request):
-            return RedirectResponse("/dashboard/login", 303, headers=_HEADERS)
+            return RedirectResponse("/dashboard/login", 303, headers=PAGE_HEADERS)
         view = overview(dashboard.reader, dashboard.clock(), stale_after=dashboard.stale_after)
         return _page(dashboard.render("main.html.j2", v=view, states=STATES,
                                       csrf=dashboard.session(request) or "",
@@ -160,7 +160,7 @@ def install(
     @app.get("/dashboard/workers", include_in_schema=False)
     def workers(request: Request) -> Response:
         if not signed_in(request):
-            return RedirectResponse("/dashboard/login", 303, headers=_HEADERS)
+            return RedirectResponse("/dashboard/login", 303, headers=PAGE_HEADERS)
         view = overview(dashboard.reader, dashboard.clock(), stale_after=dashboard.stale_after)
         return _page(dashboard.render("workers.html.j2", v=view,
                                       csrf=dashboard.session(request) or ""))  # fmt: skip
@@ -176,16 +176,16 @@ def install(
 
     @app.post("/dashboard/login", include_in_schema=False)
     async def login(request: Request) -> Response:
-        fields = await _form(request)
+        fields = await read_form(request)
         token, csrf = fields.get("token", ""), fields.get("csrf", "")
         expected = request.cookies.get(CSRF_COOKIE, "")
         if not expected or not hmac.compare_digest(csrf.encode(), expected.encode()):
             raise HTTPException(403, "the sign-in form expired; load it again")
         if not is_admin_token(token.strip()):
             await asyncio.sleep(0.5)  # a guess costs time
-            return RedirectResponse("/dashboard/login?failed=1", 303, headers=_HEADERS)
+            return RedirectResponse("/dashboard/login?failed=1", 303, headers=PAGE_HEADERS)
         value, _ = dashboard.open_session()
-        done = RedirectResponse("/dashboard", 303, headers=_HEADERS)
+        done = RedirectResponse("/dashboard", 303, headers=PAGE_HEADERS)
         done.set_cookie(SESSION_COOKIE, value, max_age=SESSION_SECONDS, path="/dashboard",
                         httponly=True, secure=secure(request), samesite="strict")  # fmt: skip
         done.delete_cookie(CSRF_COOKIE, path="/dashboard")
@@ -193,12 +193,12 @@ def install(
 
     @app.post("/dashboard/logout", include_in_schema=False)
     async def logout(request: Request) -> Response:
-        csrf = (await _form(request)).get("csrf", "")
+        csrf = (await read_form(request)).get("csrf", "")
         expected = dashboard.session(request)
         if expected is None or not hmac.compare_digest(csrf.encode(), expected.encode()):
             raise HTTPException(403, "not signed in, or a stale form")
         dashboard.close_session(request)
-        done = RedirectResponse("/dashboard/login", 303, headers=_HEADERS)
+        done = RedirectResponse("/dashboard/login", 303, headers=PAGE_HEADERS)
         done.delete_cookie(SESSION_COOKIE, path="/dashboard")
         return done
 

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from elasticsite.context.auth import BEARER, parse_authorization
 from elasticsite.urgent.principals import Principal, Principals
+from elasticsite.urgent.resources import ResourcePolicies
 from elasticsite.urgent.store import RATE_LIMITED, UrgentStore
 from elasticsite.urgent.tokens import Token, Urgency
 
@@ -102,6 +103,9 @@ class AuthenticateOut(_Model):
     compensation: bool = Field(
         False, description="a single-use compensation session: the job runs next-to-run"
     )
+    policy: str | None = Field(
+        None, description="the policy the resource's administrators map this urgency to"
+    )
 
 
 class CompensationIn(_Model):
@@ -134,6 +138,7 @@ class UrgentService:
     def __init__(self, store: UrgentStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.principals = Principals(store.db)
+        self.resources = ResourcePolicies(store.db)
         self.clock = clock
         self.lock = threading.Lock()
 
@@ -224,11 +229,13 @@ def authenticated(service: UrgentService, body: AuthenticateIn, identity: str,
         token, why = service.store.authenticate(
             body.resource, identity, Urgency.parse(body.urgency), service.clock(), source
         )
+        policy = service.resources.policy(body.resource, body.urgency) if token else None
     if why == RATE_LIMITED:
         return 429, json.dumps({"detail": RATE_LIMITED}, separators=(",", ":")).encode()
     return 200, json.dumps({"ok": token is not None, "token_id": token.id if token else None,
                             "reason": why or "",
-                            "compensation": bool(token and token.single_use)},
+                            "compensation": bool(token and token.single_use),
+                            "policy": policy},
                            separators=(",", ":")).encode()  # fmt: skip
 
 

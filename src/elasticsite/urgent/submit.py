@@ -3,8 +3,9 @@
 This is the resource's submit path (``elasticsite urgent submit``). With the resource's
 key it asks the urgent services whether the submitting identity may run at the
 urgency asked, here, now; refused, nothing is submitted and the reason is returned.
-Allowed, the job is submitted as that identity and given the policy the site maps the
-urgency to (``[urgent] policies``); a compensation session always gets next-to-run. The
+Allowed, the job is submitted as that identity and given the policy the resource's
+administrators mapped the urgency to on the server if that is a batch policy, else the
+site's own ``[urgent] policies``; a compensation session always gets next-to-run. The
 owner of every job preemption stopped is given a compensation session at once.
 """
 
@@ -18,7 +19,7 @@ import httpx
 
 from elasticsite.batch.base import BatchSystem, JobRequest
 from elasticsite.config.urgent import UrgentConfig
-from elasticsite.urgent.batch_policies import elevate
+from elasticsite.urgent.batch_policies import BATCH_POLICIES, elevate
 
 __all__ = ["Submitted", "UrgentRefused", "read_key", "submit_urgent"]
 
@@ -74,7 +75,13 @@ def submit_urgent(
     answer = r.json()
     if not answer["ok"]:
         raise UrgentRefused(answer["reason"])
-    policy = "next_to_run" if answer.get("compensation") else config.policies[urgency]  # type: ignore[index]
+    mapped = answer.get("policy")
+    if answer.get("compensation"):
+        policy = "next_to_run"
+    elif mapped in BATCH_POLICIES:  # the resource's administrators' map comes first
+        policy = mapped
+    else:
+        policy = config.policies[urgency]  # type: ignore[index]
     attributes = {**request.attributes, "urgency": urgency}
     job_id = batch.submit(JobRequest(request.command, request.cores, request.walltime,
                                      request.user, request.priority, attributes))  # fmt: skip

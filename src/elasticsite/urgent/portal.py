@@ -1,0 +1,323 @@
+"""The urgent portals: server-rendered pages over the urgent services, at ``/urgent/portal``.
+
+Three kinds of visitor sign in at ``/urgent/portal/login`` with what they already hold:
+
+* an **administrator** (an ``esk_`` key of role admin) gets the administrators' portal
+  (:mod:`.portal_admin`): their resources and each one's urgency → policy map, their
+  tokens (issue, expire), and the audit log with filters;
+* a **user** (an ``esk_`` key of role user) gets "my sessions": the sessions they are a
+  member of, the time left in each, and their urgent submissions;
+* the **token manager** (the token's value) gets the token's page: its attributes and
+  time left, starting the session, adding and removing team members.
+
+Plain forms, no script at all. A session is a random cookie (8 hours, HttpOnly,
+SameSite=Strict, Secure over HTTPS, path ``/urgent/portal``) whose digest alone is
+kept, in memory; every form carries the session's CSRF token, and the sign-in form one
+bound to a cookie of its own. Wrong keys and tokens count as refused attempts of their
+source (audited, rate-limited as the REST services are). Pages forbid framing and allow
+only the portal's own stylesheet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from elasticsite.dashboard.routes import PAGE_HEADERS, read_form
+from elasticsite.urgent.routes import UrgentService
+from elasticsite.urgent.store import RATE_LIMITED
+from elasticsite.urgent.tokens import TokenState, check_identities
+
+__all__ = ["PORTAL", "Portal", "Visitor", "install"]
+
+PORTAL = "/urgent/portal"
+SESSION_COOKIE = "urgent_session"
+LOGIN_COOKIE = "urgent_login"
+SESSION_SECONDS = 8 * 3600
+MAX_SESSIONS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Visitor:
+    """Who a portal session belongs to: ``kind`` admin, user or manager."""
+
+    kind: str
+    name: str
+    csrf: str
+    token_id: str = ""
+    resources: tuple[str, ...] = ()
+    """An administrator's resources."""
+    identities: tuple[tuple[str, str], ...] = ()
+    """A user's identity on each resource."""
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    h, rest = divmod(seconds, 3600)
+    return f"{h} h {rest // 60:02d} min" if h else f"{rest // 60} min {rest % 60:02d} s"
+
+
+class Portal:
+    """The portals' sessions and templates, over one :class:`UrgentService`."""
+
+    def __init__(self, service: UrgentService) -> None:
+        self.service = service
+        self._sessions: dict[str, tuple[float, Visitor]] = {}
+        self.env = Environment(
+            loader=PackageLoader("elasticsite", "urgent/templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+        )
+        self.env.filters["clock"] = lambda t: (
+            "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+        )
+        self.env.filters["duration"] = duration
+
+    def open(
+        self,
+        visitor_kind: str,
+        name: str,
+        token_id: str = "",
+        resources: tuple[str, ...] = (),
+        identities: tuple[tuple[str, str], ...] = (),
+    ) -> tuple[str, Visitor]:
+        now = self.service.clock()
+        for key in [k for k, (exp, _) in self._sessions.items() if exp < now]:
+            del self._sessions[key]
+        if len(self._sessions) >= MAX_SESSIONS:  # never grow without bound
+            del self._sessions[min(self._sessions, key=lambda k: self._sessions[k][0])]
+        value = secrets.token_urlsafe(32)
+        visitor = Visitor(
+            visitor_kind, name, secrets.token_urlsafe(24), token_id, resources, identities
+        )
+        self._sessions[_digest(value)] = (now + SESSION_SECONDS, visitor)
+        return value, visitor
+
+    def visitor(self, request: Request) -> Visitor | None:
+        value = request.cookies.get(SESSION_COOKIE)
+        found = self._sessions.get(_digest(value)) if value else None
+        if found is None or found[0] < self.service.clock():
+            return None
+        return found[1]
+
+    def close(self, request: Request) -> None:
+        value = request.cookies.get(SESSION_COOKIE)
+        if value:
+            self._sessions.pop(_digest(value), None)
+
+    def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        body = self.env.get_template(name).render(portal=PORTAL, **context)
+        return HTMLResponse(body, status_code=status, headers=PAGE_HEADERS)
+
+    async def form(self, request: Request, kind: str | None = None) -> tuple[Visitor, dict]:
+        """The signed-in visitor (of ``kind``, if given) and their CSRF-checked form."""
+        visitor = self.visitor(request)
+        fields = await read_form(request)
+        if visitor is None or not hmac.compare_digest(
+            fields.get("csrf", "").encode(), visitor.csrf.encode()
+        ):
+            raise HTTPException(403, "not signed in, or a stale form: load the page again")
+        if kind is not None and visitor.kind != kind:
+            raise HTTPException(403, f"this is for the {kind}")
+        return visitor, fields
+
+
+def redirect(path: str) -> RedirectResponse:
+    return RedirectResponse(PORTAL + path, 303, headers=PAGE_HEADERS)
+
+
+def source(request: Request) -> str:
+    return request.client.host if request.client else ""
+
+
+def install(app: FastAPI, service: UrgentService) -> Portal:
+    """Mount the portals on ``app`` (next to the urgent services of ``service``)."""
+    from elasticsite.urgent import portal_admin
+
+    portal = Portal(service)
+    static = files("elasticsite").joinpath("urgent/static")
+
+    def secure(request: Request) -> bool:
+        return request.url.scheme == "https"
+
+    @app.get(PORTAL, include_in_schema=False)
+    def home(request: Request) -> Response:
+        v = portal.visitor(request)
+        if v is None:
+            return redirect("/login")
+        return redirect({"admin": "/admin", "user": "/me", "manager": "/token"}[v.kind])
+
+    @app.get(PORTAL + "/login", include_in_schema=False)
+    def login_form(request: Request, failed: str = "") -> Response:
+        csrf = secrets.token_urlsafe(24)
+        why = {"1": "That key or token is not known here.", "rate": RATE_LIMITED,
+               "role": "Resource keys are for submit paths, not the portal."}  # fmt: skip
+        page = portal.page("login.html.j2", 401 if failed else 200, csrf=csrf,
+                           failed=why.get(failed, ""))  # fmt: skip
+        page.set_cookie(LOGIN_COOKIE, csrf, max_age=600, path=PORTAL, httponly=True,
+                        secure=secure(request), samesite="strict")  # fmt: skip
+        return page
+
+    @app.post(PORTAL + "/login", include_in_schema=False)
+    async def login(request: Request) -> Response:
+        fields = await read_form(request)
+        expected = request.cookies.get(LOGIN_COOKIE, "")
+        if not expected or not hmac.compare_digest(
+            fields.get("csrf", "").encode(), expected.encode()
+        ):
+            raise HTTPException(403, "the sign-in form expired; load it again")
+        credential = fields.get("credential", "").strip()
+        now, src = service.clock(), source(request)
+        with service.lock:
+            if service.store.source_blocked(src, now):
+                return redirect("/login?failed=rate")
+            if credential.startswith("esk_"):
+                who = service.principals.by_key(credential)
+                token = None
+            else:
+                who, token = None, service.store.by_value(credential)
+            if who is None and token is None:
+                service.store.wrong_token(src, now)
+        if who is None and token is None:
+            await asyncio.sleep(0.5)  # a guess costs time
+            return redirect("/login?failed=1")
+        if who is not None and who.role == "resource":
+            return redirect("/login?failed=role")
+        if who is not None:
+            value, _ = portal.open(
+                who.role,
+                who.name,
+                resources=tuple(sorted(who.resources)),
+                identities=tuple(sorted(who.identities.items())),
+            )
+        else:
+            assert token is not None
+            value, _ = portal.open("manager", "token manager", token.id)
+        done = home(request)
+        done.headers["location"] = PORTAL
+        done.set_cookie(SESSION_COOKIE, value, max_age=SESSION_SECONDS, path=PORTAL,
+                        httponly=True, secure=secure(request), samesite="strict")  # fmt: skip
+        done.delete_cookie(LOGIN_COOKIE, path=PORTAL)
+        return done
+
+    @app.post(PORTAL + "/logout", include_in_schema=False)
+    async def logout(request: Request) -> Response:
+        await portal.form(request)
+        portal.close(request)
+        done = redirect("/login")
+        done.delete_cookie(SESSION_COOKIE, path=PORTAL)
+        return done
+
+    @app.get(PORTAL + "/static/portal.css", include_in_schema=False)
+    def stylesheet() -> Response:
+        return Response(static.joinpath("portal.css").read_text(), media_type="text/css",
+                        headers={"Cache-Control": "max-age=300",
+                                 "X-Content-Type-Options": "nosniff"})  # fmt: skip
+
+    # -- the token manager ------------------------------------------------------------
+
+    def managed(request: Request) -> tuple[Visitor, Any] | None:
+        v = portal.visitor(request)
+        if v is None or v.kind != "manager":
+            return None
+        with service.lock:
+            return v, service.store.get(v.token_id)
+
+    @app.get(PORTAL + "/token", include_in_schema=False)
+    def token_page(request: Request, error: str = "") -> Response:
+        found = managed(request)
+        if found is None or found[1] is None:
+            return redirect("/login")
+        v, token = found
+        now = service.clock()
+        return portal.page("token.html.j2", v=v, t=token, state=token.state(now).value,
+                           left=token.time_left(now), error=error,
+                           resources=sorted(token.resources))  # fmt: skip
+
+    @app.post(PORTAL + "/token/activate", include_in_schema=False)
+    async def activate(request: Request) -> Response:
+        v, _ = await portal.form(request, "manager")
+        with service.lock:
+            token = service.store.get(v.token_id)
+            if token is None:
+                raise HTTPException(404, "the token is gone")
+            try:
+                service.store.activate(token, service.clock(), "token manager")
+            except ValueError as exc:
+                return portal.page("token.html.j2", 409, v=v, t=token, error=str(exc),
+                                   state=token.state(service.clock()).value,
+                                   left=None, resources=sorted(token.resources))  # fmt: skip
+        return redirect("/token")
+
+    @app.post(PORTAL + "/token/members", include_in_schema=False)
+    async def add_member(request: Request) -> Response:
+        v, fields = await portal.form(request, "manager")
+        name = fields.get("name", "").strip()
+        with service.lock:
+            token = service.store.get(v.token_id)
+            if token is None:
+                raise HTTPException(404, "the token is gone")
+            ids = {r: fields.get(f"id:{r}", "") for r in token.resources}
+            ids = {r: i for r, i in ids.items() if i.strip()}
+            try:
+                if not name or len(name) > 128 or any(ord(c) < 33 for c in name):
+                    raise ValueError("a member's name is 1-128 characters without spaces")
+                check_identities(token.resources, ids)
+                service.store.add_member(token.id, name, ids, service.clock(), "token manager")
+            except ValueError as exc:
+                now = service.clock()
+                return portal.page("token.html.j2", 422, v=v, t=token, error=str(exc),
+                                   state=token.state(now).value, left=token.time_left(now),
+                                   resources=sorted(token.resources))  # fmt: skip
+        return redirect("/token")
+
+    @app.post(PORTAL + "/token/members/{name}/remove", include_in_schema=False)
+    async def remove_member(name: str, request: Request) -> Response:
+        v, _ = await portal.form(request, "manager")
+        with service.lock:
+            try:
+                service.store.remove_member(v.token_id, name, service.clock(), "token manager")
+            except KeyError:
+                raise HTTPException(404, f"no member {name!r}") from None
+        return redirect("/token")
+
+    # -- a team member ----------------------------------------------------------------
+
+    @app.get(PORTAL + "/me", include_in_schema=False)
+    def me(request: Request) -> Response:
+        v = portal.visitor(request)
+        if v is None or v.kind != "user":
+            return redirect("/login")
+        now = service.clock()
+        with service.lock:
+            identities = dict(v.identities)
+            sessions: dict[str, Any] = {}
+            runs = []
+            for resource, identity in identities.items():
+                for t in service.store.sessions_of(resource, identity, now):
+                    sessions.setdefault(t.id, t)
+                found = service.store.audit(resource=resource, identity=identity, limit=100)
+                runs += [r for r in found if r.action == "authenticate"]
+        runs.sort(key=lambda r: -r.at)
+        rows = [(t, t.state(now).value, t.time_left(now)) for t in sessions.values()]
+        active = [r for r in rows if r[1] == TokenState.ACTIVE.value]
+        return portal.page("me.html.j2", v=v, identities=identities, sessions=rows,
+                           active=active, runs=runs[:100])  # fmt: skip
+
+    portal_admin.install(app, portal)
+    return portal
