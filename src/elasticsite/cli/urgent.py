@@ -1,5 +1,6 @@
 """``elasticsite urgent key add|list|remove``: the principals of the urgent services;
-``elasticsite urgent submit``: an urgent job on this site, as the one who runs it.
+``elasticsite urgent submit``: an urgent job on this site, as the one who runs it;
+``elasticsite urgent gate``: the local socket that submits for users as who they are.
 
 The keys live with the server's state (``urgent.db`` in its ``--state-dir``, 0600); a
 key is printed once, when made, and only its digest is kept. Serve the services with
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -120,10 +121,8 @@ def submit(
     """Submit an urgent job as yourself: urgent submit --urgency red -- ./forecast.sh"""
     import getpass
 
-    import httpx
-
     from elasticsite.batch.base import BatchError, JobRequest
-    from elasticsite.urgent.submit import UrgentRefused, submit_urgent
+    from elasticsite.urgent.submit import Submitted, UrgentRefused
 
     urgency = urgency.strip().lower()
     if urgency not in ("red", "orange", "yellow"):
@@ -133,21 +132,94 @@ def submit(
     if cfg is None:
         raise fail(f"{config_path(config)}: no [urgent] section: this site takes no urgent jobs")
     where = resource or cfg.resource or site.config.manager.site_id
-    verify: bool | str = cfg.ca if cfg.ca else True
-    request = JobRequest(list(command), cores, walltime, getpass.getuser())
-    try:
-        with httpx.Client(base_url=cfg.server, verify=verify, timeout=30) as client:
-            done = submit_urgent(site.batch, cfg, where, request, urgency, client)
-    except UrgentRefused as exc:
-        err.print(f"urgent submit refused: {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
-    except BatchError as exc:
-        raise fail(str(exc)) from None
+    user = getpass.getuser()
+    if cfg.socket:  # through the gate: it learns who we are from the kernel
+        from elasticsite.urgent.gate import GateError, ask_gate
+
+        ask = {"urgency": urgency, "command": list(command), "cores": cores,
+               "walltime": walltime, "resource": resource}  # fmt: skip
+        try:
+            answer = ask_gate(cfg.socket, ask)
+        except GateError as exc:
+            err.print(f"urgent submit refused: {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        done = Submitted(answer["job_id"], answer["policy"], answer["token_id"],
+                         answer.get("preempted", []), note=answer.get("note", ""))  # fmt: skip
+        user, where = answer["user"], answer["resource"]
+    else:
+        try:
+            done = _submit(site, where, JobRequest(list(command), cores, walltime, user), urgency)
+        except UrgentRefused as exc:
+            err.print(f"urgent submit refused: {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        except BatchError as exc:
+            raise fail(str(exc)) from None
     console.print(done.job_id, highlight=False)
     err.print(
-        f"urgent job {done.job_id} on {where} as {request.user}: {urgency}, {done.policy}"
+        f"urgent job {done.job_id} on {where} as {user}: {urgency}, {done.policy}"
         + (f"; preempted {', '.join(done.preempted)}" if done.preempted else "")
         + (f"; {done.note}" if done.note else ""),
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _submit(site: Any, where: str, request: Any, urgency: str) -> Any:
+    """Authenticate ``request`` with the resource's key, submit it and elevate it."""
+    import httpx
+
+    from elasticsite.urgent.submit import submit_urgent
+
+    cfg = site.config.urgent
+    verify: bool | str = cfg.ca if cfg.ca else True
+    with httpx.Client(base_url=cfg.server, verify=verify, timeout=30) as client:
+        return submit_urgent(site.batch, cfg, where, request, urgency, client)
+
+
+@urgent_app.command("gate")
+def gate(
+    config: ConfigOpt = None,
+    socket: Annotated[
+        Path | None, typer.Option(help="Default: [urgent] socket of the configuration.")
+    ] = None,
+) -> None:
+    """Serve the site's urgent submit gate on a local socket, until stopped.
+
+    Run it as the site (the one account that can read the resource's key); users then
+    submit with `elasticsite urgent submit`, as the Unix user the kernel says they are.
+    """
+    from elasticsite.batch.base import BatchError, JobRequest
+    from elasticsite.urgent.gate import Gate, GateError
+    from elasticsite.urgent.submit import UrgentRefused
+
+    site = open_configured_site(config)
+    cfg = site.config.urgent
+    if cfg is None:
+        raise fail(f"{config_path(config)}: no [urgent] section: this site takes no urgent jobs")
+    path = socket or (Path(cfg.socket) if cfg.socket else None)
+    if path is None:
+        raise fail("give --socket, or set [urgent] socket")
+    default = cfg.resource or site.config.manager.site_id
+
+    def handle(user: str, req: Any) -> dict[str, Any]:
+        where = req["resource"] or default
+        request = JobRequest(req["command"], req["cores"], req["walltime"], user)
+        try:
+            done = _submit(site, where, request, req["urgency"])
+        except (UrgentRefused, BatchError) as exc:
+            raise GateError(str(exc)) from None
+        return {"ok": True, "job_id": done.job_id, "policy": done.policy,
+                "token_id": done.token_id, "preempted": done.preempted, "note": done.note,
+                "user": user, "resource": where}  # fmt: skip
+
+    try:
+        server = Gate(path, handle)
+    except OSError as exc:
+        raise fail(f"cannot listen on {path}: {exc.strerror or exc}") from None
+    err.print(f"urgent gate on {path} for {default}; Ctrl-C stops it", highlight=False)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()

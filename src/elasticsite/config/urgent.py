@@ -28,6 +28,11 @@ class UrgentConfig(Strict):
     resource: str = Field("", description="this site's name in tokens (default: the site id)")
     ca: str | None = Field(None, description="PEM file the server's certificate is checked with")
     key_file: str = Field(description="file holding this resource's key (esk_...), mode 0600")
+    socket: str | None = Field(
+        None,
+        description="the urgent gate's Unix socket (elasticsite urgent gate): users submit "
+        "through it, as the Unix user the kernel reports, without reading key_file",
+    )
     policies: dict[Urgency, Policy] = Field(
         default_factory=lambda: dict(DEFAULT_POLICIES),
         description="the elevated-priority policy each urgency gets here",

@@ -1,4 +1,5 @@
-"""Urgent jobs on a real Slurm: a higher priority, next-to-run, and preemption.
+"""Urgent jobs on a real Slurm: a higher priority, next-to-run, and preemption, through
+the adapter's hooks and through the urgent policies that call them.
 
 The static node ``localhost`` is filled by a blocker so the jobs under test wait;
 the order in which they start afterwards is what a user would see.
@@ -11,6 +12,7 @@ from tests.integration.slurm.conftest import TrackedSlurm, tracked, wait_for
 
 from elasticsite.batch.base import BatchError, JobRequest
 from elasticsite.batch.slurm import SlurmBatch
+from elasticsite.urgent.batch_policies import elevate
 
 pytestmark = pytest.mark.slow
 
@@ -90,3 +92,45 @@ def test_preempt_puts_a_running_job_back_in_the_queue(slurm: SlurmBatch, local_c
     slurm.cancel(job)
     with pytest.raises(BatchError):
         slurm.set_priority(job, 5)  # finished jobs refuse
+
+
+def test_an_urgent_job_next_to_run_goes_ahead_of_every_waiting_job(
+    slurm: SlurmBatch, local_cores: int
+) -> None:
+    blocker = fill_localhost(slurm, local_cores)
+    waiting = [
+        slurm.submit(JobRequest(["sleep", "30"], cores=local_cores, walltime=60)) for _ in range(2)
+    ]
+    job = slurm.submit(
+        JobRequest(["sleep", "5"], local_cores, 60, attributes={"urgency": "orange"})
+    )
+    done = elevate(slurm, job, local_cores, "next_to_run")
+    assert done.preempted == [] and queued_ids(slurm)[0] == job
+    slurm.cancel(blocker)
+    assert next_started(slurm, {job, *waiting}) == job
+
+
+def test_an_urgent_job_with_preemption_starts_at_once_and_the_victim_waits(
+    slurm: SlurmBatch, local_cores: int
+) -> None:
+    victim = fill_localhost(slurm, local_cores)
+    waiting = slurm.submit(JobRequest(["sleep", "30"], cores=local_cores, walltime=60))
+    job = slurm.submit(JobRequest(["sleep", "5"], local_cores, 60, attributes={"urgency": "red"}))
+    done = elevate(slurm, job, local_cores, "preemption")
+    assert [j.id for j in done.preempted] == [victim]
+    # Within a scheduling pass: the urgent job runs, the victim is queued again (not lost).
+    assert next_started(slurm, {job, waiting}) == job
+    view = slurm.snapshot()
+    assert victim in {j.id for j in view.queued}
+    assert victim not in {j.id for j in view.running}
+
+
+def test_a_job_for_another_user_runs_as_that_user(slurm: SlurmBatch) -> None:
+    # The urgent gate submits as root for the Unix user the kernel named.
+    job = slurm.submit(JobRequest(["sleep", "30"], cores=1, walltime=60, user="nobody"))
+    found = wait_for(lambda: next((j for j in slurm.snapshot().queued + slurm.snapshot().running
+                                   if j.id == job), None), what="the job")  # fmt: skip
+    assert found.user == "nobody"
+    slurm.cancel(job)
+    with pytest.raises(BatchError, match="not a valid user name"):
+        slurm.submit(JobRequest(["true"], user="-x"))

@@ -1,0 +1,34 @@
+"""Submitting for another user on Slurm: only root may, and only with ``--uid``."""
+
+from __future__ import annotations
+
+import getpass
+
+import pytest
+
+from elasticsite.batch.base import BatchError
+from elasticsite.batch.slurm import _as_user
+
+
+def test_the_caller_needs_no_flag() -> None:
+    assert _as_user("") == [] and _as_user(getpass.getuser()) == []
+
+
+def test_root_submits_for_another_user_with_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert _as_user("ann") == ["--uid=ann"]
+
+
+def test_anyone_else_is_refused_rather_than_running_the_job_as_themself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    monkeypatch.setattr("getpass.getuser", lambda: "svc")
+    with pytest.raises(BatchError, match="only root may submit for another user"):
+        _as_user("ann")
+
+
+@pytest.mark.parametrize("name", ["-x", "a b", "ann;id", "x" * 40, "$(id)"])
+def test_names_that_are_no_user_names_are_refused(name: str) -> None:
+    with pytest.raises(BatchError, match="not a valid user name"):
+        _as_user(name)
