@@ -23,6 +23,7 @@ from elasticsite.cli.common import (
     fail,
     open_configured_site,
 )
+from elasticsite.cli.urgent_drill import drill as _drill
 from elasticsite.cli.urgent_sim import simulate as _simulate
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ urgent_app = typer.Typer(
 key_app = typer.Typer(help="API keys of administrators, users and resources.", no_args_is_help=True)
 urgent_app.add_typer(key_app, name="key")
 urgent_app.command("simulate")(_simulate)
+urgent_app.command("drill")(_drill)
 
 StateDir = Annotated[
     Path, typer.Option("--state-dir", help="The server's state directory (holds urgent.db).")

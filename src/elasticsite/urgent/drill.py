@@ -1,0 +1,118 @@
+"""Warm standby: urgent drills that test each policy and feed the advisor's history.
+
+A drill is a real urgent job, small and harmless (``true`` by default), submitted on a
+resource and given one elevated-priority policy exactly as an urgent job would be
+(:func:`~.batch_policies.elevate`). It proves the policy still works there, and its
+allocation delay (submitted to started) and execution delay (started to finished)
+become observations of source ``drill`` in the advisor's history, under that resource
+and policy, so the advisor's bounds for urgent runs rest on fresh measurements.
+
+A preemption drill preempts like the real thing (volunteers first): run it where the
+owners agreed to that. A drill that does not start or finish within its timeout is
+cancelled and reported, and nothing is recorded for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+
+from elasticsite.advisor.history import Observation
+from elasticsite.batch.base import BatchError, BatchSystem, JobRequest
+from elasticsite.urgent.batch_policies import BATCH_POLICIES, elevate
+
+__all__ = ["DrillResult", "drill"]
+
+
+@dataclass(frozen=True, slots=True)
+class DrillResult:
+    resource: str
+    policy: str
+    job_id: str
+    allocation: float | None = None
+    execution: float | None = None
+    preempted: int = 0
+    error: str = ""
+
+    def observations(self, at: float) -> list[Observation]:
+        """What the advisor learns from it (nothing from a failed drill)."""
+        if self.error or self.allocation is None or self.execution is None:
+            return []
+        trial = f"drill-{self.resource}-{self.job_id}"
+        ref, res, pol = self.job_id, self.resource, self.policy
+        return [
+            Observation(phase="allocation", resource=res, value=self.allocation,
+                        at=at - self.execution, source="drill", policy=pol, ref=ref,
+                        trial=trial),
+            Observation(phase="execution", resource=res, value=self.execution, at=at,
+                        source="drill", policy=pol, ref=ref, trial=trial),
+        ]  # fmt: skip
+
+
+def drill(
+    batch: BatchSystem,
+    resource: str,
+    policy: str,
+    command: Sequence[str] = ("true",),
+    *,
+    cores: int = 1,
+    walltime: float = 300.0,
+    timeout: float = 3600.0,
+    poll: float = 1.0,
+    user: str = "",
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> DrillResult:
+    """Submit one drill job with ``policy`` and follow it to its end."""
+    if policy not in BATCH_POLICIES:
+        raise ValueError(f"policy {policy!r}: a drill tests {', '.join(BATCH_POLICIES)}")
+    attrs = {"urgency": "drill", "drill": "yes", "requeue": "no"}
+    asked = clock()
+    job_id = batch.submit(JobRequest(list(command), cores, walltime, user, attributes=attrs))
+    try:
+        done = elevate(batch, job_id, cores, policy)
+    except BatchError as exc:
+        _cancel(batch, job_id)
+        return DrillResult(resource, policy, job_id, error=f"elevating it failed: {exc}")
+    started: float | None = None
+    deadline = asked + timeout
+    while clock() < deadline:
+        view = batch.snapshot()
+        running = next((j for j in view.running if j.id == job_id), None)
+        queued = any(j.id == job_id for j in view.queued)
+        if running is not None and started is None:
+            started = running.started_at or clock()
+        if running is None and not queued:  # gone: it ran (perhaps between two polls)
+            end = clock()
+            began, finished = _times(batch, job_id)
+            started = began or started or end
+            finished = finished or end
+            return DrillResult(resource, policy, job_id, max(0.0, started - asked),
+                               max(0.0, finished - started), len(done.preempted))  # fmt: skip
+        sleep(poll)
+    _cancel(batch, job_id)
+    where = "start" if started is None else "finish"
+    return DrillResult(resource, policy, job_id, preempted=len(done.preempted),
+                       error=f"did not {where} within {timeout:g} s; cancelled")  # fmt: skip
+
+
+def _times(batch: BatchSystem, job_id: str) -> tuple[float | None, float | None]:
+    """When a finished job started and ended, where the batch system still knows."""
+    find = getattr(batch, "job", None)  # the embedded batch system keeps finished jobs
+    if find is None:
+        return None, None
+    try:
+        job = find(job_id)
+    except BatchError:
+        return None, None
+    return job.started_at, job.finished_at
+
+
+def _cancel(batch: BatchSystem, job_id: str) -> None:
+    """Cancel the drill where the batch system can (Slurm, the embedded one)."""
+    cancel = getattr(batch, "cancel", None)
+    if cancel is not None:
+        with suppress(BatchError):
+            cancel(job_id)
