@@ -78,7 +78,11 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 CREATE INDEX IF NOT EXISTS audit_at ON audit(at);
 CREATE INDEX IF NOT EXISTS audit_who ON audit(identity, at);
-CREATE INDEX IF NOT EXISTS audit_source ON audit(source, at);
+DROP INDEX IF EXISTS audit_source;
+CREATE INDEX IF NOT EXISTS audit_refused_who ON audit(identity, at)
+    WHERE ok = 0 AND action = 'authenticate';
+CREATE INDEX IF NOT EXISTS audit_refused_source ON audit(source, at)
+    WHERE ok = 0 AND action = 'authenticate';
 """
 
 
