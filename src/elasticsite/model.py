@@ -290,6 +290,9 @@ class CloudSpec:
     """Spot (preemptible) capacity: cheaper, and the cloud may take instances back."""
     spot_price_cap: float | None = None
     """The most a spot instance may cost per hour (the provider's bid); None: on-demand's."""
+    volunteer: bool = False
+    """The site offers its workers there as targets of the cloud's urgent policies
+    (a finite cloud shared with urgent users takes volunteers first)."""
     quota: int | None = None
     """The provider's hard limit on this site's instances there (its account quota),
     which even urgent bursts past ``max_instances`` stop at; None: no known limit."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.manager.conftest import wait_for
 
-from elasticsite.clouds.base import URGENCY_TAG, WORKER_TAG
+from elasticsite.clouds.base import URGENCY_TAG, VOLUNTEER_TAG, WORKER_TAG
 from elasticsite.model import Cause, JobState, WorkerState
 
 from .test_embedded_site import running_site, urgent
@@ -50,3 +50,9 @@ def test_at_the_clouds_quota_a_non_urgent_worker_makes_room(tmp_path: Path) -> N
         # One of carol's workers went (its job requeued, then run again); the urgent
         # job's worker came up in its place, within the quota of two.
         assert len(_instances(site)) >= 3
+
+
+def test_a_site_can_volunteer_its_workers_as_targets(tmp_path: Path) -> None:
+    with running_site(tmp_path, cloud="volunteer = true") as (site, _, _):
+        found = _instances(site)
+        assert found and all(i.tags.get(VOLUNTEER_TAG) == "yes" for i in found)

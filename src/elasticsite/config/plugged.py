@@ -72,6 +72,9 @@ class CloudConfig(Strict):
     quota: int | None = Field(
         None, ge=0, description="the provider's limit on instances; urgent bursts stop there"
     )
+    volunteer: bool = Field(
+        False, description="offer this site's workers there as targets of urgent policies"
+    )
     price_per_hour: float = Field(0.0, ge=0)
     billing_increment: float = Field(1.0, gt=0, le=31 * DAY, description="seconds; 3600 = hourly")
     boot_time: float = Field(60.0, ge=0, le=DAY, description="estimate, seconds")
@@ -139,6 +142,7 @@ class CloudConfig(Strict):
             driver=self.driver,
             max_instances=self.max_instances,
             quota=self.quota,
+            volunteer=self.volunteer,
             price_per_hour=self.price_per_hour,
             billing_increment=self.billing_increment,
             boot_time=self.boot_time,

@@ -14,7 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from elasticsite.batch.base import BatchError, BatchSystem, UnknownJob
-from elasticsite.clouds.base import SITE_TAG, URGENCY_TAG, WORKER_TAG, CloudDriver, CloudError
+from elasticsite.clouds.base import (
+    SITE_TAG,
+    URGENCY_TAG,
+    VOLUNTEER_TAG,
+    WORKER_TAG,
+    CloudDriver,
+    CloudError,
+)
 from elasticsite.core import (
     AddAndLaunch,
     Command,
@@ -111,6 +118,8 @@ class CommandRunner:
         tags = {SITE_TAG: self.site_id, WORKER_TAG: c.worker_id}
         if c.urgency:
             tags[URGENCY_TAG] = c.urgency
+        elif spec.volunteer:
+            tags[VOLUNTEER_TAG] = "yes"
         if c.add_node and c.pool:
             self.batch.add_node(c.node, c.cores, c.pool)
         elif c.add_node:
