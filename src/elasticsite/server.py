@@ -91,6 +91,9 @@ def create_app(
         from elasticsite.urgent import portal as urgent_portal
 
         urgent_portal.install(app, urgent)
+        from elasticsite.urgent.metrics import UrgentCollector
+
+        app.state.metrics_registry.register(UrgentCollector(urgent))
     if dashboard is not None:
         from elasticsite.dashboard import routes as dashboard_routes
 

@@ -164,3 +164,22 @@ def test_wrong_credentials_are_audited_and_rate_limited(site: Site) -> None:
     assert "too many refused attempts" in r.text
     _, r = sign_in(site, site.keys["admin"])  # even a good key, from that source, waits
     assert "too many refused attempts" in r.text
+
+
+def test_the_servers_metrics_count_sessions_and_decisions(site: Site) -> None:
+    t, _ = site.store.issue(["cluster"], Urgency.RED, HOUR, site.clock(), issued_by="ops")
+    site.store.issue(["cluster"], Urgency.RED, HOUR, site.clock(), issued_by="ops")
+    site.store.add_member(t.id, "ann", {"cluster": "ann"}, site.clock(), "m")
+    site.store.activate(t, site.clock(), "m")
+    site.store.authenticate("cluster", "ann", Urgency.RED, site.clock(), "10.0.0.1")
+    site.store.authenticate("cluster", "eve", Urgency.RED, site.clock(), "10.0.0.1")
+    r = browser(site).get("/metrics", headers={"Authorization": "Bearer " + "a" * 43})
+    assert r.status_code == 200
+    for line in (
+        'elasticsite_urgent_sessions{state="active"} 1.0',
+        'elasticsite_urgent_sessions{state="issued"} 1.0',
+        'elasticsite_urgent_authentications_total{outcome="allowed"} 1.0',
+        'elasticsite_urgent_authentications_total{outcome="refused"} 1.0',
+        'elasticsite_urgent_principals{role="user"} 2.0',
+    ):
+        assert line in r.text, line
