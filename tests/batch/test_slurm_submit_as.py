@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import os
 
 import pytest
 
@@ -12,6 +13,7 @@ from elasticsite.batch.slurm import _as_user
 
 def test_the_caller_needs_no_flag() -> None:
     assert _as_user("") == [] and _as_user(getpass.getuser()) == []
+    assert _as_user(str(os.geteuid())) == []  # `elasticsite submit` without $USER
 
 
 def test_root_submits_for_another_user_with_uid(monkeypatch: pytest.MonkeyPatch) -> None:

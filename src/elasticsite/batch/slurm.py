@@ -439,8 +439,8 @@ _USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 
 def _as_user(user: str) -> list[str]:
     """The sbatch flags that make the job run as ``user`` (none for the caller itself)."""
-    if not user or user == getpass.getuser():
-        return []
+    if not user or user == getpass.getuser() or user == str(os.geteuid()):
+        return []  # the caller itself, by name or by number
     if not _USER.fullmatch(user):
         raise BatchError(f"submit: {user!r} is not a valid user name")
     if os.geteuid() != 0:
