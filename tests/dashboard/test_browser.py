@@ -7,14 +7,13 @@ Screenshots of every page are kept in ``test-artifacts/dashboard/`` (or under
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.browser import chromium, needs_chromium, screenshot
 from tests.context.conftest import BrokerProcess, free_port
 from tests.manager.conftest import wait_for
 
@@ -23,14 +22,7 @@ from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.manager.site import open_site
 
-CHROMIUM = shutil.which("chromium")
-DRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or DRIVER is None, reason="Debian's chromium and chromium-driver are needed"
-)
-ARTIFACTS = Path(
-    os.environ.get("ELASTICSITE_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")
-)
+pytestmark = needs_chromium
 
 SITE = """\
 [manager]
@@ -58,25 +50,11 @@ options = {{boot_jitter = 0.1, poll_interval = 0.1, seed = 4}}
 
 @pytest.fixture
 def browser() -> Iterator[object]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--ignore-certificate-errors", "--window-size=1400,1000"):  # fmt: skip
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=options)
-    driver.implicitly_wait(2)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    yield from chromium()
 
 
 def shot(driver: object, name: str) -> None:
-    ARTIFACTS.joinpath("dashboard").mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(ARTIFACTS / "dashboard" / f"{name}.png"))  # type: ignore[attr-defined]
+    screenshot(driver, "dashboard", name)
 
 
 def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser: object) -> None:

@@ -9,43 +9,22 @@ administrator filters the audit log. Screenshots of each page are kept in
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.browser import chromium, needs_chromium, screenshot
 from tests.manager.conftest import wait_for
 
 from .test_routes import Site
 
-CHROMIUM = shutil.which("chromium")
-DRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or DRIVER is None, reason="Debian's chromium and chromium-driver are needed"
-)
-ARTIFACTS = Path(
-    os.environ.get("ELASTICSITE_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")
-)
+pytestmark = needs_chromium
 
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--ignore-certificate-errors", "--window-size=1400,1000"):  # fmt: skip
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=options)
-    driver.implicitly_wait(2)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    yield from chromium()
 
 
 def test_the_portals_main_flows(tmp_path: Path, browser: Any) -> None:
@@ -57,8 +36,7 @@ def test_the_portals_main_flows(tmp_path: Path, browser: Any) -> None:
     base = f"https://127.0.0.1:{site.port}/urgent/portal"
 
     def shot(name: str) -> None:
-        ARTIFACTS.joinpath("urgent").mkdir(parents=True, exist_ok=True)
-        d.save_screenshot(str(ARTIFACTS / "urgent" / f"{name}.png"))
+        screenshot(d, "urgent", name)
 
     def submit(button: str, then: str) -> None:
         """Click a form's button and wait for the page it leads to (a click returns
