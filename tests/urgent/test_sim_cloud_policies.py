@@ -8,6 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from elasticsite.cli import app
+from elasticsite.policies import PolicySettings
+from elasticsite.sim.cloud import CloudModel, Durations
+from elasticsite.sim.elastic import simulate_elastic
 from elasticsite.sim.urgent_cloud import Scenario, run_scenario, summarize
 from elasticsite.urgent.capacity import CloudPolicy as P
 from elasticsite.urgent.cloud_delays import reference
@@ -65,3 +68,42 @@ def test_the_cli_prints_each_policy_next_to_the_paper() -> None:
     assert rows[-1]["paper_mean"] == 270
     bad = CliRunner().invoke(app, ["urgent", "simulate", "--fill", "m9.huge"])
     assert bad.exit_code != 0 and "unknown VM type 'm9.huge'" in bad.output
+
+
+# --- the elastic site's own simulator, its cloud given hosts -----------------------
+
+
+def _finite(policy: str, tenants: int, max_vms: int = 10) -> CloudModel:
+    return CloudModel(
+        "finite", vm_limit=max_vms, boot=Durations.constant(100.0), shutdown=Durations.constant(5),
+        cores_per_vm=4, hosts=1, tenant_vms=tenants, urgent_policies=(("red", policy),),
+        billing_increment=1.0,
+    )  # fmt: skip
+
+
+def test_in_the_site_simulator_an_urgent_launch_preempts_another_tenants_vm() -> None:
+    arrivals = [(0.0, 4, 3000.0, 3600.0), (600.0, 4, 100.0, 200.0)]
+    result = simulate_elastic(
+        arrivals, [_finite("preemption", tenants=1)], "on_demand",
+        PolicySettings(urgent_extra_instances=1), interval=10.0, urgency={1: "red"},
+    )  # fmt: skip
+    normal, urgent = result.jobs
+    assert normal.finished_at == pytest.approx(normal.started_at + 3000.0)  # untouched
+    assert urgent.started_at is not None
+    delay = urgent.started_at - urgent.submitted_at
+    assert 200 < delay < 360  # paper 004's ~270 s (Table 4.12), plus one decision interval
+    counts = result.clouds[0]  # the model; what happened is on the run's cloud
+    assert counts.hosts == 1
+
+
+def test_in_the_site_simulator_a_suspended_worker_resumes_and_its_job_completes() -> None:
+    arrivals = [(0.0, 4, 2000.0, 3600.0), (0.0, 4, 2000.0, 3600.0), (600.0, 4, 100.0, 200.0)]
+    result = simulate_elastic(
+        arrivals, [_finite("suspension", tenants=0)], "on_demand",
+        PolicySettings(urgent_extra_instances=1), interval=10.0, urgency={2: "red"},
+    )  # fmt: skip
+    first, second, urgent = result.jobs
+    assert all(j.finished_at is not None for j in result.jobs)
+    assert urgent.started_at is not None and urgent.started_at - 600 < 400
+    # One of the two was requeued when its worker was suspended, and ran again later.
+    assert max(first.finished_at, second.finished_at) > 2000 + 100  # type: ignore[type-var]

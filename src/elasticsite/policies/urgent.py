@@ -4,8 +4,9 @@ A queued job whose ``urgency`` attribute is ``red``, ``orange`` or ``yellow`` (s
 ``elasticsite urgent submit`` once the urgent services said yes) may have workers
 launched for it past every cloud's ``max_instances`` and past the spending cap, up to
 the site's urgent allowance (``urgent_extra_instances`` workers and
-``urgent_extra_spend_per_hour``). Such launches carry the job's urgency, so a finite
-cloud gives them its urgent policy (:mod:`elasticsite.clouds.local_capacity`).
+``urgent_extra_spend_per_hour``). Such launches, and as many of the policy's own as the
+urgent jobs need, carry the job's urgency, so a finite cloud gives them its urgent
+policy (:mod:`elasticsite.clouds.local_capacity`, :mod:`elasticsite.sim.cloud_slots`).
 
 A cloud's ``quota`` (the provider's hard limit) still holds. When every cloud that
 serves the job is at its quota, the site makes room from its own non-urgent
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 
 from elasticsite.model import Cause, Decision, Job, Launch, Terminate, WorkerState
 from elasticsite.policies.base import PolicySettings
@@ -61,8 +63,11 @@ def urgent_burst(snapshot: SiteSnapshot, settings: PolicySettings, decision: Dec
         return
     cores_per_worker = ranked[0].default_vm.cores
     wanted = sum(math.ceil(j.cores / max(1, cores_per_worker)) for j in waiting)
-    coming = cen.pending + sum(x.count for x in decision.launch)
+    urgency = waiting[0].attributes["urgency"]
     idle = sum(1 for w in snapshot.workers if w.state is WorkerState.IDLE)
+    # Urgent jobs head the queue: the workers idle or on their way serve them first.
+    _tag(decision, wanted - cen.pending - idle, urgency)
+    coming = cen.pending + sum(x.count for x in decision.launch)
     short = wanted - coming - idle
     if short <= 0:
         return
@@ -73,7 +78,6 @@ def urgent_burst(snapshot: SiteSnapshot, settings: PolicySettings, decision: Dec
     spend = cen.spend_per_hour + sum(
         c.price_per_hour * x.count for x in decision.launch for c in usable if c.name == x.cloud
     )
-    urgency = waiting[0].attributes["urgency"]
     blocked: list[str] = []
     for c in ranked:
         if short <= 0:
@@ -95,6 +99,23 @@ def urgent_burst(snapshot: SiteSnapshot, settings: PolicySettings, decision: Dec
             blocked.append(c.name)
     if short > 0 and blocked:
         _make_room(snapshot, decision, blocked, short)
+
+
+def _tag(decision: Decision, wanted: int, urgency: str) -> None:
+    """Mark the policy's own first ``wanted`` launches as urgent, so a finite cloud gives
+    them its urgent policy even within the normal limits."""
+    tagged = 0
+    marked: list[Launch] = []
+    for x in decision.launch:
+        n = min(x.count, wanted - tagged)
+        if n <= 0 or x.urgency:
+            marked.append(x)
+            continue
+        marked.append(replace(x, count=n, urgency=urgency))
+        if x.count > n:
+            marked.append(replace(x, count=x.count - n))
+        tagged += n
+    decision.launch = marked
 
 
 def _make_room(snapshot: SiteSnapshot, decision: Decision, clouds: list[str], count: int) -> None:

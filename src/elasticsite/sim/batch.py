@@ -194,6 +194,8 @@ class SimBatch:
                 node.running -= 1
         if lost:
             self.queue[:0] = lost
+            if any(j.priority or j.id in self._front for j in self.queue):
+                self.queue.sort(key=self._key)  # ahead of their peers, not of urgent jobs
             self._schedule()
 
     # --- the BatchSystem contract -----------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from elasticsite.boottime import CALIBRATION_BOOTS, PAPER000, contended
 from elasticsite.clouds.base import CloudError, Instance, InstanceState
 from elasticsite.model import CloudSpec, VMType, WasteEstimate, billed_cost
+from elasticsite.sim.cloud_slots import SimSlots
 from elasticsite.sim.engine import Simulation
 
 __all__ = ["CloudModel", "Durations", "SimCloud", "describe_cloud", "sim_cloud"]
@@ -122,6 +123,17 @@ class CloudModel:
     waste_estimate: WasteEstimate = "observed"
     """What the policies weigh: the boot and shutdown times seen so far (starting
     from the means), or the means alone (``fixed``)."""
+    hosts: int = 0
+    """A finite cloud shared with other tenants (:mod:`elasticsite.sim.cloud_slots`):
+    this many hosts of ``host_cores`` and ``host_memory_mb``; 0: only ``vm_limit``."""
+    host_cores: int = 8
+    host_memory_mb: int = 16384
+    vm_memory_mb: int = 2048
+    tenant_vms: int = 0
+    """Other tenants' VMs (of this cloud's VM size) holding slots from the start."""
+    tenant_volunteers: float = 0.0
+    urgent_policies: tuple[tuple[str, str], ...] = ()
+    """Urgency -> cloud policy (``(("red", "preemption"),)``) for urgent launches."""
 
     @classmethod
     def paper000(cls, which: str, name: str | None = None, **kwargs: Any) -> CloudModel:
@@ -158,6 +170,8 @@ class CloudModel:
             raise ValueError("price_per_hour must be >= 0 and billing_increment > 0")
         if self.cores_per_vm < 1:
             raise ValueError(f"cores_per_vm must be >= 1, got {self.cores_per_vm}")
+        if self.hosts < 0 or self.tenant_vms < 0 or not 0 <= self.tenant_volunteers <= 1:
+            raise ValueError("hosts and tenant_vms must be >= 0, tenant_volunteers in [0, 1]")
 
     def cost(self, seconds: float) -> float:
         """What one VM alive for ``seconds`` costs."""
@@ -250,6 +264,12 @@ class SimCloud:
         self._serial = 0
         self._booting: dict[str, float] = {}
         """The PENDING instances' ids -> when each boot ends (later as others start)."""
+        self.slots: SimSlots | None = None
+        if model.hosts:
+            vm = VMType("vm", model.cores_per_vm, model.vm_memory_mb)
+            self.slots = SimSlots(model.hosts, model.host_cores, model.host_memory_mb, vm,
+                                  dict(model.urgent_policies), model.tenant_vms,
+                                  model.tenant_volunteers, rng)  # fmt: skip
 
     def launch(
         self,
@@ -269,6 +289,10 @@ class SimCloud:
                     f"cloud {self.name}: launch {name}: the limit of {self.model.vm_limit} VMs "
                     "is reached"
                 )
+            urgent_boot = None
+            if self.slots is not None:  # raises when the hosts have no room
+                urgent_boot = self.slots.take(f"{self.name}-i{self._serial + 1}", name, tags,
+                                              self._urgent_act)  # fmt: skip
             self._serial += 1
             inst = Instance(
                 f"{self.name}-i{self._serial}",
@@ -282,6 +306,8 @@ class SimCloud:
             self._live += 1
             slowdown = self.model.boot_slowdown
             boot = contended(self.model.boot.sample(self.rng), slowdown, len(self._booting))
+            if urgent_boot is not None:  # paper 004's allocation delay under its policy
+                boot = urgent_boot
             if slowdown:
                 for other in self._booting:  # its boot now shares the network too
                     self._booting[other] += slowdown
@@ -343,3 +369,27 @@ class SimCloud:
         inst.ended_at = self.sim.now
         self._live -= 1
         self._node.pop(inst.id, None)
+        if self.slots is not None:
+            for resumed in self.slots.release(inst.id):
+                self._node_back(self._instance(resumed))
+
+    def _instance(self, instance_id: str) -> Instance | None:
+        return next((i for i in self._by_name.values() if i.id == instance_id), None)
+
+    def _urgent_act(self, instance_id: str, what: str, seconds: float) -> None:
+        """An urgent launch's plan hits one of the site's own instances."""
+        inst = self._instance(instance_id)
+        if inst is None or inst.state not in (InstanceState.PENDING, InstanceState.RUNNING):
+            return
+        if inst.state is InstanceState.RUNNING:
+            self.batch.node_down(self._node[inst.id])  # its jobs go back to the queue
+        if what == "preempt":
+            inst.reclaimed = True
+            self._stopped(inst)
+        elif what == "migrate":
+            self.sim.at(self.sim.now + seconds, self._node_back, inst)
+        # suspend: the node stays down until release() resumes the instance
+
+    def _node_back(self, inst: Instance | None) -> None:
+        if inst is not None and inst.state is InstanceState.RUNNING:
+            self.batch.register(self._node[inst.id])

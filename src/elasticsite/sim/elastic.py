@@ -18,7 +18,7 @@ fails. When the last job has finished, the site stops as a manager configured wi
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from elasticsite import core, policies
@@ -30,6 +30,7 @@ from elasticsite.model import Decision, Job, Transition, Worker
 from elasticsite.sim.batch import SimBatch
 from elasticsite.sim.cloud import CloudModel, SimCloud
 from elasticsite.sim.engine import Simulation
+from elasticsite.urgent.batch_policies import URGENT_PRIORITY
 
 __all__ = ["SIM_SITE", "ElasticResult", "ElasticRun", "SimulationStalled", "simulate_elastic"]
 
@@ -82,6 +83,7 @@ class ElasticRun:
         warm_up: float = 0.0,
         site_cores: int = 0,
         preboot: int = 0,
+        urgency: Mapping[int, str] | None = None,
     ) -> None:
         if not clouds:
             raise ValueError("an elastic site needs at least one cloud")
@@ -139,7 +141,11 @@ class ElasticRun:
                     f"job {i}: needs {cores} cores on one node; the largest VM of these "
                     f"clouds (or the site's node) has {largest}, so it could never run"
                 )
-            self.jobs.append(Job(str(i + 1), cores, walltime, at, runtime=runtime))
+            job = Job(str(i + 1), cores, walltime, at, runtime=runtime)
+            if urgency and i in urgency:  # as `urgent submit` marks and elevates a job
+                job.attributes = {"urgency": urgency[i]}
+                job.priority = URGENT_PRIORITY
+            self.jobs.append(job)
         self.preboot = preboot
         """Workers to boot and join before the workload starts (the dedicated baseline's
         pool, :func:`elasticsite.policies.preboot_workers`); the jobs' times then shift
@@ -260,6 +266,7 @@ def simulate_elastic(
     site_cores: int = 0,
     preboot: int = 0,
     progress: Callable[[float], None] | None = None,
+    urgency: Mapping[int, str] | None = None,
 ) -> ElasticResult:
     """Replay ``arrivals`` — ``(submit_time, cores, runtime, requested_walltime)`` — on a
     site that has only cloud workers (and, with ``site_cores``, one node of its own),
@@ -269,6 +276,9 @@ def simulate_elastic(
     ``preboot``, the workload waits until that many workers have joined (the papers'
     dedicated baseline has its pool booted before the workload arrives; see
     :func:`elasticsite.policies.preboot_workers`), and its times shift by the wait.
+    ``urgency`` marks jobs (by index in ``arrivals``) as urgent, ``red``, ``orange`` or
+    ``yellow``: with an urgent allowance in ``settings`` they burst past the limits, and
+    a finite cloud (``CloudModel.hosts``) gives their launches its urgent policy.
     """
     run = ElasticRun(
         arrivals,
@@ -281,6 +291,7 @@ def simulate_elastic(
         warm_up,
         site_cores,
         preboot,
+        urgency,
     )
     run.sim.run(progress=progress)
     return ElasticResult(run.jobs, run.workers, list(clouds), run.decisions, run.sim.events)
