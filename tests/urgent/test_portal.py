@@ -183,3 +183,18 @@ def test_the_servers_metrics_count_sessions_and_decisions(site: Site) -> None:
         'elasticsite_urgent_principals{role="user"} 2.0',
     ):
         assert line in r.text, line
+
+
+def test_credentials_typed_into_the_portal_are_never_logged(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    _, value = site.store.issue(["cluster"], Urgency.RED, HOUR, site.clock(), issued_by="ops")
+    with caplog.at_level(logging.DEBUG):
+        sign_in(site, value)
+        sign_in(site, site.keys["admin"])
+        sign_in(site, "esk_wrong")
+    logged = caplog.text + "".join(str(r) for r in site.store.audit())
+    for secret in (value, value.replace("-", ""), site.keys["admin"], "esk_wrong"):
+        assert secret not in logged
