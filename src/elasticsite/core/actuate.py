@@ -107,7 +107,7 @@ def apply(
             w = Worker(wid, launch.cloud, vm.name, vm.cores, requested_at=now)
             if i < len(launch.nodes):
                 w.node = launch.nodes[i]
-            rec = WorkerRecord(w)
+            rec = WorkerRecord(w, urgency=launch.urgency)
             records[wid] = rec
             state.known.add(wid)
             move_new(plan, rec, now, launch.cause)

@@ -341,7 +341,9 @@ def _launch(rec: WorkerRecord, config: CoreConfig) -> AddAndLaunch:
     w = rec.worker
     pool = w.vm_type if config.typed_nodes else ""
     node = w.node or w.id
-    return AddAndLaunch(w.id, w.cloud, w.vm_type, node, w.cores, not config.power_save, pool)
+    return AddAndLaunch(
+        w.id, w.cloud, w.vm_type, node, w.cores, not config.power_save, pool, rec.urgency
+    )
 
 
 def _update_load(w: Worker, node: Node) -> None:

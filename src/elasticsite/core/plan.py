@@ -62,6 +62,9 @@ class WorkerRecord:
     last_error: str = ""
     ended_at: float | None = None
     """When the cloud says the instance stopped (not every cloud does)."""
+    urgency: str = ""
+    """Launched for an urgent job: its retries carry the urgency too (not persisted; a
+    restarted manager retries it as a normal launch)."""
 
 
 # --- commands: what a driver runs, as data -----------------------------------------
