@@ -30,11 +30,22 @@ This module is pure (no clock, no I/O): the simulator
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from elasticsite.model import VMType
+from elasticsite.urgent.cloud_policy import (
+    BREADBOARD_TYPES,
+    Action,
+    CloudPolicy,
+    Migrate,
+    Plan,
+    Preempt,
+    Restore,
+    Resume,
+    Shrink,
+    Suspend,
+)
 
 __all__ = [
     "BREADBOARD_TYPES",
@@ -51,31 +62,6 @@ __all__ = [
     "Slot",
     "Suspend",
 ]
-
-
-class CloudPolicy(enum.StrEnum):
-    """An elevated-priority policy of a finite cloud, least disruptive first."""
-
-    DEFAULT = "default"
-    URGENT_ONLY = "urgent_only"
-    QOS = "qos"
-    MIGRATION = "migration"
-    SUSPENSION = "suspension"
-    PREEMPTION = "preemption"
-
-
-BREADBOARD_TYPES: dict[str, VMType] = {
-    t.name: t
-    for t in (
-        VMType("m1.small", 1, 128),
-        VMType("c1.medium", 1, 256),
-        VMType("m1.large", 2, 512),
-        VMType("m1.xlarge", 2, 1024),
-        VMType("c1.xlarge", 4, 2048),
-    )
-}
-"""The VM types of paper 004's Breadboard clouds (Table 4.4): cores and memory in MiB.
-Their hosts have 8 cores and 16 GB."""
 
 
 class CapacityError(ValueError):
@@ -114,60 +100,6 @@ class Slot:
     @property
     def shrunk(self) -> bool:
         return self.cores < self.vm_type.cores or self.memory_mb < self.vm_type.memory_mb
-
-
-@dataclass(frozen=True, slots=True)
-class Preempt:
-    vm: str
-
-
-@dataclass(frozen=True, slots=True)
-class Suspend:
-    vm: str
-
-
-@dataclass(frozen=True, slots=True)
-class Migrate:
-    vm: str
-    source: str
-    target: str
-
-
-@dataclass(frozen=True, slots=True)
-class Shrink:
-    vm: str
-    cores: int
-    memory_mb: int
-
-
-@dataclass(frozen=True, slots=True)
-class Resume:
-    """A suspended VM that fits on its host again."""
-
-    vm: str
-
-
-@dataclass(frozen=True, slots=True)
-class Restore:
-    """A VM shrunk for an urgent one gets its full size back."""
-
-    vm: str
-
-
-Action = Preempt | Suspend | Migrate | Shrink
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """Where an urgent VM goes and what happens to others first (no actions: it fits)."""
-
-    host: str
-    policy: CloudPolicy
-    actions: tuple[Action, ...] = ()
-
-    @property
-    def targets(self) -> tuple[str, ...]:
-        return tuple(a.vm for a in self.actions)
 
 
 @dataclass(slots=True)
