@@ -8,7 +8,7 @@ import os
 import pytest
 
 from elasticsite.batch.base import BatchError
-from elasticsite.batch.slurm import _as_user
+from elasticsite.batch.slurm_submit import as_user as _as_user
 
 
 def test_the_caller_needs_no_flag() -> None:

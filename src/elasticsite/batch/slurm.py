@@ -20,12 +20,8 @@ is :class:`UnknownJob` / :class:`UnknownNode`.
 
 from __future__ import annotations
 
-import getpass
 import logging
-import math
-import os
 import re
-import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -40,7 +36,6 @@ from elasticsite.batch.base import (
     JobRequest,
     UnknownJob,
     UnknownNode,
-    checked_command,
 )
 from elasticsite.batch.command import CommandError, CommandResult, Runner, run
 from elasticsite.batch.slurm_output import (
@@ -51,6 +46,7 @@ from elasticsite.batch.slurm_output import (
     parse_squeue,
     parse_squeue_format,
 )
+from elasticsite.batch.slurm_submit import sbatch_argv
 from elasticsite.model import Job
 from elasticsite.plugins import BatchPlugin, PluginOptions, number, validate_options
 
@@ -303,32 +299,8 @@ class SlurmBatch:
     # -- jobs --------------------------------------------------------------------------
 
     def submit(self, request: JobRequest) -> str:
-        """``sbatch --parsable --wrap``: one task with ``cores`` CPUs, walltime in minutes.
-
-        The request's ``partition``, ``qos``, ``account`` and ``features`` attributes
-        become ``--partition``, ``--qos``, ``--account`` and ``--constraint``. A request
-        for another user (the urgent gate's) is submitted with ``--uid`` when running as
-        root, and refused otherwise: a job never runs as whoever happens to submit it."""
-        argv = checked_command(request)
-        sbatch = [
-            "sbatch", "--parsable", "--ntasks=1", f"--cpus-per-task={request.cores}",
-            f"--time={max(1, math.ceil(request.walltime / 60.0))}",
-            "--output=/dev/null", f"--job-name={_job_name(argv)}",
-        ]  # fmt: skip
-        wanted = dict(request.attributes)
-        if self.partition:
-            wanted.setdefault(PARTITION, self.partition)
-        for key, flag in _SUBMIT_FLAGS:
-            value = wanted.get(key)
-            if value:
-                if not _VALUE.fullmatch(value):
-                    raise BatchError(f"submit: {key} {value!r} is not a valid Slurm {key}")
-                sbatch.append(f"{flag}={value}")
-        if request.priority:
-            sbatch.append(f"--nice={-request.priority}")
-        sbatch += _as_user(request.user)
-        sbatch += ["--wrap", shlex.join(argv)]
-        out = self._cmd(*sbatch).strip()
+        """``sbatch --parsable --wrap`` (:func:`~.slurm_submit.sbatch_argv`): the job id."""
+        out = self._cmd(*sbatch_argv(request, self.partition)).strip()
         job_id = out.split(";", 1)[0].strip()
         if not job_id.isdigit():
             raise BatchError(f"submit: sbatch printed no job id: {out!r}")
@@ -434,28 +406,6 @@ class SlurmBatch:
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
-
-
-def _as_user(user: str) -> list[str]:
-    """The sbatch flags that make the job run as ``user`` (none for the caller itself)."""
-    if not user or user == getpass.getuser() or user == str(os.geteuid()):
-        return []  # the caller itself, by name or by number
-    if not _USER.fullmatch(user):
-        raise BatchError(f"submit: {user!r} is not a valid user name")
-    if os.geteuid() != 0:
-        raise BatchError(f"submit: cannot submit as {user}: only root may submit for another user")
-    return [f"--uid={user}"]
-
-
-_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,&|:()\[\]*-]{0,255}")
-"""A partition list, QOS, account or constraint expression as sbatch takes it."""
-_SUBMIT_FLAGS = (
-    (PARTITION, "--partition"),
-    (attributes.QOS, "--qos"),
-    (attributes.ACCOUNT, "--account"),
-    (attributes.FEATURES, "--constraint"),
-)
 _JOB = re.compile(r"\d+(_\d+)?")
 
 
@@ -467,11 +417,6 @@ def _check_name(name: str) -> None:
 def _check_job(job_id: str) -> None:
     if not _JOB.fullmatch(str(job_id)):
         raise UnknownJob(f"no job {job_id!r} in slurm (ids are numbers, or ARRAY_TASK)")
-
-
-def _job_name(argv: Sequence[str]) -> str:
-    base = argv[0].rsplit("/", 1)[-1]
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", base)[:40] or "job"
 
 
 def _create(options: SlurmOptions, site: SiteInfo) -> SlurmBatch:
