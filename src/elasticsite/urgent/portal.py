@@ -208,8 +208,7 @@ def install(app: FastAPI, service: UrgentService) -> Portal:
         else:
             assert token is not None
             value, _ = portal.open("manager", "token manager", token.id)
-        done = home(request)
-        done.headers["location"] = PORTAL
+        done = redirect("")  # to the visitor's own portal
         done.set_cookie(SESSION_COOKIE, value, max_age=SESSION_SECONDS, path=PORTAL,
                         httponly=True, secure=secure(request), samesite="strict")  # fmt: skip
         done.delete_cookie(LOGIN_COOKIE, path=PORTAL)
