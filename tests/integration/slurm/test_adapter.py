@@ -185,8 +185,9 @@ def test_native_power_saving_starts_a_cloud_node_for_a_job(slurm: SlurmBatch) ->
     booting = wait_for(waiting_for_node, what="the job to be given a powered-down cloud node")
     assert booting == down[0]
     assert getattr(node(slurm.snapshot(), booting), "state", None) is NodeState.DOWN
-    # slurmctld runs ResumeProgram at once and re-checks configuring jobs every 30 s
-    wait_for(lambda: running_job(slurm, job_id), 75, "the cloud node to power up and run it")
+    # slurmctld runs ResumeProgram at once and re-checks configuring jobs every 30 s: a
+    # node that registers just before ResumeTimeout (60 s) runs the job up to 30 s later.
+    wait_for(lambda: running_job(slurm, job_id), 100, "the cloud node to power up and run it")
     view = slurm.snapshot()
     job = next(j for j in view.running if j.id == job_id)
     assert job.node == booting
