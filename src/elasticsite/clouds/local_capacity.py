@@ -140,26 +140,15 @@ class HostCapacity:
             raise CloudError(f"bad {URGENCY_TAG} tag {urgency!r}; use red, orange or yellow")
         volunteer = tags.get(VOLUNTEER_TAG) == "yes"
         cap, pids = self.load(db)
+        try:
+            plan = cap.launch(vm_type, urgency, self.policies)
+        except CapacityError as exc:
+            raise CloudError(f"{exc} ({name})", kind=ErrorKind.CAPACITY) from None
         effects: list[Effect] = []
-        if urgency is None:
-            try:
-                slot = cap.admit(instance_id, vm_type, volunteer=volunteer)
-            except CapacityError as exc:
-                raise CloudError(f"{exc} ({name})", kind=ErrorKind.CAPACITY) from None
-            host = slot.host
-        else:
-            policy = self.policies.get(urgency, CloudPolicy.DEFAULT)
-            plan = cap.plan(vm_type, policy)
-            if plan is None:
-                raise CloudError(
-                    f"no room for urgent {name} ({vm_type.name}, {urgency}) even under the "
-                    f"{policy.value} policy",
-                    kind=ErrorKind.CAPACITY,
-                )
-            now = time.time()
-            for action in plan.actions:
-                effects += self._act(db, action, name, pids.get(action.vm), now)
-            host = plan.host
+        now = time.time()
+        for action in plan.actions:
+            effects += self._act(db, action, name, pids.get(action.vm), now)
+        host = plan.host
         db.execute(
             "INSERT INTO slots (instance, host, vm_type, cores, memory_mb, cores_now, "
             "memory_now, urgent, volunteer, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "

@@ -86,21 +86,17 @@ class SimSlots:
         what a plan does to one of the site's own instances (what: preempt, suspend,
         migrate). Raises :class:`CloudError` when there is no room."""
         urgency = tags.get(URGENCY_TAG)
-        if urgency is None:
-            try:
-                self.cap.admit(instance_id, self.vm, volunteer=tags.get(VOLUNTEER_TAG) == "yes")
-            except CapacityError as exc:
-                self.counts.refused += 1
-                raise CloudError(f"{exc} ({name})", kind=ErrorKind.CAPACITY) from None
-            return None
-        policy = self.policies.get(urgency, CloudPolicy.DEFAULT)
-        plan = self.cap.plan(self.vm, policy)
-        if plan is None:
+        try:
+            plan = self.cap.launch(self.vm, urgency, self.policies)
+        except CapacityError as exc:
             self.counts.refused += 1
-            raise CloudError(
-                f"no room for urgent {name} even under the {policy.value} policy",
-                kind=ErrorKind.CAPACITY,
+            raise CloudError(f"{exc} ({name})", kind=ErrorKind.CAPACITY) from None
+        if urgency is None:
+            self.cap.add(
+                instance_id, self.vm, plan.host, volunteer=tags.get(VOLUNTEER_TAG) == "yes"
             )
+            return None
+        policy = plan.policy
         types = [self.cap.slots[t].vm_type.name for t in plan.targets]
         own: list[tuple[str, str]] = []
         for a in plan.actions:

@@ -30,7 +30,7 @@ This module is pure (no clock, no I/O): the simulator
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from elasticsite.model import VMType
@@ -170,12 +170,40 @@ class Capacity:
         self, vm: str, vm_type: VMType, *, urgent: bool = False, volunteer: bool = False
     ) -> Slot:
         """Place a VM where it fits now, or raise :class:`CapacityError` saying why not."""
-        if self.urgent_only and not urgent:
-            raise CapacityError("the cloud takes urgent requests only while urgent sessions run")
-        host = self.place(vm_type)
-        if host is None:
-            raise CapacityError(f"no host has room for a {vm_type.name}")
+        if urgent:  # takes what room there is: no policy is asked to make more
+            host = self.place(vm_type)
+            if host is None:
+                raise CapacityError(f"no host has room for a {vm_type.name}")
+        else:
+            host = self.launch(vm_type, None, {}).host
         return self.add(vm, vm_type, host, urgent=urgent, volunteer=volunteer)
+
+    def launch(
+        self,
+        vm_type: VMType,
+        urgency: str | None,
+        policies: Mapping[str, CloudPolicy],
+    ) -> Plan:
+        """Where a new VM goes (nothing placed yet): a non-urgent one where it fits now, an
+        urgent one under the policy ``policies`` maps its urgency to; CapacityError says
+        why not. What the local cloud and the simulator's cloud both decide per launch."""
+        if urgency is None:
+            if self.urgent_only:
+                raise CapacityError(
+                    "the cloud takes urgent requests only while urgent sessions run"
+                )
+            host = self.place(vm_type)
+            if host is None:
+                raise CapacityError(f"no host has room for a {vm_type.name}")
+            return Plan(host, CloudPolicy.DEFAULT)
+        policy = policies.get(urgency, CloudPolicy.DEFAULT)
+        plan = self.plan(vm_type, policy)
+        if plan is None:
+            raise CapacityError(
+                f"no room for an urgent {vm_type.name} ({urgency}) even under the "
+                f"{policy.value} policy"
+            )
+        return plan
 
     # -- making room for an urgent VM ----------------------------------------
     def plan(self, vm_type: VMType, policy: CloudPolicy | str) -> Plan | None:
