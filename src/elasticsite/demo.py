@@ -145,7 +145,6 @@ def run_demo(
                     command=["sleep", f"{a.runtime / s:.3f}"],
                     cores=a.cores,
                     walltime=a.walltime / s,
-                    user="demo",
                 )
             )
             submitted += 1

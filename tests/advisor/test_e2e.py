@@ -84,7 +84,7 @@ def test_the_managers_records_feed_the_advisor(tmp_path: Path) -> None:
         # One job at a time on an empty site: each waits for a worker of its own,
         # launched for it, which leaves once the job is done.
         for _ in range(LAUNCHES):
-            job = site.batch.submit(JobRequest(["sleep", "0.3"], 1, 30.0, "test"))
+            job = site.batch.submit(JobRequest(["sleep", "0.3"], 1, 30.0))
             wait_for(lambda j=job: site.batch.job(j).state is JobState.DONE, 60, f"job {job}")
             wait_for(
                 lambda: not any(r.worker.state.live for r in site.store.load()),

@@ -190,7 +190,7 @@ def test_a_recorder_that_raises_never_breaks_a_step(
 ) -> None:
     site = open_site(site_config(tmp_path / "state"))
     manager = site.manager(recorder=Broken(tmp_path / "advisor.db", resource="test"))
-    site.batch.submit(JobRequest(["true"], 1, 10.0, "test"))
+    site.batch.submit(JobRequest(["true"], 1, 10.0))
     with caplog.at_level(logging.ERROR, logger="elasticsite.manager.loop"):
         first, second = manager.step(), manager.step()
     manager.shutdown()

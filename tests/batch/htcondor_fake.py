@@ -76,6 +76,8 @@ class FakeCondorPool:
         self.startds: dict[str, FakeStartd] = {}
         self.next_cluster = 1
         self.calls: list[tuple[str, ...]] = []
+        self.owners: dict[int, str] = {}
+        """Cluster -> the user it was submitted as, when not the caller."""
         self.job_template = _template("7.4/condor_q-long.txt")
         self.slot_template = _template("7.6/condor_status-long.txt")
 
@@ -174,6 +176,12 @@ class FakeCondorPool:
             walltime=int(description["allowed_execute_duration"]),
         )
         self._negotiate()
+        return cluster
+
+    def submit_as(self, user: str, description: Mapping[str, str]) -> int:
+        """As ``condor_submit`` run as ``user``: the job is theirs (``owners``)."""
+        cluster = self.submit(description)
+        self.owners[cluster] = user
         return cluster
 
     def _job(self, job_id: str) -> FakeJob:

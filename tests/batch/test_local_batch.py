@@ -20,15 +20,18 @@ from elasticsite.batch.base import (
     UnknownJob,
     UnknownNode,
 )
+from elasticsite.batch.identity import own_account
 from elasticsite.batch.local import LocalBatch
 from elasticsite.model import JobState
 
 from .conftest import FakeClock
 
+ME = own_account()
+
 
 def req(*argv: str, cores: int = 1, walltime: float = 60.0, priority: int = 0) -> JobRequest:
     return JobRequest(command=list(argv) or ["true"], cores=cores, walltime=walltime,
-                      user="alice", priority=priority)  # fmt: skip
+                      user=ME, priority=priority)  # fmt: skip
 
 
 def states(batch: LocalBatch) -> dict[str, NodeState]:
@@ -46,7 +49,7 @@ def test_submit_queues_jobs_in_priority_then_submit_order(batch: LocalBatch) -> 
     assert [j.id for j in view.queued] == ["2", "4", "1", "3"]
     assert view.running == [] and view.nodes == []
     first = view.queued[2]
-    assert first.command == "echo 0" and first.user == "alice" and first.walltime == 60.0
+    assert first.command == "echo 0" and first.user == ME and first.walltime == 60.0
     assert first.state is JobState.QUEUED and first.submitted_at == batch.clock()
 
 

@@ -62,12 +62,15 @@ def test_a_worker_boots_joins_and_runs_a_job(
     wait_for("w1 to join", lambda: node_states(batch) == {"w1": NodeState.IDLE})
     assert time.monotonic() - started >= 0.5  # not before its boot delay
     assert states(cloud) == {"w1": InstanceState.RUNNING}
-    script = "import os, sys; print(open(os.environ['ELASTICSITE_USERDATA']).read()); sys.exit(3)"
+    script = "import json, os, sys; print(json.dumps(dict(os.environ))); sys.exit(3)"
     job_id = batch.submit(JobRequest(["python3", "-c", script], walltime=30))
     job = wait_for("the job to finish", lambda: batch.jobs(["done"]))[0]
     assert (job.id, job.node, job.exit_code) == (job_id, "w1", 3)
     out = tmp_path / "state" / "jobs" / job_id / "stdout"
-    assert json.loads(out.read_text()) == {"role": "worker"}
+    env = json.loads(out.read_text())  # its own, not the worker's (user data, keys, ...)
+    assert set(env) == {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "ELASTICSITE_JOB_ID",
+                        "ELASTICSITE_NODE", "ELASTICSITE_CORES"}  # fmt: skip
+    assert (env["ELASTICSITE_JOB_ID"], env["ELASTICSITE_NODE"]) == (job_id, "w1")
     assert node_states(batch) == {"w1": NodeState.IDLE}
 
 
@@ -226,8 +229,8 @@ def test_a_hundred_workers_at_once(make_cloud: MakeCloud, batch: LocalBatch) -> 
     names = [f"w{i:03d}" for i in range(100)]
     instances = cloud.launch(SMALL, names, {}, {})
     assert len(instances) == 100
-    for i in range(200):
-        batch.submit(JobRequest(["sleep", "0.2"], walltime=30, user=f"u{i % 7}"))
+    for _ in range(200):
+        batch.submit(JobRequest(["sleep", "0.2"], walltime=30))
     limit = 120.0
 
     def all_done() -> bool:

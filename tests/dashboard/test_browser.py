@@ -18,12 +18,14 @@ from tests.context.conftest import BrokerProcess, free_port
 from tests.manager.conftest import wait_for
 
 from elasticsite.batch.base import JobRequest
+from elasticsite.batch.identity import own_account
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.manager.site import open_site
 
 pytestmark = needs_chromium
 
+ME = own_account()
 SITE = """\
 [manager]
 site_id = "browsed"
@@ -72,7 +74,7 @@ def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser
                            extra=("--dashboard", str(tmp_path / "site.toml")))  # fmt: skip
     try:
         for _ in range(3):
-            site.batch.submit(JobRequest(["sleep", "30"], 1, 120.0, "alice"))
+            site.batch.submit(JobRequest(["sleep", "30"], 1, 120.0, ME))
         server.start()
         token = server.token_file.read_text().strip()
 
@@ -105,7 +107,7 @@ def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser
         wait_for(lambda: "lab 0 0 0 2 0 0 2" in text("workers"), 30, "two busy workers shown")
         assert "Live: updated" in text("freshness")
         assert text("spend-rate") == "1.00"
-        assert "Queue: 1 jobs" in text("queue") and "alice" in text("queue")
+        assert "Queue: 1 jobs" in text("queue") and ME in text("queue")
         assert "busy" in text("transitions")
         assert d.find_elements(By.CSS_SELECTOR, "svg.chart polyline")  # type: ignore[attr-defined]
         shot(d, "2-overview-live")

@@ -71,7 +71,7 @@ class Running:
         self, seconds: float, n: int = 1, walltime: float = 30.0, cores: int = 1
     ) -> list[str]:
         return [
-            self.site.batch.submit(JobRequest(["sleep", str(seconds)], cores, walltime, "test"))
+            self.site.batch.submit(JobRequest(["sleep", str(seconds)], cores, walltime))
             for _ in range(n)
         ]
 

@@ -1,11 +1,14 @@
 """Cloud Scheduler mode on the embedded site: VMs of the type each job names, shared
-evenly by two users; a newcomer gets their half gracefully or at once."""
+evenly by two users; a newcomer gets their half gracefully or at once.
+
+The two users are real (jobs run as whom they are for), so the test runs as root."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import pytest
+from tests.users import real_users
 
 from elasticsite.batch.base import JobRequest
 from elasticsite.batch.local import LocalBatch
@@ -42,16 +45,23 @@ def test_a_second_user_gets_half_the_vms_of_the_type_they_ask_for(
     start_site: Callable[..., Running], rebalance: str
 ) -> None:
     cloud = {**fast_cloud("local", 4), "vm_types": TYPES}
+    with real_users(2) as (ann, ben):
+        shared(start_site, cloud, rebalance, ann.pw_name, ben.pw_name)
+
+
+def shared(
+    start_site: Callable[..., Running], cloud: dict, rebalance: str, ann: str, ben: str
+) -> None:
     r = start_site("cloud_scheduler", clouds=[cloud], settings={"rebalance": rebalance})
     batch = r.site.batch
     assert isinstance(batch, LocalBatch)
-    alice = submit(r, "alice", "small", 8, 3.0)
-    wait_for(lambda: serving(r).get("alice") == 4, 30, "alice to have every VM")
-    bob = submit(r, "bob", "large", 3, 3.0)
+    firsts = submit(r, ann, "small", 8, 3.0)
+    wait_for(lambda: serving(r).get(ann) == 4, 30, "the first user to have every VM")
+    seconds = submit(r, ben, "large", 3, 3.0)
     wait_for(
-        lambda: serving(r).get("bob") == 2 and serving(r).get("alice", 0) <= 2,
+        lambda: serving(r).get(ben) == 2 and serving(r).get(ann, 0) <= 2,
         60,
-        "bob to get his half (2 of 4 VMs)",
+        "the second user to get their half (2 of 4 VMs)",
     )
     store = r.site.store
     fair = [
@@ -64,14 +74,14 @@ def test_a_second_user_gets_half_the_vms_of_the_type_they_ask_for(
     assert fair and all(state is expected for _, state in fair), fair
     assert store.counters().get("jobs_held", 0) >= 1
     wait_for(
-        lambda: all(batch.job(j).state is JobState.DONE for j in [*alice, *bob]),
+        lambda: all(batch.job(j).state is JobState.DONE for j in [*firsts, *seconds]),
         120,
         "every job to finish",
     )
-    done = [batch.job(j) for j in [*alice, *bob]]
+    done = [batch.job(j) for j in [*firsts, *seconds]]
     assert all(j.exit_code == 0 for j in done)
     types = {rec.worker.node: rec.worker.vm_type for rec in store.load(include_done=True)}
-    assert {types[j.node] for j in done if j.user == "alice"} == {"small"}
-    assert {types[j.node] for j in done if j.user == "bob"} == {"large"}
+    assert {types[j.node] for j in done if j.user == ann} == {"small"}
+    assert {types[j.node] for j in done if j.user == ben} == {"large"}
     assert not store.held_jobs(), "a job is still held"
     r.stop()

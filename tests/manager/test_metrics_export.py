@@ -74,7 +74,7 @@ def test_metrics_follow_workers_as_they_come_and_go(tmp_path: Path) -> None:
         assert value(before, "elasticsite_spend_cap_per_hour") == 5.0
         assert value(before, "elasticsite_spend_rate_per_hour") == 0.0
         assert value(before, "elasticsite_launches_total", cloud="lab") == 0.0
-        jobs = [site.batch.submit(JobRequest(["sleep", "2"], 1, 60.0, "t")) for _ in range(2)]
+        jobs = [site.batch.submit(JobRequest(["sleep", "2"], 1, 60.0)) for _ in range(2)]
         wait_for(lambda: value(scrape(port), "elasticsite_workers", cloud="lab", state="busy")
                  == 2, 60, "two busy workers")  # fmt: skip
         during = scrape(port)

@@ -32,7 +32,7 @@ def test_shortest_queue_redirects_waiting_jobs_to_cloud_workers(
     beating = threading.Thread(target=beat, daemon=True)
     beating.start()
     try:
-        blocker = batch.submit(JobRequest(["sleep", "600"], 1, 900.0, "test"))
+        blocker = batch.submit(JobRequest(["sleep", "600"], 1, 900.0))
         assert batch.job(blocker).node == "site1"
         waiting = r.submit(0.3, n=3, walltime=5.0)
         assert {j.id for j in batch.snapshot().queued} == set(waiting)

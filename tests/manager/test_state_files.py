@@ -274,7 +274,7 @@ def test_a_locked_state_file_is_one_error_naming_it(
     store.set_meta("site_id", "x")  # and the store is usable again after the failure
     with locked_by_another_process(batch.path):
         with pytest.raises(BatchError) as batch_caught:  # still a BatchError to its callers
-            batch.submit(JobRequest(["true"], 1, 60.0, "u"))
+            batch.submit(JobRequest(["true"], 1, 60.0))
         assert isinstance(batch_caught.value, StateFileError)
         assert str(batch_caught.value) == f"{batch.path}: locked by another process"
     store.close()

@@ -10,7 +10,7 @@ from tests.manager.conftest import wait_for
 from elasticsite.clouds.base import URGENCY_TAG, VOLUNTEER_TAG, WORKER_TAG
 from elasticsite.model import Cause, JobState, WorkerState
 
-from .test_embedded_site import running_site, urgent
+from .test_embedded_site import carols, running_site, urgent
 
 
 def _instances(site) -> list:  # type: ignore[no-untyped-def]
@@ -28,8 +28,7 @@ def test_an_urgent_job_gets_a_worker_past_max_instances(tmp_path: Path) -> None:
         tagged = [i for i in _instances(site) if i.tags.get(URGENCY_TAG) == "yellow"]
         assert len(tagged) == 1  # the third worker, launched for it
         assert site.batch.job(job).node == tagged[0].tags[WORKER_TAG]
-        carol = [j for j in site.batch.jobs() if j.user == "carol"]
-        assert all(j.state is JobState.RUNNING for j in carol)  # nobody was disturbed
+        assert all(j.state is JobState.RUNNING for j in carols(site))  # nobody was disturbed
 
 
 def test_at_the_clouds_quota_a_non_urgent_worker_makes_room(tmp_path: Path) -> None:
@@ -44,7 +43,7 @@ def test_at_the_clouds_quota_a_non_urgent_worker_makes_room(tmp_path: Path) -> N
         # A busy worker of carol's terminated for room; the worker that replaces it is
         # within max_instances again, so it is plain demand, and the urgent job goes first.
         assert moves == {WorkerState.TERMINATING}
-        carol = [j for j in site.batch.jobs() if j.user == "carol"]
+        carol = carols(site)
         wait_for(lambda: all(site.batch.job(j.id).state is JobState.DONE for j in carol),
                  90, "carol's jobs, one of them requeued")  # fmt: skip
         # One of carol's workers went (its job requeued, then run again); the urgent

@@ -19,7 +19,8 @@ undrain         ``Startd.cancelDrainJobs``
 remove_node     the startd is drained, its running jobs vacated back to the queue (hold +
                 release), its master told ``DaemonsOffPeaceful``; the expectation is dropped
 submit          ``Schedd.submit`` (vanilla universe, ``request_cpus``,
-                ``allowed_execute_duration`` for the walltime, ``priority``)
+                ``allowed_execute_duration`` for the walltime, ``priority``); another
+                user's job: ``condor_submit`` as that user (:mod:`.htcondor_submit`)
 set_priority    ``Schedd.edit(JobPrio)``
 move_to_front   ``JobPrio`` one above the highest queued ``JobPrio``
 preempt         ``Schedd.act(Hold)`` then ``Release``: the job leaves its slot and is idle again
@@ -64,6 +65,8 @@ from elasticsite.batch.htcondor_output import (
     queue_order,
     submit_description,
 )
+from elasticsite.batch.htcondor_submit import submit_as
+from elasticsite.batch.identity import checked_submitter
 from elasticsite.model import Job, JobState
 from elasticsite.plugins import BatchPlugin, PluginOptions, validate_options
 
@@ -90,6 +93,8 @@ class CondorPool(Protocol):
     def slots(self) -> list[Any]: ...
 
     def submit(self, description: Mapping[str, str]) -> int: ...
+
+    def submit_as(self, user: str, description: Mapping[str, str]) -> int: ...
 
     def edit(self, job_ids: Sequence[str], attribute: str, value: str) -> None: ...
 
@@ -137,6 +142,9 @@ class BindingsPool:
     def submit(self, description: Mapping[str, str]) -> int:
         result = self._schedd().submit(self.htcondor.Submit(dict(description)))
         return int(result.cluster())
+
+    def submit_as(self, user: str, description: Mapping[str, str]) -> int:
+        return submit_as(user, description, self.collector_name, self.schedd_name)
 
     def edit(self, job_ids: Sequence[str], attribute: str, value: str) -> None:
         self._schedd().edit(list(job_ids), attribute, value)
@@ -326,9 +334,18 @@ class CondorBatch:
     # -- jobs ---------------------------------------------------------------------------
 
     def submit(self, request: JobRequest) -> str:
+        """Another user's job is submitted as that user (``condor_submit`` through
+        ``runuser``, as root only); else refused: it would run as this process's."""
         checked_command(request)
+        runs_as = checked_submitter(request.user)
         description = submit_description(request, self.submit_attributes)
-        cluster = self._call("submit", lambda: self.pool.submit(description))
+        if runs_as is None:
+            cluster = self._call("submit", lambda: self.pool.submit(description))
+        else:
+            name = runs_as.name
+            cluster = self._call(
+                f"submit as {name}", lambda: self.pool.submit_as(name, description)
+            )
         return f"{cluster}.0"
 
     def set_priority(self, job_id: str, priority: int) -> None:

@@ -9,6 +9,7 @@ it is lost (its jobs and nodes are in the default partition, as before).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sqlite3
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from typing import NamedTuple
 
 from elasticsite import attributes
 from elasticsite.batch.base import BatchError, JobRequest, UnknownJob, checked_command
+from elasticsite.batch.identity import checked_submitter
 from elasticsite.model import Job, JobState
 
 __all__ = [
@@ -97,13 +99,15 @@ def create_or_migrate(tx: sqlite3.Connection, version: int) -> None:
 
 
 class Assignment(NamedTuple):
-    """A job a worker should be running: ``attempt`` tells a restart from the old run."""
+    """A job a worker should be running: ``attempt`` tells a restart from the old run;
+    ``user`` is whom it runs as (``""``: the worker's own account)."""
 
     job_id: str
     attempt: int
     argv: list[str]
     cores: int
     walltime: float
+    user: str = ""
 
 
 class Queued(NamedTuple):
@@ -172,7 +176,11 @@ def checked_partition(doing: str, partition: object) -> str:
 
 def checked_request(request: JobRequest) -> tuple[list[str], dict[str, str]]:
     """The request's command and attributes, once its fields have the types their
-    columns hold and the checks every adapter makes (:func:`checked_command`) passed."""
+    columns hold and the checks every adapter makes (:func:`checked_command`) passed.
+
+    A job for another user than this process's is taken only from root, for a user of
+    this host with a home directory (its files go there): the workers run it as that
+    user (:mod:`elasticsite.batch.identity`)."""
     if not isinstance(request, JobRequest):
         raise BatchError(f"submit: need a JobRequest, got {request!r}")
     for field, value, kind, told in (
@@ -184,6 +192,12 @@ def checked_request(request: JobRequest) -> tuple[list[str], dict[str, str]]:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise BatchError(f"submit: {field} must be {told}, got {value!r}")
     argv = checked_command(request)
+    runs_as = checked_submitter(request.user)  # another user's job: as root only
+    if runs_as is not None and not os.path.isdir(runs_as.home):
+        raise BatchError(
+            f"submit: user {runs_as.name} has no home directory ({runs_as.home}) for the "
+            "job's files"
+        )
     found = dict(request.attributes)
     for key, value in found.items():
         if not isinstance(key, str) or not isinstance(value, str):

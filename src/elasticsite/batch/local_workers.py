@@ -190,11 +190,11 @@ class WorkerEndpoints(ABC):
     @staticmethod
     def _assignments(tx: sqlite3.Connection, name: str) -> list[Assignment]:
         rows = tx.execute(
-            "SELECT id, attempt, command, cores, walltime FROM jobs "
+            "SELECT id, attempt, command, cores, walltime, user FROM jobs "
             "WHERE state = 'running' AND node = ? ORDER BY id",
             (name,),
         ).fetchall()
-        return [Assignment(str(i), a, json.loads(c), n, w) for i, a, c, n, w in rows]
+        return [Assignment(str(i), a, json.loads(c), n, w, u) for i, a, c, n, w, u in rows]
 
     @staticmethod
     def _pass_due(tx: sqlite3.Connection, now: float, interval: float) -> bool:

@@ -10,6 +10,7 @@ adapter holds one; reading the output, and the node state table, are in
 =================  ============================================================================
 remove_node        ``qrerun`` its jobs, then ``qmgr -c "delete node X"``
 submit             ``qsub -N name -l <one node of C cores> -l walltime=H:MM:SS -p P script``
+                   (another user's job: ``runuser -u USER -- qsub ...``, as root only)
 set_priority       ``qalter -p P id``
 move_to_front      ``qalter -p`` one above the queue's highest (``qorder`` at the 1023 ceiling)
 preempt            ``qrerun id`` (the job goes back to the queue, keeping its id)
@@ -42,6 +43,7 @@ from elasticsite.batch.base import (
     checked_command,
 )
 from elasticsite.batch.command import CommandError, Runner, run
+from elasticsite.batch.identity import checked_submitter, run_as
 from elasticsite.batch.pbs_flavours import (
     FLAVOURS,
     OpenPbs,
@@ -303,20 +305,30 @@ class PbsBatch:
     # -- jobs ---------------------------------------------------------------------------
 
     def submit(self, request: JobRequest) -> str:
-        """Write a script running ``request.command`` and ``qsub`` it; returns the job id."""
+        """Write a script running ``request.command`` and ``qsub`` it; returns the job id.
+        Another user's job is submitted as that user (``runuser``, as root only), the
+        script theirs to read; else refused: it would run as this process's account."""
         argv = checked_command(request)
         _check_priority(request.priority)
-        script = f"#!/bin/sh\nexec {shlex.join(argv)}\n"
-        fd, path = tempfile.mkstemp(prefix="elasticsite-", suffix=".sh", dir=self.script_dir)
+        runs_as = checked_submitter(request.user)
+        try:
+            fd, path = tempfile.mkstemp(prefix="elasticsite-", suffix=".sh", dir=self.script_dir)
+        except OSError as exc:
+            raise BatchError(f"submit: cannot write the job script: {exc}") from exc
         try:
             with os.fdopen(fd, "w") as handle:
-                handle.write(script)
-            result = self.runner(
-                self.system.qsub_command(
-                    path, request.cores, request.walltime, request.priority,
-                    _queue(request) or self.queue, self.job_name,
-                )
+                if runs_as is not None:
+                    os.fchown(handle.fileno(), runs_as.uid, runs_as.gid)
+                handle.write(f"#!/bin/sh\nexec {shlex.join(argv)}\n")
+            qsub = self.system.qsub_command(
+                path, request.cores, request.walltime, request.priority,
+                _queue(request) or self.queue, self.job_name,
             )  # fmt: skip
+            if runs_as is not None:
+                qsub = run_as(runs_as.name, qsub, keep=("PBS_CONF_FILE",))
+            result = self.runner(qsub)
+        except OSError as exc:
+            raise BatchError(f"submit: cannot write the job script {path}: {exc}") from exc
         finally:
             os.unlink(path)  # qsub copies the script at submission
         job_id = result.stdout.strip().splitlines()[-1].strip() if result.stdout.strip() else ""

@@ -4,15 +4,14 @@ One task with ``cores`` CPUs and the walltime in whole minutes, the command wrap
 (``--wrap``, shell-quoted). The request's ``partition``, ``qos``, ``account`` and
 ``features`` attributes become ``--partition``, ``--qos``, ``--account`` and
 ``--constraint``; its priority a negative ``--nice``. A request for another user (the
-urgent gate's) gets ``--uid`` when running as root and is refused otherwise: a job
-never runs as whoever happens to submit it.
+urgent gate's) gets ``--uid`` and an ``--export`` of its own environment when running
+as root, and is refused otherwise: a job never runs as whoever happens to submit it,
+nor with their environment.
 """
 
 from __future__ import annotations
 
-import getpass
 import math
-import os
 import re
 import shlex
 from collections.abc import Sequence
@@ -20,10 +19,10 @@ from collections.abc import Sequence
 from elasticsite import attributes
 from elasticsite.attributes import PARTITION
 from elasticsite.batch.base import BatchError, JobRequest, checked_command
+from elasticsite.batch.identity import checked_submitter, job_environment
 
 __all__ = ["as_user", "sbatch_argv"]
 
-_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 _VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,&|:()\[\]*-]{0,255}")
 """A partition list, QOS, account or constraint expression as sbatch takes it."""
 _SUBMIT_FLAGS = (
@@ -58,14 +57,17 @@ def sbatch_argv(request: JobRequest, partition: str | None = None) -> list[str]:
 
 
 def as_user(user: str) -> list[str]:
-    """The sbatch flags that make the job run as ``user`` (none for the caller itself)."""
-    if not user or user == getpass.getuser() or user == str(os.geteuid()):
-        return []  # the caller itself, by name or by number
-    if not _USER.fullmatch(user):
-        raise BatchError(f"submit: {user!r} is not a valid user name")
-    if os.geteuid() != 0:
-        raise BatchError(f"submit: cannot submit as {user}: only root may submit for another user")
-    return [f"--uid={user}"]
+    """The sbatch flags that make the job run as ``user`` (none for the caller itself):
+    ``--uid``, and ``--export`` of the job's own environment only (sbatch would pass
+    on the submitter's). Refused unless this runs as root
+    (:func:`~elasticsite.batch.identity.checked_submitter`)."""
+    runs_as = checked_submitter(user)
+    if runs_as is None:
+        return []
+    env = job_environment(runs_as, {})
+    if any("," in value for value in env.values()):
+        raise BatchError(f"submit: {user}'s home or shell holds a comma, which --export cannot")
+    return [f"--uid={runs_as.name}", "--export=" + ",".join(f"{k}={v}" for k, v in env.items())]
 
 
 def _job_name(argv: Sequence[str]) -> str:

@@ -184,6 +184,9 @@ def gate(
     socket: Annotated[
         Path | None, typer.Option(help="Default: [urgent] socket of the configuration.")
     ] = None,
+    max_connections: Annotated[
+        int, typer.Option(min=1, help="Connections served at once (8 of one user at most).")
+    ] = 64,
 ) -> None:
     """Serve the site's urgent submit gate on a local socket, until stopped.
 
@@ -215,7 +218,7 @@ def gate(
                 "user": user, "resource": where}  # fmt: skip
 
     try:
-        server = Gate(path, handle)
+        server = Gate(path, handle, max_connections=max_connections)
     except OSError as exc:
         raise fail(f"cannot listen on {path}: {exc.strerror or exc}") from None
     err.print(f"urgent gate on {path} for {default}; Ctrl-C stops it", highlight=False)

@@ -15,32 +15,28 @@ terminated and exits 0.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 from elasticsite import logs
 from elasticsite.batch.base import BatchError
-from elasticsite.batch.local import Assignment, LocalBatch
+from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import CloudError
 from elasticsite.clouds.local_agent import LocalAgent
+from elasticsite.clouds.local_jobs import JobLauncher, JobRun, job_preexec, kill
 from elasticsite.clouds.local_registry import boot_extra, set_instance_state
 from elasticsite.clouds.local_slurmd import SlurmdError, SlurmdNode
 from elasticsite.files import StateFileError
 
 log = logging.getLogger("elasticsite.worker")
 
-WALLTIME_GRACE = 1.0
-"""Seconds a job may overrun its walltime before it is killed."""
 WALLTIME_EXIT = -9
 """Exit code recorded for a job killed for overrunning its walltime."""
 HEARTBEAT_EVERY = 5.0
@@ -48,41 +44,6 @@ HEARTBEAT_EVERY = 5.0
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _WAKE_SIGNALS = (*_STOP_SIGNALS, signal.SIGCHLD)
 _SIGTIMEDWAIT = hasattr(signal, "sigtimedwait")
-
-
-@dataclass(slots=True)
-class _Run:
-    """A job process this worker started."""
-
-    job_id: str
-    attempt: int
-    cores: int
-    proc: subprocess.Popen[bytes]
-    deadline: float
-    """``time.monotonic()`` after which the job has overrun its walltime."""
-
-
-def _job_preexec(parent: int, mask: set[int | signal.Signals]) -> Callable[[], None]:
-    """What runs in a job's child process before exec: restore the signal mask and, on
-    Linux, ask to be killed with the worker (as jobs die with a crashed VM)."""
-    prctl = None
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            prctl = ctypes.CDLL(None, use_errno=True).prctl
-        except (ImportError, OSError, AttributeError):
-            prctl = None
-    sigkill = int(signal.SIGKILL)
-
-    def preexec() -> None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if prctl is not None:
-            prctl(1, sigkill)  # PR_SET_PDEATHSIG
-            if os.getppid() != parent:
-                os._exit(1)
-
-    return preexec
 
 
 class Worker:
@@ -103,12 +64,12 @@ class Worker:
         self.pass_interval = max(2 * self.poll, 0.5)
         self.rng = random.Random()
         self.stopping = False
-        self.runs: dict[tuple[str, int], _Run] = {}
+        self.runs: dict[tuple[str, int], JobRun] = {}
         self.unreported: list[tuple[str, int, int]] = []
         self.last_heartbeat = time.monotonic()
         self.batch: LocalBatch | None = None
         self._mask: set[int | signal.Signals] = set()
-        self._preexec: Callable[[], None] | None = None
+        self.jobs: JobLauncher | None = None
         self.userdata_path = Path(os.environ.get("ELASTICSITE_USERDATA", ""))
         self.userdata = _read_userdata(self.userdata_path)
         self.node: str = self.userdata.get("node", self.name)
@@ -170,7 +131,8 @@ class Worker:
     def run(self) -> int:
         """Boot, join, serve until told to stop, leave; returns the exit status."""
         self._setup_signals()
-        self._preexec = _job_preexec(os.getpid(), self._mask)
+        self.jobs = JobLauncher(self.jobs_dir, self.node, self.userdata.get("site_id", ""),
+                                job_preexec(os.getpid(), self._mask))  # fmt: skip
         prior = set_instance_state(self.cloud_db, self.instance_id, None, pid=os.getpid())
         if prior is None:
             log.error("%s: instance %s is not in %s", self.name, self.instance_id, self.cloud_db)
@@ -193,7 +155,7 @@ class Worker:
         if self.agent is not None:
             try:
                 # Empty signal mask; dies with this process, as an agent with its VM.
-                self.agent.start(preexec=_job_preexec(os.getpid(), set()))
+                self.agent.start(preexec=job_preexec(os.getpid(), set()))
             except (OSError, StateFileError) as exc:
                 log.error("%s: cannot start the agent: %s", self.name, exc)
         if self.userdata.get("batch") == "slurm":
@@ -220,7 +182,7 @@ class Worker:
             slurmd=ud.get("slurmd", "/usr/sbin/slurmd"),
             controller=ud.get("slurm_controller", "localhost"),
             log_path=self.jobs_dir.parent / "logs" / f"{self.name}.slurmd.log",
-            preexec=_job_preexec(os.getpid(), set()),
+            preexec=job_preexec(os.getpid(), set()),
         )
         try:
             node.start()
@@ -271,12 +233,15 @@ class Worker:
         for key in [k for k in self.runs if k not in wanted]:
             log.info("%s: job %s no longer runs here (preempted, cancelled or requeued); "
                      "killing it", self.name, key[0])  # fmt: skip
-            self._kill(self.runs.pop(key))
+            kill(self.runs.pop(key))
         started: list[tuple[str, int, int]] = []
+        assert self.jobs is not None
         for a in assigned:
             if (a.job_id, a.attempt) not in self.runs:
-                run = self._spawn(a)
-                if run is not None:
+                run = self.jobs.start(a)
+                if isinstance(run, int):  # it could not start: it ended at once
+                    self.unreported.append((a.job_id, a.attempt, run))
+                else:
                     self.runs[(a.job_id, a.attempt)] = run
                     started.append((a.job_id, a.attempt, run.proc.pid))
         if started:
@@ -291,56 +256,16 @@ class Worker:
             code = run.proc.poll()
             if code is None and now > run.deadline:
                 log.warning("%s: job %s exceeded its walltime; killing it", self.name, run.job_id)
-                self._kill(run)
+                kill(run)
                 code = WALLTIME_EXIT
             if code is not None:
                 del self.runs[key]
                 self.unreported.append((run.job_id, run.attempt, code))
                 log.info("%s: job %s ended with exit code %d", self.name, run.job_id, code)
 
-    def _spawn(self, a: Assignment) -> _Run | None:
-        """Start a job in ``<jobs-dir>/<id>/``; a command that cannot start ends at once."""
-        job_dir = self.jobs_dir / a.job_id
-        env = dict(os.environ)
-        env.update(
-            ELASTICSITE_JOB_ID=a.job_id, ELASTICSITE_NODE=self.node, ELASTICSITE_CORES=str(a.cores)
-        )
-        try:
-            job_dir.mkdir(parents=True, exist_ok=True)
-            with open(job_dir / "stdout", "wb") as out, open(job_dir / "stderr", "wb") as err:
-                proc = subprocess.Popen(
-                    a.argv,
-                    cwd=job_dir,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    env=env,
-                    process_group=0,
-                    preexec_fn=self._preexec,
-                )
-        except (OSError, subprocess.SubprocessError) as exc:
-            code = 127 if isinstance(exc, FileNotFoundError) else 126
-            log.warning("%s: job %s cannot start: %s", self.name, a.job_id, exc)
-            with contextlib.suppress(OSError):
-                (job_dir / "stderr").write_text(f"elasticsite: cannot start {a.argv!r}: {exc}\n")
-            self.unreported.append((a.job_id, a.attempt, code))
-            return None
-        log.info("%s: started job %s (pid %d): %s", self.name, a.job_id, proc.pid, a.argv)
-        deadline = time.monotonic() + a.walltime + WALLTIME_GRACE
-        return _Run(a.job_id, a.attempt, a.cores, proc, deadline)
-
-    @staticmethod
-    def _kill(run: _Run) -> None:
-        """Kill a job's whole process group and collect it."""
-        try:
-            os.killpg(run.proc.pid, signal.SIGKILL)
-        except OSError:
-            run.proc.kill()
-        run.proc.wait()
-
     def _kill_all(self) -> None:
         for run in self.runs.values():
-            self._kill(run)
+            kill(run)
         self.runs.clear()
 
     def shutdown(self, joined: bool) -> int:

@@ -3,7 +3,8 @@
 This is the resource's submit path (``elasticsite urgent submit``). With the resource's
 key it asks the urgent services whether the submitting identity may run at the
 urgency asked, here, now; refused, nothing is submitted and the reason is returned.
-Allowed, the job is submitted as that identity and given the policy the resource's
+Allowed, the job is submitted to run as that identity (never as the submit path's own
+account: :mod:`elasticsite.batch.identity`) and given the policy the resource's
 administrators mapped the urgency to on the server if that is a batch policy, else the
 site's own ``[urgent] policies``; a compensation session always gets next-to-run. The
 owner of every job preemption stopped is given a compensation session at once.
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from elasticsite.batch.base import BatchSystem, JobRequest
+from elasticsite.batch.base import BatchError, BatchSystem, JobRequest
+from elasticsite.batch.identity import checked_submitter
 from elasticsite.config.urgent import UrgentConfig
 from elasticsite.urgent.batch_policies import BATCH_POLICIES, elevate
 
@@ -60,7 +62,15 @@ def submit_urgent(
     urgency: str,
     client: httpx.Client,
 ) -> Submitted:
-    """Authenticate ``request.user`` for ``urgency`` on ``resource``; submit and elevate."""
+    """Authenticate ``request.user`` for ``urgency`` on ``resource``; submit and elevate.
+
+    A job for another user than this process's is refused before anything is asked
+    unless this process may submit it to run as that user (it runs as root): no session
+    is spent on a job that could only run as the submit path's own account."""
+    try:
+        checked_submitter(request.user)
+    except BatchError as exc:
+        raise UrgentRefused(str(exc)) from None
     key = read_key(Path(config.key_file))
     headers = {"Authorization": f"Bearer {key}"}
     body = {"resource": resource, "urgency": urgency, "identity": request.user}
