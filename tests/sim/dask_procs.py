@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from pathlib import Path
 
@@ -116,9 +117,11 @@ def wait_for_workers(address: str, names: set[str]) -> None:
             time.sleep(0.05)
 
 
-def wait_for_rows(results: Path, rows: int) -> None:
-    """Return once ``results`` holds at least ``rows`` result rows."""
+def wait_for_rows(results: Path, rows: int, sweep: threading.Thread | None = None) -> None:
+    """Return once ``results`` holds at least ``rows`` result rows (failing at once if
+    the ``sweep`` writing them ends first)."""
     deadline = time.monotonic() + 120
     while not (results.exists() and results.read_text().count("\n") > rows):
+        assert sweep is None or sweep.is_alive(), f"the sweep ended before {rows} rows"
         assert time.monotonic() < deadline, f"{results} never had {rows} rows"
         time.sleep(0.02)

@@ -193,8 +193,9 @@ def test_a_stalled_sweep_says_what_is_outstanding_where_then_stops_or_waits(
 
     # stop: the worker hangs (SIGSTOP) with runs on it; the sweep stops, resumable
     stopped: list[Any] = []
-    thread = sweep(DaskCluster(address, timeout=2), stopped)
-    wait_for_rows(out / "results.csv", 1)
+    # a run takes well under a second; 5 s without one finishing is the hang
+    thread = sweep(DaskCluster(address, timeout=5), stopped)
+    wait_for_rows(out / "results.csv", 1, thread)
     worker.send_signal(signal.SIGSTOP)
     thread.join(120)
     (error,) = stopped
@@ -213,8 +214,8 @@ def test_a_stalled_sweep_says_what_is_outstanding_where_then_stops_or_waits(
     worker.send_signal(signal.SIGCONT)
     said: list[str] = []
     finished: list[Any] = []
-    thread = sweep(DaskCluster(address, timeout=2, on_timeout="wait", notify=said.append), finished)
-    wait_for_rows(out / "results.csv", kept + 1)
+    thread = sweep(DaskCluster(address, timeout=5, on_timeout="wait", notify=said.append), finished)
+    wait_for_rows(out / "results.csv", kept + 1, thread)
     worker.send_signal(signal.SIGSTOP)
     before = len(said)
     deadline = time.monotonic() + 120
@@ -236,7 +237,7 @@ def test_a_stalled_sweep_says_what_is_outstanding_where_then_stops_or_waits(
     lost: list[Any] = []
     out = tmp_path / "lost"
     thread = sweep(DaskCluster(address), lost)
-    wait_for_rows(out / "results.csv", 1)
+    wait_for_rows(out / "results.csv", 1, thread)
     worker.kill()
     thread.join(120)
     (error,) = lost
