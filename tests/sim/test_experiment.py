@@ -24,6 +24,7 @@ from elasticsite.sim.experiment import (
     round_seed,
     run_experiment,
 )
+from elasticsite.sim.runner import write_files
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -315,6 +316,23 @@ def test_an_elastic_spec_draws_bars_and_timelines(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert all(p.read_bytes()[:8] == PNG for p in result.plots)
     assert run_experiment(spec, tmp_path, workers=2).computed == 0
+    assert sorted(p.name for p in (tmp_path / "timelines").iterdir()) == [
+        f"{w}-{p}-r0.{ext}" for w, p in (("workload1", "bursts"), ("workload1", "on_demand"),
+                                         ("workload2", "dedicated")) for ext in ("csv", "png")
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["../escaped.png", "/tmp/escaped.png", "a/../../escaped.png",
+                                  "", "timelines\\..\\..\\escaped.png"])  # fmt: skip
+def test_a_file_a_run_returns_outside_the_output_directory_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    """A run's files may come from a Dask worker: none of them is written outside --out."""
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(RuntimeError, match="outside"):
+        write_files(out, {"timelines/fine.csv": b"x", name: b"evil"})
+    assert list(tmp_path.rglob("*escaped*")) == [] and list(out.iterdir()) == []
 
 
 # -- the command line -------------------------------------------------------------------

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.table import Table
 
-from elasticsite.cli.common import console, fail, print_metrics
+from elasticsite.cli.common import console, err, fail, print_metrics
 
 __all__ = ["experiment", "simulate"]
 
@@ -225,6 +225,10 @@ def _simulate_strategy(
     console.print(f"{result.events:,} events")
 
 
+def _warn(text: str) -> None:
+    err.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
+
+
 def experiment(
     spec: Annotated[Path, typer.Argument(help="Experiment spec (TOML), e.g. experiments/*.toml.")],
     out: Annotated[
@@ -242,8 +246,20 @@ def experiment(
             show_default=False,
         ),
     ] = None,
+    dask_wait_workers: Annotated[
+        float, typer.Option(min=0.001, help="With --dask: wait this long for a first worker, s.")
+    ] = 60.0,
+    dask_timeout: Annotated[
+        float,
+        typer.Option(min=0.001, help="With --dask: the longest time without a run finishing, s."),
+    ] = 600.0,
+    dask_on_timeout: Annotated[
+        Literal["stop", "wait"],
+        typer.Option(help="With --dask, then: stop (exit 2; rerun resumes) or wait, saying so."),
+    ] = "stop",
 ) -> None:
     """Run a spec's sweep (resumable), then write results, summary CSV and plots."""
+    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -254,11 +270,16 @@ def experiment(
     )
 
     from elasticsite.sim.experiment import SpecError, load_spec, run_experiment
+    from elasticsite.sim.runner import DaskCluster
 
     try:
         parsed = load_spec(spec)
-    except SpecError as exc:
-        raise fail(str(exc)) from None
+        cluster = None if dask is None else DaskCluster(
+            dask, wait_workers=dask_wait_workers, timeout=dask_timeout,
+            on_timeout=dask_on_timeout, notify=_warn,
+        )  # fmt: skip
+    except (SpecError, ValueError) as exc:
+        raise fail(escape(str(exc))) from None
     target = out or Path("experiments-out") / parsed.name
     started = time.monotonic()
     with Progress(
@@ -268,11 +289,11 @@ def experiment(
         task = bar.add_task("runs", total=None)
         try:
             result = run_experiment(
-                parsed, target, workers=workers, rounds=rounds, dask=dask,
+                parsed, target, workers=workers, rounds=rounds, dask=cluster,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )  # fmt: skip
         except (SpecError, ValueError, RuntimeError) as exc:
-            raise fail(str(exc)) from None
+            raise fail(escape(str(exc))) from None
     console.print(
         f"{result.computed} runs computed, {result.kept} kept from an earlier run, "
         f"in {time.monotonic() - started:.1f} s"

@@ -77,6 +77,11 @@ class _Task:
     strategies: tuple[str, ...]
     with_base: bool
 
+    @property
+    def label(self) -> str:
+        """The run as a person names it."""
+        return f"stringency {self.stringency!r}, fraction {self.fraction!r}, round {self.round}"
+
 
 def _values(m: SimMetrics, base_violations: int) -> dict[str, float | int | None]:
     offered = m.deadline_jobs + m.jobs_rejected

@@ -48,6 +48,7 @@ from elasticsite.sim.runner import (
     DaskCluster,
     Progress,
     Row,
+    RunOutput,
     aggregate,
     cell,
     check_fingerprint,
@@ -90,6 +91,7 @@ __all__ = [
 RESULTS = "results.csv"
 SUMMARY = "summary.csv"
 TABLE1 = "table1.csv"
+TIMELINES = "timelines"
 
 
 # -- result rows -------------------------------------------------------------------
@@ -135,6 +137,13 @@ class _ReplayTask:
     round: int
     strategies: tuple[str, ...]
     base: tuple[float, float] | None  # base AWRT and slowdown when the base row exists
+
+    @property
+    def label(self) -> str:
+        """The run as a person names it: its swept value and its round."""
+        sweep = self.spec.sweep
+        swept = "" if sweep is None or self.value is None else f"{sweep.parameter}={self.value!r} "
+        return f"{swept}round {self.round}"
 
 
 def _replay_task(task: _ReplayTask) -> list[Row]:
@@ -202,11 +211,17 @@ class _ElasticTask:
     spec: ElasticSpec
     run: ElasticRun
     round: int
-    timeline_dir: Path | None
+    timelines: bool
+
+    @property
+    def label(self) -> str:
+        """The run as a person names it: workload, policy and round."""
+        return f"{self.run.workload} under {self.run.policy}, round {self.round}"
 
 
-def _elastic_task(task: _ElasticTask) -> list[Row]:
-    """Run one workload under one policy for one round; draw its timeline if asked."""
+def _elastic_task(task: _ElasticTask) -> RunOutput:
+    """Run one workload under one policy for one round; draw its timeline if asked
+    (the CSV and the plot come back as bytes, for ``timelines/`` under ``--out``)."""
     from elasticsite import policies
     from elasticsite.sim.elastic import simulate_elastic
     from elasticsite.sim.workload import load_workload
@@ -222,14 +237,21 @@ def _elastic_task(task: _ElasticTask) -> list[Row]:
         interval=spec.interval, scheduler=spec.scheduler, seed=seed, warm_up=warm_up,
     )  # fmt: skip
     m = result.metrics()
-    if task.timeline_dir is not None:
+    files: dict[str, bytes] = {}
+    if task.timelines:
+        import tempfile
+
         from elasticsite.metrics import timeline
         from elasticsite.report import write_plot, write_timeline_csv
 
         tl = timeline(result.jobs, result.workers)
-        stem = task.timeline_dir / f"{run.workload}-{run.policy}-r{task.round}"
-        write_plot(stem.with_suffix(".png"), tl, f"{run.policy} policy, {run.workload} (simulated)")
-        write_timeline_csv(stem.with_suffix(".csv"), tl)
+        name = f"{run.workload}-{run.policy}-r{task.round}"
+        with tempfile.TemporaryDirectory(prefix="elasticsite-run-") as tmp:
+            stem = Path(tmp) / name
+            png = write_plot(stem.with_suffix(".png"), tl,
+                             f"{run.policy} policy, {run.workload} (simulated)")  # fmt: skip
+            steps = write_timeline_csv(stem.with_suffix(".csv"), tl)
+            files = {f"{TIMELINES}/{p.name}": p.read_bytes() for p in (steps, png)}
     values: dict[str, float | int | None] = {
         "jobs": m.jobs_total,
         "jobs_done": m.jobs_done,
@@ -244,7 +266,7 @@ def _elastic_task(task: _ElasticTask) -> list[Row]:
     }
     row = {"workload": run.workload, "policy": run.policy, "round": str(task.round)}
     row.update({k: cell(values[k]) for k in ELASTIC_METRICS})
-    return [row]
+    return RunOutput([row], files)
 
 
 # -- running -----------------------------------------------------------------------
@@ -275,12 +297,13 @@ def run_experiment(
     workers: int | None = None,
     rounds: int | None = None,
     progress: Progress | None = None,
-    dask: str | None = None,
+    dask: str | DaskCluster | None = None,
 ) -> ExperimentResult:
     """Run every row of ``spec`` not yet in ``out/results.csv``, then aggregate and plot.
 
     ``workers`` defaults to ``os.cpu_count()``; ``rounds`` overrides the spec's; with
-    ``dask`` (a scheduler's address) the runs go to that Dask cluster instead.
+    ``dask`` (a scheduler's address, or a :class:`DaskCluster` saying how long to wait
+    for what) the runs go to that Dask cluster instead.
     """
     if rounds is not None:
         if rounds < 1:
@@ -290,7 +313,7 @@ def run_experiment(
     if isinstance(nproc, int) and nproc < 1:
         raise SpecError(f"workers must be >= 1, got {nproc}")
     if dask is not None:
-        nproc = DaskCluster(dask)
+        nproc = dask if isinstance(dask, DaskCluster) else DaskCluster(dask)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     check_fingerprint(out_dir, spec)
@@ -416,9 +439,8 @@ def _run_elastic(
     rows = read_rows(results, header)
     known = {(r["workload"], r["policy"], r["round"]) for r in rows}
     runs = spec.all_runs()
-    timeline_dir = out / "timelines" if spec.timelines else None
     tasks = [
-        _ElasticTask(spec, run, r, timeline_dir)
+        _ElasticTask(spec, run, r, spec.timelines)
         for run in runs
         for r in range(spec.rounds)
         if (run.workload, run.policy, str(r)) not in known
@@ -438,8 +460,8 @@ def _run_elastic(
     summary = out / SUMMARY
     write_rows(summary, ["workload", "policy", "rounds", *ELASTIC_METRICS], summary_rows)
     plots = figures.elastic_bar_plots(out, spec.name, summary_rows)
-    if timeline_dir is not None:
-        plots += sorted(timeline_dir.glob("*.png"))
+    if spec.timelines:
+        plots += sorted((out / TIMELINES).glob("*.png"))
     return ExperimentResult(
         spec, out, results, summary, None, tuple(plots), computed, len(mine) - computed, {}
     )

@@ -1,8 +1,11 @@
 """The resumable, parallel runner under every experiment: tasks in, CSV rows out.
 
 An experiment is a list of tasks, each a pure function of its spec and its round's
-seed (:func:`round_seed`) that returns result rows. :func:`execute` runs them in worker
-processes and appends each task's rows to the results log as it finishes, so an
+seed (:func:`round_seed`) that returns result rows, and the files it drew when it draws
+any (a :class:`RunOutput`: bytes keyed by their path under the output directory; a run
+writes nothing itself, so a run on another machine writes nothing there either).
+:func:`execute` runs them in worker processes or on a Dask cluster, writes each task's
+files and then appends its rows to the results log as it finishes, so an
 interrupted experiment resumes where it stopped: :func:`read_rows` gives back what is
 already there (dropping a row cut short by a kill), and the experiment kind leaves out
 every task whose rows it finds. :func:`check_fingerprint` refuses to mix rows of two
@@ -18,9 +21,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+import os
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -33,6 +39,7 @@ __all__ = [
     "DaskCluster",
     "Progress",
     "Row",
+    "RunOutput",
     "aggregate",
     "cell",
     "check_fingerprint",
@@ -41,6 +48,7 @@ __all__ = [
     "read_rows",
     "round_seed",
     "sorted_log",
+    "write_files",
     "write_rows",
 ]
 
@@ -50,6 +58,15 @@ Row = dict[str, str]
 
 Progress = Callable[[int, int], None]
 """``progress(rows_done, rows_total)``, called as rows come in."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutput:
+    """What one run gives back when it made files besides its rows: each file's bytes
+    keyed by its relative path under the experiment's output directory."""
+
+    rows: list[Row]
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 def round_seed(seed: int, round_: int) -> int:
@@ -119,6 +136,23 @@ def sorted_log(
     return ordered
 
 
+def write_files(out: Path, files: Mapping[str, bytes]) -> None:
+    """Write a run's files under ``out``, each atomically; a path that would leave
+    ``out`` (absolute, ``..``) is refused: it comes from a worker."""
+    for name in files:
+        parts = PurePosixPath(name).parts
+        if not parts or name.startswith("/") or "\\" in name or {"", ".", ".."} & set(parts):
+            raise RuntimeError(f"a run returned a file outside {out}: {name!r}; nothing written")
+    for name, data in sorted(files.items()):
+        path = out.joinpath(*PurePosixPath(name).parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
+        # 0o666 less the umask, as any file this process writes: not a temp file's 0600
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as f:
+            f.write(data)
+        tmp.replace(path)
+
+
 def check_fingerprint(out: Path, spec: Spec) -> None:
     """Refuse to mix rows of two different experiments in one directory.
 
@@ -146,7 +180,7 @@ def check_fingerprint(out: Path, spec: Spec) -> None:
 
 def execute(
     tasks: Sequence[Any],
-    fn: Callable[[Any], list[Row]],
+    fn: Callable[[Any], list[Row] | RunOutput],
     workers: int | DaskCluster,
     results: Path,
     header: Sequence[str],
@@ -157,7 +191,9 @@ def execute(
     appending each task's rows as they come.
 
     ``fn`` must be a module-level function and the tasks picklable: both travel to the
-    worker processes. Returns how many rows were written.
+    worker processes. A run's files are written under the results' directory before
+    its rows are appended, so a run whose rows are in has its files too. Returns how
+    many rows were written.
     """
     done = 0
     if progress:
@@ -171,8 +207,11 @@ def execute(
             out.writeheader()
             f.flush()
 
-        def record(rows: list[Row]) -> None:
+        def record(output: list[Row] | RunOutput) -> None:
             nonlocal done
+            if isinstance(output, RunOutput):
+                write_files(results.parent, output.files)
+            rows = output.rows if isinstance(output, RunOutput) else output
             out.writerows(rows)
             f.flush()
             done += len(rows)
@@ -187,7 +226,7 @@ def execute(
                 record(fn(task))
             return done
         with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-            pending: set[Future[list[Row]]] = {pool.submit(fn, t) for t in tasks}
+            pending: set[Future[list[Row] | RunOutput]] = {pool.submit(fn, t) for t in tasks}
             try:
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_COMPLETED)
