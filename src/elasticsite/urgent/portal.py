@@ -14,8 +14,9 @@ Plain forms, no script at all. A session is a random cookie (8 hours, HttpOnly,
 SameSite=Strict, Secure over HTTPS, path ``/urgent/portal``) whose digest alone is
 kept, in memory; every form carries the session's CSRF token, and the sign-in form one
 bound to a cookie of its own. Wrong keys and tokens count as refused attempts of their
-source (audited, rate-limited as the REST services are). Pages forbid framing and allow
-only the portal's own stylesheet.
+source network, which is not heard at sign-in once it has had too many lately; every
+refusal is audited (:func:`~.routes.refused`), and every sign-in. Pages forbid framing
+and allow only the portal's own stylesheet.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from elasticsite.dashboard.routes import PAGE_HEADERS, read_form
-from elasticsite.urgent.routes import UrgentService
-from elasticsite.urgent.store import RATE_LIMITED
+from elasticsite.urgent.refusals import principal_subject, source_subject, token_subject
+from elasticsite.urgent.routes import UrgentService, client_host, refused
+from elasticsite.urgent.store import HELD_BACK, RATE_LIMITED
 from elasticsite.urgent.tokens import TokenState, check_identities
 
 __all__ = ["PORTAL", "Portal", "Visitor", "install"]
@@ -59,6 +61,13 @@ class Visitor:
     """An administrator's resources."""
     identities: tuple[tuple[str, str], ...] = ()
     """A user's identity on each resource."""
+
+    @property
+    def subject(self) -> str:
+        """Whom the visitor's refused requests count against."""
+        if self.kind == "manager":
+            return token_subject(self.token_id)
+        return principal_subject(self.name)
 
 
 def _digest(value: str) -> str:
@@ -131,18 +140,20 @@ class Portal:
         if visitor is None or not hmac.compare_digest(
             fields.get("csrf", "").encode(), visitor.csrf.encode()
         ):
-            raise HTTPException(403, "not signed in, or a stale form: load the page again")
+            if visitor is None:
+                subject, actor, token_id = source_subject(client_host(request)), "", ""
+            else:
+                subject, actor, token_id = visitor.subject, visitor.name, visitor.token_id
+            raise refused(request, 403, "not signed in, or a stale form: load the page again",
+                          [subject], actor=actor, token_id=token_id)  # fmt: skip
         if kind is not None and visitor.kind != kind:
-            raise HTTPException(403, f"this is for the {kind}")
+            raise refused(request, 403, f"this is for the {kind}", [visitor.subject],
+                          actor=visitor.name, token_id=visitor.token_id)  # fmt: skip
         return visitor, fields
 
 
 def redirect(path: str) -> RedirectResponse:
     return RedirectResponse(PORTAL + path, 303, headers=PAGE_HEADERS)
-
-
-def source(request: Request) -> str:
-    return request.client.host if request.client else ""
 
 
 def install(app: FastAPI, service: UrgentService) -> Portal:
@@ -177,26 +188,35 @@ def install(app: FastAPI, service: UrgentService) -> Portal:
     async def login(request: Request) -> Response:
         fields = await read_form(request)
         expected = request.cookies.get(LOGIN_COOKIE, "")
+        host = client_host(request)
+        src = source_subject(host)
         if not expected or not hmac.compare_digest(
             fields.get("csrf", "").encode(), expected.encode()
         ):
-            raise HTTPException(403, "the sign-in form expired; load it again")
+            raise refused(request, 403, "the sign-in form expired; load it again", [src],
+                          action="sign in")  # fmt: skip
         credential = fields.get("credential", "").strip()
-        now, src = service.clock(), source(request)
+        now = service.clock()
         with service.lock:
-            if service.store.source_blocked(src, now):
+            if service.store.held_back(now, [src], source=host):
                 return redirect("/login?failed=rate")
             if credential.startswith("esk_"):
                 who = service.principals.by_key(credential)
                 token = None
             else:
                 who, token = None, service.store.by_value(credential)
-            if who is None and token is None:
-                service.store.wrong_token(src, now)
         if who is None and token is None:
+            why = "wrong key" if credential.startswith("esk_") else "wrong token"
+            with service.lock:
+                service.store.refuse(now, [src], "sign in", why if credential else "no credential",
+                                     source=host)  # fmt: skip
             await asyncio.sleep(0.5)  # a guess costs time
             return redirect("/login?failed=1")
         if who is not None and who.role == "resource":
+            with service.lock:
+                service.store.refuse(now, [principal_subject(who.name)], "sign in",
+                                     "a resource key is for submit paths", actor=who.name,
+                                     source=host)  # fmt: skip
             return redirect("/login?failed=role")
         if who is not None:
             value, _ = portal.open(
@@ -205,9 +225,13 @@ def install(app: FastAPI, service: UrgentService) -> Portal:
                 resources=tuple(sorted(who.resources)),
                 identities=tuple(sorted(who.identities.items())),
             )
+            signed = (who.name, "")
         else:
             assert token is not None
             value, _ = portal.open("manager", "token manager", token.id)
+            signed = ("token manager", token.id)
+        with service.lock:
+            service.store.record(now, "sign in", *signed, source=host)
         done = redirect("")  # to the visitor's own portal
         done.set_cookie(SESSION_COOKIE, value, max_age=SESSION_SECONDS, path=PORTAL,
                         httponly=True, secure=secure(request), samesite="strict")  # fmt: skip
@@ -311,7 +335,7 @@ def install(app: FastAPI, service: UrgentService) -> Portal:
                 for t in service.store.sessions_of(resource, identity, now):
                     sessions.setdefault(t.id, t)
                 found = service.store.audit(resource=resource, identity=identity, limit=100)
-                runs += [r for r in found if r.action == "authenticate"]
+                runs += [r for r in found if r.action in ("authenticate", HELD_BACK)]
         runs.sort(key=lambda r: -r.at)
         rows = [(t, t.state(now).value, t.time_left(now)) for t in sessions.values()]
         active = [r for r in rows if r[1] == TokenState.ACTIVE.value]
