@@ -25,9 +25,11 @@ Keys travel as ``Authorization: Bearer esk_...`` (:mod:`.principals`); the token
 right one without the right is 403. Token values are never returned except once, when
 issued, and never logged. Every refusal is audited and counted against its subject
 (:mod:`.refusals`): a wrong or missing credential against its source network, a
-request beyond a key's rights against its principal, a refused submission against the
-identity on the resource. A subject with too many refusals lately is answered 429 (the
-submit filter, the token manager's calls) without being heard; nobody else is.
+request beyond a key's rights against its principal, a change to a token that has
+ended against the token, a refused submission against the identity on the resource.
+A subject with too many refusals lately is answered 429 (the submit filter, the token
+manager's calls) without being heard; nobody else is. A token that has expired or been
+revoked still tells its manager so (getTokenInfo, checkTokenTime), and changes nothing.
 """
 
 from __future__ import annotations
@@ -44,10 +46,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from elasticsite.context.auth import BEARER, parse_authorization
 from elasticsite.urgent.principals import Principal, Principals
-from elasticsite.urgent.refusals import principal_subject, source_subject
+from elasticsite.urgent.refusals import principal_subject, source_subject, token_subject
 from elasticsite.urgent.resources import ResourcePolicies
 from elasticsite.urgent.store import RATE_LIMITED, UrgentStore
-from elasticsite.urgent.tokens import Token, Urgency
+from elasticsite.urgent.tokens import Token, TokenState, Urgency
 
 __all__ = [
     "UrgentService",
@@ -252,6 +254,19 @@ Resource = Annotated[Principal, Depends(_role("resource"))]
 Managed = Annotated[Token, Depends(_managed)]
 
 
+def _changing(request: Request, token: Managed) -> Token:
+    """The token its manager is changing, which must not have ended."""
+    state = token.state(_service(request).clock())
+    if state in (TokenState.EXPIRED, TokenState.REVOKED):
+        raise refused(request, 403, f"token {token.id} is {state.value}: nothing about it "
+                      "changes any more", [token_subject(token.id)], actor="token manager",
+                      token_id=token.id)  # fmt: skip
+    return token
+
+
+Changing = Annotated[Token, Depends(_changing)]
+
+
 def submitting_identity(who: Principal, body: AuthenticateIn) -> str | None:
     """The identity a caller may authenticate as (None: it may not): a user as their
     own identity on the resource; a resource's submit path the one it names, on its own
@@ -350,7 +365,7 @@ def install(app: FastAPI, service: UrgentService) -> None:
         return _out(token, service.clock())
 
     @router.post("/token/members", response_model=TokenOut)
-    def add_member(body: MemberIn, token: Managed) -> TokenOut:
+    def add_member(body: MemberIn, token: Changing) -> TokenOut:
         """addUserToToken: add (or change) a team member, even during a session."""
         now = service.clock()
         with service.lock:
@@ -362,7 +377,7 @@ def install(app: FastAPI, service: UrgentService) -> None:
         return _out(found, now)
 
     @router.delete("/token/members/{name}", response_model=TokenOut)
-    def remove_member(name: str, token: Managed) -> TokenOut:
+    def remove_member(name: str, token: Changing) -> TokenOut:
         """removeUserFromToken: the member can no longer submit, at once."""
         now = service.clock()
         with service.lock:
@@ -373,7 +388,7 @@ def install(app: FastAPI, service: UrgentService) -> None:
         return _out(found, now)
 
     @router.post("/token/activate", response_model=TokenOut)
-    def activate(token: Managed) -> TokenOut:
+    def activate(token: Changing) -> TokenOut:
         """activateToken: start the urgent session; its clock starts now."""
         now = service.clock()
         with service.lock:
