@@ -109,7 +109,8 @@ def test_every_attempt_is_audited_and_repeated_refusals_hold_back_that_identity_
         ("mallory", False, 2), ("mallory", False, 1), ("mallory", False, 1),
         ("mallory", False, 1),
     ]  # fmt: skip
-    assert attempts[3].action == HELD_BACK and attempts[3].reason == RATE_LIMITED
+    assert (attempts[3].action, attempts[3].actor, attempts[3].reason) == (
+        HELD_BACK, "mallory", RATE_LIMITED)  # fmt: skip
     refused = list(store.audit(identity="mallory", ok=False))
     assert len(refused) == 6 and refused[-1].source == "10.0.0.9"
     assert {r.action for r in store.audit()} >= {"issue", "add member", "activate"}

@@ -194,7 +194,7 @@ def refused(
     route = request.scope.get("route")
     action = action or f"{request.method} {getattr(route, 'path', request.url.path)[:200]}"
     with service.lock:
-        held = service.store.refuse(service.clock(), subjects, action, reason or detail,
+        held = service.store.refuse(service.clock(), subjects, action, (reason or detail)[:300],
                                     source=client_host(request),
                                     **{k: v[:128] for k, v in row.items()})  # fmt: skip
     return _rate_limited() if held else HTTPException(status, detail, headers)

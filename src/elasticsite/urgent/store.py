@@ -285,8 +285,8 @@ class UrgentStore:
         this resource, whoever asks and from wherever."""
         subject = identity_subject(resource, identity)
         with self.db.transaction():
-            if self.held_back(now, [subject], resource=resource, identity=identity,
-                              source=source):  # fmt: skip
+            if self.held_back(now, [subject], actor=identity, resource=resource,
+                              identity=identity, source=source):  # fmt: skip
                 return None, RATE_LIMITED
             candidates = self.sessions_of(resource, identity, now)
             best: Refusal | None = Refusal.NO_SESSION
@@ -312,8 +312,8 @@ class UrgentStore:
             return chosen, reason
 
     def held_back(
-        self, now: float, subjects: Sequence[str], *, resource: str = "", identity: str = "",
-        source: str = "",
+        self, now: float, subjects: Sequence[str], *, actor: str = "", token_id: str = "",
+        resource: str = "", identity: str = "", source: str = "",
     ) -> bool:  # fmt: skip
         """Whether one of ``subjects`` has had too many refusals lately to be heard now;
         if so, the request is counted into that subject's rate-limit row of this window
@@ -326,8 +326,8 @@ class UrgentStore:
             if seq is not None:
                 self.db.execute("UPDATE audit SET count = count + 1 WHERE seq = ?", (seq,))
                 return True
-            seq = self._audit(now, HELD_BACK, "", "", resource=resource, identity=identity,
-                              ok=False, reason=RATE_LIMITED, source=source)  # fmt: skip
+            row = {"resource": resource, "identity": identity, "source": source}
+            seq = self._audit(now, HELD_BACK, actor, token_id, ok=False, reason=RATE_LIMITED, **row)
             self.refusals.hold(subject, seq, now)
             return True
 
@@ -340,8 +340,8 @@ class UrgentStore:
         of them was held back already: then the request only adds to the count of its
         window's rate-limit row."""
         with self.db.transaction():
-            if self.held_back(now, subjects, resource=resource, identity=identity,
-                              source=source):  # fmt: skip
+            if self.held_back(now, subjects, actor=actor, token_id=token_id, resource=resource,
+                              identity=identity, source=source):  # fmt: skip
                 return True
             self._audit(now, action, actor, token_id, resource=resource, identity=identity,
                         ok=False, reason=reason, source=source)  # fmt: skip
