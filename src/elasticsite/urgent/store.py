@@ -285,8 +285,10 @@ class UrgentStore:
         this resource, whoever asks and from wherever."""
         subject = identity_subject(resource, identity)
         with self.db.transaction():
-            if self.held_back(now, [subject], actor=identity, resource=resource,
-                              identity=identity, source=source):  # fmt: skip
+            # The usual case, not held back, reads at most max_failures rows and writes none.
+            if self.refusals.blocked([subject], now) and self.held_back(
+                now, [subject], actor=identity, resource=resource, identity=identity, source=source
+            ):
                 return None, RATE_LIMITED
             candidates = self.sessions_of(resource, identity, now)
             best: Refusal | None = Refusal.NO_SESSION
