@@ -285,10 +285,8 @@ class UrgentStore:
         this resource, whoever asks and from wherever."""
         subject = identity_subject(resource, identity)
         with self.db.transaction():
-            # The usual case, not held back, reads at most max_failures rows and writes none.
-            if self.refusals.blocked([subject], now) and self.held_back(
-                now, [subject], actor=identity, resource=resource, identity=identity, source=source
-            ):
+            if self.held_back(now, [subject], actor=identity, resource=resource,
+                              identity=identity, source=source):  # fmt: skip
                 return None, RATE_LIMITED
             candidates = self.sessions_of(resource, identity, now)
             best: Refusal | None = Refusal.NO_SESSION
@@ -320,10 +318,10 @@ class UrgentStore:
         """Whether one of ``subjects`` has had too many refusals lately to be heard now;
         if so, the request is counted into that subject's rate-limit row of this window
         (one row a window, however many requests: the log cannot be flooded)."""
+        subject = self.refusals.blocked(subjects, now)  # a read: no write lock unless held
+        if subject is None:
+            return False
         with self.db.transaction():
-            subject = self.refusals.blocked(subjects, now)
-            if subject is None:
-                return False
             seq = self.refusals.held_row(subject, now)
             if seq is not None:
                 self.db.execute("UPDATE audit SET count = count + 1 WHERE seq = ?", (seq,))
