@@ -2,10 +2,12 @@
 
 Part 1, ``POST /urgent/authenticate`` on a real server. Peer figure: the targets set for
 this work, p99 under 10 ms and at least 1,000 requests/s on this machine, with 10,000
-tokens and 100,000 audit records in the store. The server (uvicorn with TLS, the
-project's ASGI app) runs in its own process on 127.0.0.1; clients are asyncio HTTPS
-connections in this one, each asking for a different team member of an active session,
-as a resource's submit path does.
+tokens and 100,000 audit records in the store. The server's CPU time per request is
+printed too: unlike the wall-clock figures, other work on a shared machine leaves it
+alone, so it compares two versions of the code measured at different times. The server
+(uvicorn with TLS, the project's ASGI app) runs in its own process on 127.0.0.1; clients
+are asyncio HTTPS connections in this one, each asking for a different team member of an
+active session, as a resource's submit path does.
 
 Part 2, the embedded site with its cluster full (two workers busy, four jobs waiting,
 each of ``--job-seconds``): an urgent job's allocation delay (submitted to started)
@@ -177,6 +179,15 @@ def allocation_delay(policy: str, job_seconds: float) -> float:
                 cloud.kill_all()  # type: ignore[attr-defined]
 
 
+def server_cpu(pid: int) -> float:
+    """CPU seconds process ``pid`` has used (user and system), or 0 where /proc is not."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _wait(check: object, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not check():  # type: ignore[operator]
@@ -222,9 +233,10 @@ def main() -> None:
             asyncio.run(load(port, ca, key, 200, 4))  # warm-up
             # Latency: one submit path at a time. Throughput: many at once.
             lat = sorted(asyncio.run(load(port, ca, key, args.requests // 5, 1)))
-            t0 = time.perf_counter()
+            c0, t0 = server_cpu(server.pid), time.perf_counter()
             many = asyncio.run(load(port, ca, key, args.requests, args.clients))
             elapsed = time.perf_counter() - t0
+            cpu = server_cpu(server.pid) - c0
         finally:
             server.terminate()
             server.wait(20)
@@ -235,6 +247,9 @@ def main() -> None:
     print(f"one client, {len(lat):,} requests: p50 {p50 * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms")
     print(f"{args.clients} clients, {len(many):,} requests: {rate:,.0f} requests/s, p99 "
           f"{many[int(0.99 * (len(many) - 1))] * 1e3:.1f} ms")  # fmt: skip
+    if cpu > 0:  # what the machine's load does not change: the server's own CPU time
+        print(f"server CPU per request: {cpu / len(many) * 1e3:.3f} ms "
+              f"({len(many) / cpu:,.0f} requests per CPU-second)")  # fmt: skip
     if delays:
         mean = {p: statistics.fmean(v) for p, v in delays.items()}
         each = ", ".join(f"{p} {m:.3f} s" for p, m in mean.items())

@@ -16,12 +16,8 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from elasticsite.context.auth import parse_authorization
-from elasticsite.urgent.routes import (
-    AuthenticateIn,
-    UrgentService,
-    authenticated,
-    submitting_identity,
-)
+from elasticsite.urgent.routes import UrgentService, authenticated, submitting_identity
+from elasticsite.urgent.schemas import AuthenticateIn
 
 __all__ = ["AuthenticateFastPath"]
 

@@ -13,8 +13,11 @@ Three kinds of visitor sign in at ``/urgent/portal/login`` with what they alread
 Plain forms, no script at all. A session is a random cookie (8 hours, HttpOnly,
 SameSite=Strict, Secure over HTTPS, path ``/urgent/portal``) whose digest alone is
 kept, in memory; every form carries the session's CSRF token, and the sign-in form one
-bound to a cookie of its own. Wrong keys and tokens count as refused attempts of their
-source (audited, rate-limited as the REST services are). Pages forbid framing and allow
+bound to a cookie of its own. A session lasts only as long as what opened it: it ends
+when its key is removed, or when its token expires or is revoked, at the visitor's next
+request. Wrong keys and tokens count as refused attempts of their source network,
+which is not heard at sign-in once it has had too many lately; every refusal is
+audited (:func:`~.routes.refused`), and every sign-in. Pages forbid framing and allow
 only the portal's own stylesheet.
 """
 
@@ -24,8 +27,9 @@ import asyncio
 import hashlib
 import hmac
 import secrets
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.resources import files
 from typing import Any
 
@@ -34,8 +38,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from elasticsite.dashboard.routes import PAGE_HEADERS, read_form
-from elasticsite.urgent.routes import UrgentService
-from elasticsite.urgent.store import RATE_LIMITED
+from elasticsite.urgent.principals import key_digest
+from elasticsite.urgent.refusals import principal_subject, source_subject, token_subject
+from elasticsite.urgent.routes import UrgentService, client_host, refused
+from elasticsite.urgent.store import HELD_BACK, RATE_LIMITED
 from elasticsite.urgent.tokens import TokenState, check_identities
 
 __all__ = ["PORTAL", "Portal", "Visitor", "install"]
@@ -59,6 +65,15 @@ class Visitor:
     """An administrator's resources."""
     identities: tuple[tuple[str, str], ...] = ()
     """A user's identity on each resource."""
+    key_digest: str = ""
+    """The digest of the key an administrator or a user signed in with."""
+
+    @property
+    def subject(self) -> str:
+        """Whom the visitor's refused requests count against."""
+        if self.kind == "manager":
+            return token_subject(self.token_id)
+        return principal_subject(self.name)
 
 
 def _digest(value: str) -> str:
@@ -79,6 +94,7 @@ class Portal:
     def __init__(self, service: UrgentService) -> None:
         self.service = service
         self._sessions: dict[str, tuple[float, Visitor]] = {}
+        self._lock = threading.Lock()  # pages are served by several threads at once
         self.env = Environment(
             loader=PackageLoader("elasticsite", "urgent/templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
@@ -95,30 +111,56 @@ class Portal:
         token_id: str = "",
         resources: tuple[str, ...] = (),
         identities: tuple[tuple[str, str], ...] = (),
+        key_digest: str = "",
     ) -> tuple[str, Visitor]:
         now = self.service.clock()
-        for key in [k for k, (exp, _) in self._sessions.items() if exp < now]:
-            del self._sessions[key]
-        if len(self._sessions) >= MAX_SESSIONS:  # never grow without bound
-            del self._sessions[min(self._sessions, key=lambda k: self._sessions[k][0])]
         value = secrets.token_urlsafe(32)
-        visitor = Visitor(
-            visitor_kind, name, secrets.token_urlsafe(24), token_id, resources, identities
-        )
-        self._sessions[_digest(value)] = (now + SESSION_SECONDS, visitor)
+        visitor = Visitor(visitor_kind, name, secrets.token_urlsafe(24), token_id, resources,
+                          identities, key_digest)  # fmt: skip
+        with self._lock:
+            for key in [k for k, (exp, _) in self._sessions.items() if exp < now]:
+                del self._sessions[key]
+            if len(self._sessions) >= MAX_SESSIONS:  # never grow without bound
+                del self._sessions[min(self._sessions, key=lambda k: self._sessions[k][0])]
+            self._sessions[_digest(value)] = (now + SESSION_SECONDS, visitor)
         return value, visitor
 
     def visitor(self, request: Request) -> Visitor | None:
+        """The signed-in visitor, as their key or token stands now: None when there is
+        no session, or when its key was removed or its token has ended (the session
+        ends with it)."""
         value = request.cookies.get(SESSION_COOKIE)
-        found = self._sessions.get(_digest(value)) if value else None
-        if found is None or found[0] < self.service.clock():
+        if not value:
             return None
-        return found[1]
+        now = self.service.clock()
+        with self._lock:
+            found = self._sessions.get(_digest(value))
+        if found is None or found[0] < now:
+            return None
+        current = self._current(found[1], now)
+        if current is None:
+            with self._lock:
+                self._sessions.pop(_digest(value), None)
+        return current
+
+    def _current(self, v: Visitor, now: float) -> Visitor | None:
+        service = self.service
+        with service.lock:
+            if v.kind == "manager":
+                token = service.store.get(v.token_id)
+                alive = token is not None and token.state(now) in LIVE
+                return v if alive else None
+            principal = service.principals.by_digest(v.key_digest)
+        if principal is None or principal.role != v.kind:
+            return None
+        return replace(v, name=principal.name, resources=tuple(sorted(principal.resources)),
+                       identities=tuple(sorted(principal.identities.items())))  # fmt: skip
 
     def close(self, request: Request) -> None:
         value = request.cookies.get(SESSION_COOKIE)
         if value:
-            self._sessions.pop(_digest(value), None)
+            with self._lock:
+                self._sessions.pop(_digest(value), None)
 
     def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         body = self.env.get_template(name).render(portal=PORTAL, **context)
@@ -131,18 +173,24 @@ class Portal:
         if visitor is None or not hmac.compare_digest(
             fields.get("csrf", "").encode(), visitor.csrf.encode()
         ):
-            raise HTTPException(403, "not signed in, or a stale form: load the page again")
+            if visitor is None:
+                subject, actor, token_id = source_subject(client_host(request)), "", ""
+            else:
+                subject, actor, token_id = visitor.subject, visitor.name, visitor.token_id
+            raise refused(request, 403, "not signed in, or a stale form: load the page again",
+                          [subject], actor=actor, token_id=token_id)  # fmt: skip
         if kind is not None and visitor.kind != kind:
-            raise HTTPException(403, f"this is for the {kind}")
+            raise refused(request, 403, f"this is for the {kind}", [visitor.subject],
+                          actor=visitor.name, token_id=visitor.token_id)  # fmt: skip
         return visitor, fields
+
+
+LIVE = (TokenState.ISSUED, TokenState.ACTIVE)
+"""The states of a token whose manager may sign in and stay signed in."""
 
 
 def redirect(path: str) -> RedirectResponse:
     return RedirectResponse(PORTAL + path, 303, headers=PAGE_HEADERS)
-
-
-def source(request: Request) -> str:
-    return request.client.host if request.client else ""
 
 
 def install(app: FastAPI, service: UrgentService) -> Portal:
@@ -166,7 +214,8 @@ def install(app: FastAPI, service: UrgentService) -> Portal:
     def login_form(request: Request, failed: str = "") -> Response:
         csrf = secrets.token_urlsafe(24)
         why = {"1": "That key or token is not known here.", "rate": RATE_LIMITED,
-               "role": "Resource keys are for submit paths, not the portal."}  # fmt: skip
+               "role": "Resource keys are for submit paths, not the portal.",
+               "ended": "That token has expired or was revoked."}  # fmt: skip
         page = portal.page("login.html.j2", 401 if failed else 200, csrf=csrf,
                            failed=why.get(failed, ""))  # fmt: skip
         page.set_cookie(LOGIN_COOKIE, csrf, max_age=600, path=PORTAL, httponly=True,
@@ -177,37 +226,57 @@ def install(app: FastAPI, service: UrgentService) -> Portal:
     async def login(request: Request) -> Response:
         fields = await read_form(request)
         expected = request.cookies.get(LOGIN_COOKIE, "")
+        host = client_host(request)
+        src = source_subject(host)
         if not expected or not hmac.compare_digest(
             fields.get("csrf", "").encode(), expected.encode()
         ):
-            raise HTTPException(403, "the sign-in form expired; load it again")
+            raise refused(request, 403, "the sign-in form expired; load it again", [src],
+                          action="sign in")  # fmt: skip
         credential = fields.get("credential", "").strip()
-        now, src = service.clock(), source(request)
+        now = service.clock()
         with service.lock:
-            if service.store.source_blocked(src, now):
+            if service.store.held_back(now, [src], source=host):
                 return redirect("/login?failed=rate")
             if credential.startswith("esk_"):
                 who = service.principals.by_key(credential)
                 token = None
             else:
                 who, token = None, service.store.by_value(credential)
-            if who is None and token is None:
-                service.store.wrong_token(src, now)
         if who is None and token is None:
+            why = "wrong key" if credential.startswith("esk_") else "wrong token"
+            with service.lock:
+                service.store.refuse(now, [src], "sign in", why if credential else "no credential",
+                                     source=host)  # fmt: skip
             await asyncio.sleep(0.5)  # a guess costs time
             return redirect("/login?failed=1")
         if who is not None and who.role == "resource":
+            with service.lock:
+                service.store.refuse(now, [principal_subject(who.name)], "sign in",
+                                     "a resource key is for submit paths", actor=who.name,
+                                     source=host)  # fmt: skip
             return redirect("/login?failed=role")
+        if token is not None and token.state(now) not in LIVE:
+            with service.lock:
+                service.store.refuse(now, [token_subject(token.id)], "sign in",
+                                     f"the token is {token.state(now).value}", source=host,
+                                     actor="token manager", token_id=token.id)  # fmt: skip
+            return redirect("/login?failed=ended")
         if who is not None:
             value, _ = portal.open(
                 who.role,
                 who.name,
                 resources=tuple(sorted(who.resources)),
                 identities=tuple(sorted(who.identities.items())),
+                key_digest=key_digest(credential),
             )
+            signed = (who.name, "")
         else:
             assert token is not None
             value, _ = portal.open("manager", "token manager", token.id)
+            signed = ("token manager", token.id)
+        with service.lock:
+            service.store.record(now, "sign in", *signed, source=host)
         done = redirect("")  # to the visitor's own portal
         done.set_cookie(SESSION_COOKIE, value, max_age=SESSION_SECONDS, path=PORTAL,
                         httponly=True, secure=secure(request), samesite="strict")  # fmt: skip
@@ -311,7 +380,7 @@ def install(app: FastAPI, service: UrgentService) -> Portal:
                 for t in service.store.sessions_of(resource, identity, now):
                     sessions.setdefault(t.id, t)
                 found = service.store.audit(resource=resource, identity=identity, limit=100)
-                runs += [r for r in found if r.action == "authenticate"]
+                runs += [r for r in found if r.action in ("authenticate", HELD_BACK)]
         runs.sort(key=lambda r: -r.at)
         rows = [(t, t.state(now).value, t.time_left(now)) for t in sessions.values()]
         active = [r for r in rows if r[1] == TokenState.ACTIVE.value]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from elasticsite.urgent.resources import POLICIES, URGENCIES
+from elasticsite.urgent.routes import refused
 from elasticsite.urgent.tokens import Urgency, show
 
 if TYPE_CHECKING:
@@ -74,7 +75,8 @@ def install(app: FastAPI, portal: Portal) -> None:
         with service.lock:
             token = service.store.get(token_id)
             if token is None or not token.resources & set(v.resources):
-                raise HTTPException(404, "no such token among your resources")
+                raise refused(request, 404, "no such token among your resources", [v.subject],
+                              actor=v.name, token_id=token_id)  # fmt: skip
             service.store.expire(token_id, service.clock(), v.name)
         return redirect("/admin")
 
@@ -82,7 +84,8 @@ def install(app: FastAPI, portal: Portal) -> None:
     async def set_map(resource: str, request: Request) -> Response:
         v, fields = await portal.form(request, "admin")
         if resource not in v.resources:
-            raise HTTPException(403, f"not an administrator of {resource}")
+            raise refused(request, 403, f"not an administrator of {resource}", [v.subject],
+                          actor=v.name, resource=resource)  # fmt: skip
         mapping = {u: fields[u] for u in URGENCIES if fields.get(u)}
         try:
             with service.lock:
@@ -120,7 +123,7 @@ def install(app: FastAPI, portal: Portal) -> None:
                     since=since,
                     limit=2000,
                 )
-                if r.resource in v.resources or (not r.resource and r.actor == v.name)
+                if r.visible_to(v.name, set(v.resources))
             ][:500]
         return portal.page("audit.html.j2", v=v, rows=rows, error=error,
                            f={"resource": resource, "identity": identity, "outcome": outcome,

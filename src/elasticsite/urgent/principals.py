@@ -25,7 +25,7 @@ from typing import Literal
 
 from elasticsite.sqlite import Connection
 
-__all__ = ["KEY_PREFIX", "Principal", "Principals", "Role"]
+__all__ = ["KEY_PREFIX", "Principal", "Principals", "Role", "key_digest"]
 
 KEY_PREFIX = "esk_"
 Role = Literal["admin", "user", "resource"]
@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS principals (
 """
 
 
-def _digest(key: str) -> str:
+def key_digest(key: str) -> str:
+    """What is kept of a key: its SHA-256 (hex)."""
     return hashlib.sha256(key.encode()).hexdigest()
 
 
@@ -97,7 +98,7 @@ class Principals:
                 raise ValueError(f"a principal named {name!r} exists; remove it first")
             self.db.execute(
                 "INSERT INTO principals VALUES (?, ?, ?, ?, ?, ?)",
-                (name, _digest(key), role, json.dumps(sorted(resources)), json.dumps(ids), now),
+                (name, key_digest(key), role, json.dumps(sorted(resources)), json.dumps(ids), now),
             )
         return principal, key
 
@@ -105,9 +106,14 @@ class Principals:
         """The principal whose key this is, or None (compared by digest)."""
         if not key.startswith(KEY_PREFIX) or len(key) > 128:
             return None
+        return self.by_digest(key_digest(key))
+
+    def by_digest(self, digest: str) -> Principal | None:
+        """The principal whose key has this digest, if it is still there: a portal
+        session keeps the digest of the key it was opened with, and ends with the key."""
         row = self.db.execute(
             "SELECT name, role, resources, identities FROM principals WHERE key_digest = ?",
-            (_digest(key),),
+            (digest,),
         ).fetchone()
         if row is None:
             return None

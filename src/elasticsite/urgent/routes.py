@@ -23,8 +23,13 @@ names the identity, on its own resources only.
 Keys travel as ``Authorization: Bearer esk_...`` (:mod:`.principals`); the token as
 ``X-Urgent-Token``. A wrong or missing credential is 401 with nothing else said; a
 right one without the right is 403. Token values are never returned except once, when
-issued, and never logged. Wrong tokens count as refused attempts of their source, so
-guessing is rate-limited like failed authentications.
+issued, and never logged. Every refusal is audited and counted against its subject
+(:mod:`.refusals`): a wrong or missing credential against its source network, a
+request beyond a key's rights against its principal, a change to a token that has
+ended against the token, a refused submission against the identity on the resource.
+A subject with too many refusals lately is answered 429 (the submit filter, the token
+manager's calls) without being heard; nobody else is. A token that has expired or been
+revoked still tells its manager so (getTokenInfo, checkTokenTime), and changes nothing.
 """
 
 from __future__ import annotations
@@ -33,103 +38,38 @@ import json
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from elasticsite.context.auth import BEARER, parse_authorization
 from elasticsite.urgent.principals import Principal, Principals
+from elasticsite.urgent.refusals import principal_subject, source_subject, token_subject
 from elasticsite.urgent.resources import ResourcePolicies
+from elasticsite.urgent.schemas import (
+    AuditOut,
+    AuthenticateIn,
+    AuthenticateOut,
+    CompensationIn,
+    MemberIn,
+    TimeLeft,
+    TokenIn,
+    TokenIssued,
+    TokenOut,
+    UserInfo,
+)
 from elasticsite.urgent.store import RATE_LIMITED, UrgentStore
-from elasticsite.urgent.tokens import Token, Urgency
+from elasticsite.urgent.tokens import Token, TokenState, Urgency
 
-__all__ = ["UrgentService", "authenticated", "install", "submitting_identity"]
-
-UrgencyName = Literal["red", "orange", "yellow"]
-Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x20\x7f]+$")]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class TokenIn(_Model):
-    resources: list[Name] = Field(min_length=1, max_length=32)
-    max_urgency: UrgencyName
-    session_seconds: float = Field(gt=0, le=30 * 86400)
-    label: str = Field("", max_length=200)
-
-
-class TokenOut(_Model):
-    id: str
-    label: str
-    resources: list[str]
-    max_urgency: UrgencyName
-    session_seconds: float
-    state: Literal["issued", "active", "expired", "revoked"]
-    issued_at: float
-    activated_at: float | None
-    expires_at: float | None
-    seconds_left: float | None
-    members: dict[str, dict[str, str]]
-
-
-class TokenIssued(TokenOut):
-    token: str = Field(description="the token's value: shown this once, never stored")
-
-
-class MemberIn(_Model):
-    name: Name
-    identities: dict[Name, Name] = Field(min_length=1, max_length=32)
-
-
-class TimeLeft(_Model):
-    state: Literal["issued", "active", "expired", "revoked"]
-    seconds_left: float | None
-
-
-class AuthenticateIn(_Model):
-    resource: Name
-    urgency: UrgencyName
-    identity: Name | None = Field(None, description="a resource's submit path names it")
-
-
-class AuthenticateOut(_Model):
-    ok: bool
-    token_id: str | None
-    reason: str
-    compensation: bool = Field(
-        False, description="a single-use compensation session: the job runs next-to-run"
-    )
-    policy: str | None = Field(
-        None, description="the policy the resource's administrators map this urgency to"
-    )
-
-
-class CompensationIn(_Model):
-    resource: Name
-    identity: Name
-
-
-class AuditOut(_Model):
-    at: float
-    action: str
-    actor: str
-    token_id: str
-    resource: str
-    identity: str
-    urgency: str
-    ok: bool
-    reason: str
-    source: str
-
-
-class UserInfo(_Model):
-    name: str
-    identities: dict[str, str]
-    sessions: list[TokenOut]
+__all__ = [
+    "UrgentService",
+    "authenticated",
+    "client_host",
+    "install",
+    "refused",
+    "submitting_identity",
+]
 
 
 class UrgentService:
@@ -140,7 +80,7 @@ class UrgentService:
         self.principals = Principals(store.db)
         self.resources = ResourcePolicies(store.db)
         self.clock = clock
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
 
 def _out(t: Token, now: float, cls: type[TokenOut] = TokenOut, **extra: str) -> TokenOut:
@@ -155,24 +95,49 @@ def _out(t: Token, now: float, cls: type[TokenOut] = TokenOut, **extra: str) -> 
     )  # fmt: skip
 
 
-def _denied() -> HTTPException:
-    return HTTPException(401, "invalid or missing credentials", {"WWW-Authenticate": BEARER})
-
-
 def _service(request: Request) -> UrgentService:
     service: UrgentService = request.app.state.urgent
     return service
 
 
+def client_host(request: Request) -> str:
+    """The address the request came from: the connection's, never a header's."""
+    return request.client.host if request.client else ""
+
+
+def _rate_limited() -> HTTPException:
+    return HTTPException(429, RATE_LIMITED, {"Retry-After": "60"})
+
+
+def refused(
+    request: Request, status: int, detail: str, subjects: list[str], *, reason: str = "",
+    action: str = "", headers: dict[str, str] | None = None, **row: str,
+) -> HTTPException:  # fmt: skip
+    """Audit a refused request against ``subjects`` and the error answering it: ``status``
+    with ``detail``, or 429 once one of the subjects has had too many refusals lately.
+    ``row`` gives the audit row's actor, token_id, resource and identity."""
+    service = _service(request)
+    route = request.scope.get("route")
+    action = action or f"{request.method} {getattr(route, 'path', request.url.path)[:200]}"
+    with service.lock:
+        held = service.store.refuse(service.clock(), subjects, action, (reason or detail)[:300],
+                                    source=client_host(request),
+                                    **{k: v[:128] for k, v in row.items()})  # fmt: skip
+    return _rate_limited() if held else HTTPException(status, detail, headers)
+
+
 async def _principal(request: Request) -> Principal:
     cred = parse_authorization(request.headers.get("authorization"))
-    if cred is None or cred[0] != "bearer":
-        raise _denied()
     service = _service(request)
-    with service.lock:
-        found = service.principals.by_key(cred[2])
+    found = None
+    if cred is not None and cred[0] == "bearer":
+        with service.lock:
+            found = service.principals.by_key(cred[2])
     if found is None:
-        raise _denied()
+        why = "no key" if cred is None else "wrong key" if cred[0] == "bearer" else "not a key"
+        raise refused(request, 401, "invalid or missing credentials",
+                      [source_subject(client_host(request))], reason=why,
+                      headers={"WWW-Authenticate": BEARER})  # fmt: skip
     return found
 
 
@@ -181,25 +146,30 @@ def _role(*allowed: str) -> Callable[[Request], Awaitable[Principal]]:
     async def check(request: Request) -> Principal:
         p = await _principal(request)
         if p.role not in allowed:
-            raise HTTPException(403, f"this service is not for a {p.role}")
+            raise refused(request, 403, f"this service is not for a {p.role}",
+                          [principal_subject(p.name)], actor=p.name)  # fmt: skip
         return p
 
     return check
 
 
 def _managed(request: Request, x_urgent_token: Annotated[str | None, Header()] = None) -> Token:
-    """The token whose value the caller presents (the token manager's credential)."""
+    """The token whose value the caller presents (the token manager's credential).
+    Wrong values count against their source, which is not heard once it has had too
+    many refusals lately."""
     service = _service(request)
-    source = request.client.host if request.client else ""
+    host = client_host(request)
+    source = source_subject(host)
     now = service.clock()
     with service.lock:
         store = service.store
-        if store.source_blocked(source, now):
-            raise HTTPException(429, RATE_LIMITED, {"Retry-After": "60"})
+        if store.held_back(now, [source], source=host):
+            raise _rate_limited()
         token = store.by_value(x_urgent_token or "")
-        if token is None:
-            store.wrong_token(source, now)
-            raise HTTPException(401, "invalid or missing token", {"WWW-Authenticate": "Token"})
+    if token is None:
+        raise refused(request, 401, "invalid or missing token", [source],
+                      reason="wrong token" if x_urgent_token else "no token",
+                      headers={"WWW-Authenticate": "Token"})  # fmt: skip
     return token
 
 
@@ -208,6 +178,19 @@ User = Annotated[Principal, Depends(_role("user"))]
 Submitter = Annotated[Principal, Depends(_role("user", "resource"))]
 Resource = Annotated[Principal, Depends(_role("resource"))]
 Managed = Annotated[Token, Depends(_managed)]
+
+
+def _changing(request: Request, token: Managed) -> Token:
+    """The token its manager is changing, which must not have ended."""
+    state = token.state(_service(request).clock())
+    if state in (TokenState.EXPIRED, TokenState.REVOKED):
+        raise refused(request, 403, f"token {token.id} is {state.value}: nothing about it "
+                      "changes any more", [token_subject(token.id)], actor="token manager",
+                      token_id=token.id)  # fmt: skip
+    return token
+
+
+Changing = Annotated[Token, Depends(_changing)]
 
 
 def submitting_identity(who: Principal, body: AuthenticateIn) -> str | None:
@@ -245,11 +228,13 @@ def install(app: FastAPI, service: UrgentService) -> None:
     router = APIRouter(prefix="/urgent", tags=["urgent"])
 
     @router.post("/tokens", status_code=201, response_model=TokenIssued)
-    def issue(body: TokenIn, admin: Admin) -> TokenOut:
+    def issue(body: TokenIn, admin: Admin, request: Request) -> TokenOut:
         """Issue a token for resources the caller administers; its value is shown once."""
         foreign = sorted(set(body.resources) - admin.resources)
         if foreign:
-            raise HTTPException(403, f"not an administrator of {', '.join(foreign)}")
+            raise refused(request, 403, f"not an administrator of {', '.join(foreign)}",
+                          [principal_subject(admin.name)], actor=admin.name,
+                          resource=foreign[0])  # fmt: skip
         now = service.clock()
         with service.lock:
             token, value = service.store.issue(
@@ -267,19 +252,22 @@ def install(app: FastAPI, service: UrgentService) -> None:
         return [_out(t, now) for t in found]
 
     @router.post("/tokens/{token_id}/expire", response_model=TokenOut)
-    def expire(token_id: str, admin: Admin) -> TokenOut:
+    def expire(token_id: str, admin: Admin, request: Request) -> TokenOut:
         """End a token's use now: no session starts or goes on under it."""
         now = service.clock()
         with service.lock:
             token = service.store.get(token_id)
             if token is None or not token.resources & admin.resources:
-                raise HTTPException(404, "no such token among your resources")
+                raise refused(request, 404, "no such token among your resources",
+                              [principal_subject(admin.name)], actor=admin.name,
+                              token_id=token_id)  # fmt: skip
             token = service.store.expire(token_id, now, admin.name)
         return _out(token, now)
 
     @router.get("/audit", response_model=list[AuditOut])
     def audit(
         admin: Admin,
+        request: Request,
         resource: str | None = None,
         identity: str | None = None,
         ok: bool | None = None,
@@ -288,12 +276,14 @@ def install(app: FastAPI, service: UrgentService) -> None:
     ) -> list[AuditOut]:
         """Every urgent attempt on the caller's resources, newest first, filtered."""
         if resource is not None and resource not in admin.resources:
-            raise HTTPException(403, f"not an administrator of {resource}")
+            raise refused(request, 403, f"not an administrator of {resource}",
+                          [principal_subject(admin.name)], actor=admin.name,
+                          resource=resource)  # fmt: skip
         with service.lock:
             rows = list(service.store.audit(resource=resource, identity=identity, ok=ok,
                                             since=since, limit=limit))  # fmt: skip
         return [AuditOut(**{k: getattr(r, k) for k in AuditOut.model_fields}) for r in rows
-                if r.resource in admin.resources]  # fmt: skip
+                if r.visible_to(admin.name, admin.resources)]  # fmt: skip
 
     @router.get("/token", response_model=TokenOut)
     def token_info(token: Managed) -> TokenOut:
@@ -301,7 +291,7 @@ def install(app: FastAPI, service: UrgentService) -> None:
         return _out(token, service.clock())
 
     @router.post("/token/members", response_model=TokenOut)
-    def add_member(body: MemberIn, token: Managed) -> TokenOut:
+    def add_member(body: MemberIn, token: Changing) -> TokenOut:
         """addUserToToken: add (or change) a team member, even during a session."""
         now = service.clock()
         with service.lock:
@@ -313,7 +303,7 @@ def install(app: FastAPI, service: UrgentService) -> None:
         return _out(found, now)
 
     @router.delete("/token/members/{name}", response_model=TokenOut)
-    def remove_member(name: str, token: Managed) -> TokenOut:
+    def remove_member(name: str, token: Changing) -> TokenOut:
         """removeUserFromToken: the member can no longer submit, at once."""
         now = service.clock()
         with service.lock:
@@ -324,7 +314,7 @@ def install(app: FastAPI, service: UrgentService) -> None:
         return _out(found, now)
 
     @router.post("/token/activate", response_model=TokenOut)
-    def activate(token: Managed) -> TokenOut:
+    def activate(token: Changing) -> TokenOut:
         """activateToken: start the urgent session; its clock starts now."""
         now = service.clock()
         with service.lock:
@@ -358,20 +348,21 @@ def install(app: FastAPI, service: UrgentService) -> None:
         now? Audited, successful or not."""
         identity = submitting_identity(who, body)
         if identity is None:
-            raise HTTPException(
-                403, "a user submits as their own identity; a resource, on its own resources"
-            )
-        status, payload = authenticated(service, body, identity,
-                                        request.client.host if request.client else "")  # fmt: skip
+            raise refused(request, 403, "a user submits as their own identity; a resource, "
+                          "on its own resources", [principal_subject(who.name)], actor=who.name,
+                          resource=body.resource, identity=body.identity or "")  # fmt: skip
+        status, payload = authenticated(service, body, identity, client_host(request))
         headers = {"Retry-After": "60"} if status == 429 else None
         return Response(payload, status, headers, media_type="application/json")
 
     @router.post("/compensation", status_code=201, response_model=TokenOut)
-    def compensation(body: CompensationIn, who: Resource) -> TokenOut:
+    def compensation(body: CompensationIn, who: Resource, request: Request) -> TokenOut:
         """A single-use next-to-run session for the owner of a job an urgent one
         preempted, on the resource that preempted it (its submit path asks)."""
         if body.resource not in who.resources:
-            raise HTTPException(403, "a resource compensates on its own resources only")
+            raise refused(request, 403, "a resource compensates on its own resources only",
+                          [principal_subject(who.name)], actor=who.name, resource=body.resource,
+                          identity=body.identity)  # fmt: skip
         now = service.clock()
         with service.lock:
             token = service.store.compensate(body.resource, body.identity, now, actor=who.name)

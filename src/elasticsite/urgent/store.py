@@ -8,9 +8,12 @@ digest of the value presented (:func:`~.tokens.digest`). Times come from the cal
 :meth:`UrgentStore.authenticate` is the submit filter: it finds the active sessions in
 which the identity is a team member on the resource, says yes if one allows the
 urgency, and otherwise gives the most telling reason. It writes every attempt to the
-audit log, successful or not. After ``max_failures`` refusals for the same identity or
-source within ``failure_window`` seconds, further attempts are refused unexamined
-(and audited) until the window has passed.
+audit log, successful or not. Refusals are counted per subject (:mod:`.refusals`):
+after ``max_failures`` refusals of one identity on one resource within
+``failure_window`` seconds, that identity's further attempts there are held back
+unexamined until the window has passed; other identities are not affected.
+:meth:`UrgentStore.refuse` audits the other refusals (a wrong credential, a request
+beyond the caller's rights) the same way, against the subjects the caller names.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from elasticsite.sqlite import Connection, connect
+from elasticsite.urgent.audit import SCHEMA as _AUDIT
+from elasticsite.urgent.audit import AuditRecord, migrate, read, write
+from elasticsite.urgent.refusals import SCHEMA as _REFUSALS
+from elasticsite.urgent.refusals import Refusals, identity_subject
 from elasticsite.urgent.tokens import (
     Refusal,
     Token,
@@ -34,9 +40,12 @@ from elasticsite.urgent.tokens import (
     new_token,
 )
 
-__all__ = ["COMPENSATION", "RATE_LIMITED", "AuditRecord", "UrgentStore"]
+__all__ = ["COMPENSATION", "HELD_BACK", "RATE_LIMITED", "AuditRecord", "UrgentStore"]
 
 RATE_LIMITED = "too many refused attempts; wait before trying again"
+HELD_BACK = "rate limited"
+"""The action of the audit row that counts the requests held back for one subject in
+one window (its ``count``), instead of one row each."""
 COMPENSATION = "compensation"
 """The label of a single-use next-to-run token given to the owner of a preempted job."""
 
@@ -63,44 +72,7 @@ CREATE TABLE IF NOT EXISTS members (
     PRIMARY KEY (token_id, name, resource)
 );
 CREATE INDEX IF NOT EXISTS members_identity ON members(resource, identity);
-CREATE TABLE IF NOT EXISTS audit (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    at REAL NOT NULL,
-    action TEXT NOT NULL,
-    actor TEXT NOT NULL,
-    token_id TEXT NOT NULL,
-    resource TEXT NOT NULL,
-    identity TEXT NOT NULL,
-    urgency TEXT NOT NULL,
-    ok INTEGER NOT NULL,
-    reason TEXT NOT NULL,
-    source TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS audit_at ON audit(at);
-CREATE INDEX IF NOT EXISTS audit_who ON audit(identity, at);
-DROP INDEX IF EXISTS audit_source;
-CREATE INDEX IF NOT EXISTS audit_refused_who ON audit(identity, at)
-    WHERE ok = 0 AND action = 'authenticate';
-CREATE INDEX IF NOT EXISTS audit_refused_source ON audit(source, at)
-    WHERE ok = 0 AND action = 'authenticate';
 """
-
-
-@dataclass(frozen=True, slots=True)
-class AuditRecord:
-    """One audited event: an authentication attempt, or a change to a token."""
-
-    seq: int
-    at: float
-    action: str
-    actor: str
-    token_id: str
-    resource: str
-    identity: str
-    urgency: str
-    ok: bool
-    reason: str
-    source: str
 
 
 class UrgentStore:
@@ -114,11 +86,24 @@ class UrgentStore:
         self.db: Connection = connect(
             Path(path), synchronous="NORMAL", busy_timeout=30.0, check_same_thread=False
         )
-        for statement in filter(str.strip, _SCHEMA.split(";")):
+        for statement in filter(str.strip, ";".join((_SCHEMA, _AUDIT, _REFUSALS)).split(";")):
             with self.db.transaction(immediate=False):
                 self.db.execute(statement)
-        self.max_failures = max_failures
-        self.failure_window = failure_window
+        migrate(self.db)
+        self.refusals = Refusals(self.db, max_failures=max_failures, window=failure_window)
+
+    @property
+    def max_failures(self) -> int:
+        """Refusals of one subject within the window before it is held back."""
+        return self.refusals.max_failures
+
+    @max_failures.setter
+    def max_failures(self, value: int) -> None:
+        self.refusals.max_failures = value
+
+    @property
+    def failure_window(self) -> float:
+        return self.refusals.window
 
     def close(self) -> None:
         self.db.close()
@@ -296,12 +281,12 @@ class UrgentStore:
         self, resource: str, identity: str, urgency: Urgency, now: float, source: str = ""
     ) -> tuple[Token | None, str | None]:
         """The session allowing ``identity`` to submit at ``urgency`` on ``resource``, or
-        None and why not; audited either way."""
+        None and why not; audited either way. Refusals count against this identity on
+        this resource, whoever asks and from wherever."""
+        subject = identity_subject(resource, identity)
         with self.db.transaction():
-            if self._refused_lately(identity, source, now) >= self.max_failures:
-                self._audit(now, "authenticate", identity, "", resource=resource,
-                            identity=identity, urgency=urgency.label, ok=False,
-                            reason=RATE_LIMITED, source=source)  # fmt: skip
+            if self.held_back(now, [subject], actor=identity, resource=resource,
+                              identity=identity, source=source):  # fmt: skip
                 return None, RATE_LIMITED
             candidates = self.sessions_of(resource, identity, now)
             best: Refusal | None = Refusal.NO_SESSION
@@ -322,47 +307,61 @@ class UrgentStore:
             self._audit(now, "authenticate", identity, chosen.id if chosen else "",
                         resource=resource, identity=identity, urgency=urgency.label,
                         ok=chosen is not None, reason=reason or "", source=source)  # fmt: skip
+            if chosen is None:
+                self.refusals.strike([subject], now)
             return chosen, reason
 
-    def wrong_token(self, source: str, now: float) -> bool:
-        """Audit a wrong token presented from ``source``; whether that source is now
-        refused for a while (token guessing is rate-limited like failed attempts)."""
+    def held_back(
+        self, now: float, subjects: Sequence[str], *, actor: str = "", token_id: str = "",
+        resource: str = "", identity: str = "", source: str = "",
+    ) -> bool:  # fmt: skip
+        """Whether one of ``subjects`` has had too many refusals lately to be heard now;
+        if so, the request is counted into that subject's rate-limit row of this window
+        (one row a window, however many requests: the log cannot be flooded)."""
+        subject = self.refusals.blocked(subjects, now)  # a read: no write lock unless held
+        if subject is None:
+            return False
         with self.db.transaction():
-            self._audit(now, "authenticate", "", "", ok=False, reason="wrong token",
-                        source=source)  # fmt: skip
-            return self._refused_lately("", source, now) >= self.max_failures
+            seq = self.refusals.held_row(subject, now)
+            if seq is not None:
+                self.db.execute("UPDATE audit SET count = count + 1 WHERE seq = ?", (seq,))
+                return True
+            row = {"resource": resource, "identity": identity, "source": source}
+            seq = self._audit(now, HELD_BACK, actor, token_id, ok=False, reason=RATE_LIMITED, **row)
+            self.refusals.hold(subject, seq, now)
+            return True
 
-    def source_blocked(self, source: str, now: float) -> bool:
-        """Whether ``source`` has had too many refusals lately to be heard now."""
-        return bool(source) and self._refused_lately("", source, now) >= self.max_failures
-
-    def _refused_lately(self, identity: str, source: str, now: float) -> int:
-        since = now - self.failure_window
-        (by_identity,) = self.db.execute(
-            "SELECT COUNT(*) FROM audit WHERE identity = ? AND at >= ? AND ok = 0 "
-            "AND action = 'authenticate'",
-            (identity, since),
-        ).fetchone()
-        by_source = 0
-        if source:
-            (by_source,) = self.db.execute(
-                "SELECT COUNT(*) FROM audit WHERE source = ? AND at >= ? AND ok = 0 "
-                "AND action = 'authenticate'",
-                (source, since),
-            ).fetchone()
-        return max(int(by_identity), int(by_source))
+    def refuse(
+        self, now: float, subjects: Sequence[str], action: str, reason: str, *, actor: str = "",
+        token_id: str = "", resource: str = "", identity: str = "", source: str = "",
+    ) -> bool:  # fmt: skip
+        """Audit a refused request and count it against ``subjects`` (a wrong credential:
+        its source; a request beyond a principal's rights: the principal). True if one
+        of them was held back already: then the request only adds to the count of its
+        window's rate-limit row."""
+        with self.db.transaction():
+            if self.held_back(now, subjects, actor=actor, token_id=token_id, resource=resource,
+                              identity=identity, source=source):  # fmt: skip
+                return True
+            self._audit(now, action, actor, token_id, resource=resource, identity=identity,
+                        ok=False, reason=reason, source=source)  # fmt: skip
+            self.refusals.strike(subjects, now)
+            return False
 
     # -- the audit log --------------------------------------------------------------
+
+    def record(self, now: float, action: str, actor: str, token_id: str = "", *,
+               source: str = "") -> None:  # fmt: skip
+        """Audit something that went through (a sign-in), in a transaction of its own."""
+        with self.db.transaction():
+            self._audit(now, action, actor, token_id, ok=True, source=source)
 
     def _audit(
         self, now: float, action: str, actor: str, token_id: str, *, resource: str = "",
         identity: str = "", urgency: str = "", ok: bool, reason: str = "", source: str = "",
-    ) -> None:  # fmt: skip
-        self.db.execute(
-            "INSERT INTO audit (at, action, actor, token_id, resource, identity, urgency, ok, "
-            "reason, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (now, action, actor, token_id, resource, identity, urgency, int(ok), reason, source),
-        )
+    ) -> int:  # fmt: skip
+        row = {"resource": resource, "identity": identity, "urgency": urgency, "source": source}
+        return write(self.db, now, action, actor, token_id, ok=ok, reason=reason, **row)
 
     def audit(
         self,
@@ -373,24 +372,9 @@ class UrgentStore:
         since: float | None = None,
         limit: int = 500,
     ) -> Iterator[AuditRecord]:
-        """The audit log, newest first, filtered."""
-        where: list[str] = []
-        args: list[object] = []
-        for column, value in (("resource", resource), ("identity", identity)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
-        if ok is not None:
-            where.append("ok = ?")
-            args.append(int(ok))
-        if since is not None:
-            where.append("at >= ?")
-            args.append(since)
-        sql = "SELECT * FROM audit" + (" WHERE " + " AND ".join(where) if where else "")
-        for row in self.db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit)):
-            seq, at, action, actor, tid, res, ident, urg, okay, reason, src = row
-            yield AuditRecord(seq, at, action, actor, tid, res, ident, urg, bool(okay), reason,
-                              src)  # fmt: skip
+        """The audit log, newest first, filtered (:func:`.audit.read`)."""
+        return read(self.db, resource=resource, identity=identity, ok=ok, since=since,
+                    limit=limit)  # fmt: skip
 
 
 _ORDER = [Refusal.NO_SESSION, Refusal.NOT_MEMBER, Refusal.RESOURCE, Refusal.NOT_ACTIVE,
