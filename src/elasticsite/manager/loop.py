@@ -31,6 +31,7 @@ from elasticsite.logs import ids
 from elasticsite.manager.commands import CommandRunner
 from elasticsite.manager.power import power_requests
 from elasticsite.manager.report import StepReport
+from elasticsite.manager.spending import Spending
 from elasticsite.manager.step_io import describe_clouds, persist, reserve_tagged
 from elasticsite.manager.store import StateStore, worker_number
 from elasticsite.model import Cause, CloudSpec, Decision, Job, WorkerState
@@ -72,6 +73,7 @@ class Manager:
         recorder: Recorder | None = None,
         metrics: ManagerMetrics | None = None,
         observers: Sequence[Callable[[StepReport], None]] = (),
+        currency: str = "USD",
     ) -> None:
         self.config = config
         self.site_id = config.site_id
@@ -137,6 +139,8 @@ class Manager:
         self.state.health = health.load(store.cloud_health())
         self.state.held = {j.id: j for j in store.held_jobs()}
         self._reserved = store.last_worker_number()
+        self.spending = Spending(store, self.specs, settings.budget, currency, clock())
+        """What the site has spent (bills of finished workers) and its budget watch."""
         if self.state.records:
             log.info("resuming with %d workers from %s", len(self.state.records), store.path)
 
@@ -228,6 +232,8 @@ class Manager:
             view.running,
         )
         self._resend_departures(plan)
+        spent = self.spending.spent(now, (r.worker for r in self.state.records.values()))
+        snapshot.spent_in_period = spent.period_total
 
         t1 = time.perf_counter()
         if self.state.shutting_down:
@@ -237,6 +243,10 @@ class Manager:
         else:
             decision = evaluate(self.policy, snapshot, self.settings)
         report.decide_seconds = time.perf_counter() - t1
+        report.spent = spent
+        report.forecast = self.spending.review(
+            now, spent, snapshot, report.decision if self.power_save else decision
+        )
         core.apply(self.state, plan, self.core_config, now, decision, self._new_ids(decision))
         self._finish(plan, report)
         self._unsettled = []
@@ -380,7 +390,15 @@ class Manager:
             self._run(command)
 
     def _persist(self, plan: Plan) -> None:
-        persist(self.store, self.state, plan)
+        """Write the plan; the workers whose records it drops leave their bills, in the
+        same transaction."""
+        before = dict(self.state.records)
+        with self.store.transaction():
+            persist(self.store, self.state, plan)
+            gone = [r.worker for wid, r in before.items() if wid not in self.state.records]
+            bills = self.spending.bills_for(gone)
+            self.store.add_bills(bills)
+        self.spending.count(bills, self.clock())
 
     def _cloud_resets(self, plan: Plan) -> None:
         """Open the clouds an operator reset (``elasticsite cloud reset``)."""

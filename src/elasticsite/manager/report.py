@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from elasticsite.core import Command
 from elasticsite.model import Decision, Transition
 from elasticsite.snapshot import SiteSnapshot
+from elasticsite.spend import Spent
 
 __all__ = ["StepReport"]
 
@@ -40,3 +41,7 @@ class StepReport:
     """Unfinished workers by (cloud, state) after the step."""
     snapshot: SiteSnapshot | None = None
     """What the step's decision was taken on (queue, running jobs, workers)."""
+    spent: Spent | None = None
+    """What the site had spent when the step decided, per cloud and in the budget's period."""
+    forecast: float | None = None
+    """The budget period's forecast spend after the step's launches (None without a budget)."""
