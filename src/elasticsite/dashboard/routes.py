@@ -147,7 +147,7 @@ def install(
             return RedirectResponse("/dashboard/login", 303, headers=PAGE_HEADERS)
         view = overview(dashboard.reader, dashboard.clock(), stale_after=dashboard.stale_after)
         return _page(dashboard.render("main.html.j2", v=view, states=STATES,
-                                      csrf=dashboard.session(request) or "",
+                                      session_csrf=dashboard.session(request) or "",
                                       refresh=REFRESH_SECONDS))  # fmt: skip
 
     @app.get("/dashboard/live", include_in_schema=False)
@@ -163,7 +163,7 @@ def install(
             return RedirectResponse("/dashboard/login", 303, headers=PAGE_HEADERS)
         view = overview(dashboard.reader, dashboard.clock(), stale_after=dashboard.stale_after)
         return _page(dashboard.render("workers.html.j2", v=view,
-                                      csrf=dashboard.session(request) or ""))  # fmt: skip
+                                      session_csrf=dashboard.session(request) or ""))  # fmt: skip
 
     @app.get("/dashboard/login", include_in_schema=False)
     def login_form(request: Request, failed: int = 0) -> Response:
