@@ -33,6 +33,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from elasticsite.dashboard.history import HistoryReader
 from elasticsite.dashboard.views import STATES, age_text, overview
+from elasticsite.spend import utc
 
 __all__ = ["PAGE_HEADERS", "SESSION_COOKIE", "Dashboard", "install", "read_form"]
 
@@ -74,6 +75,7 @@ class Dashboard:
         )
         self.env.filters["age"] = age_text
         self.env.filters["clock"] = lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+        self.env.filters["utc"] = utc
 
     # -- sessions -------------------------------------------------------------------
 

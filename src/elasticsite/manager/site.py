@@ -185,6 +185,8 @@ class Site:
                     self.config.cloud_specs(),
                     self.config.policy.spend_cap_per_hour,
                     every=self.config.manager.history_interval,
+                    currency=self.config.site.currency,
+                    budget=self.config.policy_settings().budget,
                     busy_timeout=self.store.timeout,
                 )
             ]
