@@ -277,3 +277,28 @@ def test_workers_finished_before_bills_were_kept_are_billed_once(
     assert [r.getMessage() for r in caplog.records] == [
         "billed 1 finished workers kept from before at the configured prices"
     ]
+
+
+def test_a_store_from_before_bills_is_billed_once_when_the_manager_first_opens_it(
+    tmp_path: Path,
+) -> None:
+    cfg, state = site(tmp_path, 1e6)
+    store = StateStore(state / "manager.db")
+    old = Worker("lab-00001", "lab", "small", 1, requested_at=time.time() - 400)
+    old.state, old.state_since = WorkerState.TERMINATED, old.requested_at + 100  # 1.00 EUR
+    store.save(WorkerRecord(old, instance_gone=True))
+    assert "spent: 1.00 EUR so far (lab 1.00 EUR)" in status(cfg)  # counted, not written
+    log = tmp_path / "manager.log"
+    cloud = LocalCloud("lab", state, "budgeted", state / "batch.db")
+    try:
+        for run in (1, 2):
+            proc = start(cfg, log)
+            wait_for(lambda: store.bill_totals() == {"lab": 1.0}, 60, "the bill")
+            wait_for(lambda: sum("site 'budgeted'" in m for _, m in logged(log)) == run,  # noqa: B023
+                     60, "the manager running")  # fmt: skip
+            stop(proc, log)
+    finally:
+        cloud.kill_all()
+    said = [m for _, m in logged(log) if m.startswith("billed ")]
+    assert said == ["billed 1 finished workers kept from before at the configured prices"]
+    assert "spent: 1.00 EUR so far (lab 1.00 EUR)" in status(cfg)
