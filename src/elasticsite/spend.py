@@ -20,8 +20,10 @@ remembers of its budget (the 80% warning given, the launches held back), and the
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -51,6 +53,8 @@ __all__ = [
 Period = Literal["day", "week", "month"]
 PERIODS: tuple[Period, ...] = ("day", "week", "month")
 _UTC = dt.UTC
+_FINAL = frozenset(s for s in WorkerState if s.final)
+_LIVE = frozenset(s for s in WorkerState if s.live)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,28 +226,70 @@ class Ledger:
         """The money spent by ``now``: the bills added, plus what each of ``workers``
         (every worker still on record, finished or not, none of them billed yet) has
         cost by then."""
+        return self.later(now, list(workers), specs)()
+
+    def later(
+        self, now: float, workers: Sequence[Worker], specs: Sequence[CloudSpec]
+    ) -> Callable[[], Spent]:
+        """:meth:`spent`, counted when first asked (then kept): a pass over the workers
+        that a step without a budget does not pay for. The bills are taken now; the
+        workers may move on meanwhile, which changes nothing of what they cost by
+        ``now``."""
         self._roll(now)
-        by_spec = {c.name: c for c in specs}
-        totals = dict(self.totals)
-        period = dict(self._in_period)
-        lo_hi = self._bounds
-        for w in workers:
-            price, increment = _spec_of(w.cloud, by_spec)
-            if price <= 0:
-                totals.setdefault(w.cloud, 0.0)
-                continue
-            end = _end(w)
-            totals[w.cloud] = totals.get(w.cloud, 0.0) + cost_by(
-                w.requested_at, end, now, price, increment
-            )
-            if lo_hi is not None:
-                part = cost_between(w.requested_at, end, lo_hi[0], now, price, increment)
-                period[w.cloud] = period.get(w.cloud, 0.0) + part
-        for spec in specs:  # every configured cloud is shown, even one never used
-            totals.setdefault(spec.name, 0.0)
-            if lo_hi is not None:
-                period.setdefault(spec.name, 0.0)
-        return Spent(now, totals, lo_hi, period)
+        totals, period, bounds = dict(self.totals), dict(self._in_period), self._bounds
+        specs = tuple(specs)
+
+        @functools.cache
+        def count() -> Spent:
+            _add_workers(totals, period, bounds, now, workers, specs)
+            return Spent(now, totals, bounds, period)
+
+        return count
+
+
+def _add_workers(
+    totals: dict[str, float],
+    period: dict[str, float],
+    bounds: tuple[float, float] | None,
+    now: float,
+    workers: Iterable[Worker],
+    specs: Sequence[CloudSpec],
+) -> None:
+    """Add what each worker has cost by ``now`` (and since the period began) to the sums."""
+    lo = bounds[0] if bounds is not None else None
+    rates = _rates(specs)
+    final, ceil = _FINAL, math.ceil
+    # Over every worker on record: billed_cost inlined.
+    for w in workers:
+        rate = rates.get(w.cloud)
+        if rate is None:  # free, or a cloud no longer configured
+            continue
+        inc, per = rate
+        start = w.requested_at
+        stop = min(now, max(w.state_since, start)) if w.state in final else now
+        elapsed = stop - start
+        n = ceil(elapsed / inc - 1e-9) if elapsed > 0 else 0
+        if not n:
+            continue
+        cloud = w.cloud
+        totals[cloud] = totals.get(cloud, 0.0) + n * per
+        if lo is not None:
+            before = min(lo, stop) - start
+            n -= ceil(before / inc - 1e-9) if before > 0 else 0
+            period[cloud] = period.get(cloud, 0.0) + n * per
+    for spec in specs:  # every configured cloud is shown, even one never used
+        totals.setdefault(spec.name, 0.0)
+        if bounds is not None:
+            period.setdefault(spec.name, 0.0)
+
+
+def _rates(specs: Iterable[CloudSpec]) -> dict[str, tuple[float, float]]:
+    """Each paying cloud's billing increment and what one increment costs."""
+    return {
+        c.name: (max(c.billing_increment, 1e-9), c.billing_increment * c.price_per_hour / 3600)
+        for c in specs
+        if c.price_per_hour > 0
+    }
 
 
 def forecast(
@@ -259,15 +305,22 @@ def forecast(
     live worker (but those terminating or in ``leaving``) and every launch running until
     then at its cloud's price, under its billing rule. An upper bound: a worker that
     goes earlier costs less."""
-    by_spec = {c.name: c for c in specs}
+    rates = _rates(specs)
     total = spent_in_period
+    ceil, live, leaving_state = math.ceil, _LIVE, WorkerState.TERMINATING
     for w in workers:
-        if not w.state.live or w.state is WorkerState.TERMINATING or w.id in leaving:
+        st = w.state
+        rate = rates.get(w.cloud)
+        if rate is None or st not in live or st is leaving_state or w.id in leaving:
             continue
-        price, increment = _spec_of(w.cloud, by_spec)
-        total += cost_between(w.requested_at, None, now, period_end, price, increment)
+        inc, per = rate
+        start = w.requested_at
+        to_end, to_now = period_end - start, now - start
+        n = ceil(to_end / inc - 1e-9) if to_end > 0 else 0
+        n -= ceil(to_now / inc - 1e-9) if to_now > 0 else 0
+        total += max(0, n) * per
     for x in launches:
-        price, increment = _spec_of(x.cloud, by_spec)
+        price, increment = _spec_of(x.cloud, {c.name: c for c in specs})
         total += x.count * billed_cost(period_end - now, price, increment)
     return total
 

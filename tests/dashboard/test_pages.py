@@ -111,7 +111,7 @@ def step(at: float, workers: int = 2, spent: float | None = None, **extra: objec
     snapshot = SiteSnapshot(at, [Job("9", 1, 60.0, at - 5)], [], [], [LAB])
     money = None if spent is None else Spent(at, {"lab": spent})
     return StepReport(at=at, snapshot=snapshot, worker_counts={("lab", "busy"): workers},
-                      spent=money, **extra)  # type: ignore[arg-type]  # fmt: skip
+                      spent=None if money is None else lambda: money, **extra)  # type: ignore[arg-type]  # fmt: skip
 
 
 def polylines(page: str, title: str) -> list[list[tuple[float, float]]]:
@@ -217,8 +217,9 @@ def test_what_was_spent_is_shown_beside_the_rate_with_the_currency_and_the_budge
     w = writer(served, currency="EUR", budget=budget)
     lo, hi = period_bounds(t0, "month")
     w(step(t0, spent=None))
-    report = step(t0 + MINUTE, forecast=497.6)
-    report.spent = Spent(t0 + MINUTE, {"lab": 1234.5, "spare": 0.0}, (lo, hi), {"lab": 402.1})
+    report = step(t0 + MINUTE, forecast=lambda: 497.6)
+    spent = Spent(t0 + MINUTE, {"lab": 1234.5, "spare": 0.0}, (lo, hi), {"lab": 402.1})
+    report.spent = lambda: spent
     w(report)
     store = StateStore(served.db)
     refused = Refused(t0, t0 + MINUTE, {"lab": 2}, 617.2, 500.0, hi)

@@ -214,14 +214,14 @@ def test_the_warning_comes_again_in_the_next_period_only(
     with caplog.at_level(logging.INFO, logger="elasticsite.manager.budget"):
         for step in range(3):
             now = t + step
-            spending.review(now, spending.spent(now, []), snapshot(now), Decision())
+            spending.review(now, spending.later(now, []), snapshot(now), Decision())
         again = Spending(store, [LAB], Budget(10.0, "day"), "GBP", t + 10)
-        again.review(t + 10, again.spent(t + 10, []), snapshot(t + 10), Decision())
+        again.review(t + 10, again.later(t + 10, []), snapshot(t + 10), Decision())
         tomorrow = t + DAY
         store.add_bills([Bill("lab-00002", "lab", tomorrow, tomorrow + 5, 8.0, 3600)])
         now = tomorrow + 10
         later = Spending(store, [LAB], Budget(10.0, "day"), "GBP", now)
-        later.review(now, later.spent(now, []), snapshot(now), Decision())
+        later.review(now, later.later(now, []), snapshot(now), Decision())
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warned == [
         "budget: 90% of 10.00 GBP per day spent: 9.00 GBP since 1970-04-11 00:00 UTC "
@@ -245,7 +245,7 @@ def test_refusals_are_told_when_they_start_change_and_end(
     with caplog.at_level(logging.INFO, logger="elasticsite.manager.budget"):
         for step, decision in enumerate([refused(1), refused(1), refused(2), Decision()]):
             now = t + step
-            spending.review(now, spending.spent(now, []), snapshot(now), decision)
+            spending.review(now, spending.later(now, []), snapshot(now), decision)
     said = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert said == [
         ("WARNING", "budget: 1 launch held back (1 on lab): the forecast spend to "

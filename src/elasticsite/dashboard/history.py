@@ -198,11 +198,12 @@ class HistoryWriter:
         head: list[Job] = list(snap.queued[:QUEUE_SHOWN])
         money: dict[str, Any] = {}
         if report.spent is not None:
-            money["by_cloud"] = dict(report.spent.by_cloud)
-            if report.spent.period is not None:
-                money["period"] = report.spent.period_total
+            spent = report.spent()
+            money["by_cloud"] = dict(spent.by_cloud)
+            if spent.period is not None:
+                money["period"] = spent.period_total
         if report.forecast is not None:
-            money["forecast"] = report.forecast
+            money["forecast"] = report.forecast()
         with self.db.transaction():
             self.db.execute(
                 "INSERT OR REPLACE INTO site_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -224,7 +224,7 @@ def _money(m: ManagerMetrics, report: StepReport | None) -> Iterator[Any]:
     """What was spent (a counter: it only grows, and starts again where the store left
     it after a restart), and the budget's amount, spent part and forecast."""
     cur = m.currency
-    spent = report.spent if report else None
+    spent = report.spent() if report is not None and report.spent is not None else None
     total = CounterMetricFamily(
         "elasticsite_spent",
         f"What the site's workers have cost so far under each cloud's billing rule, in {cur}",
@@ -243,7 +243,7 @@ def _money(m: ManagerMetrics, report: StepReport | None) -> Iterator[Any]:
          spent.period_total if spent else None),
         ("elasticsite_budget_forecast",
          f"What the budget's period will have cost by its end at this rate, in {cur}",
-         report.forecast if report else None),
+         report.forecast() if report is not None and report.forecast is not None else None),
     ):  # fmt: skip
         fam = GaugeMetricFamily(name, help_, labels=["period", "currency"])
         if value is not None:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -232,8 +233,10 @@ class Manager:
             view.running,
         )
         self._resend_departures(plan)
-        spent = self.spending.spent(now, (r.worker for r in self.state.records.values()))
-        snapshot.spent_in_period = spent.period_total
+        # What was spent is counted here only for a budget; else when someone asks.
+        spent = self.spending.later(now, [r.worker for r in self.state.records.values()])
+        if self.settings.budget is not None:
+            snapshot.spent_in_period = spent().period_total
 
         t1 = time.perf_counter()
         if self.state.shutting_down:
@@ -393,12 +396,18 @@ class Manager:
         """Write the plan; the workers whose records it drops leave their bills, in the
         same transaction."""
         before = dict(self.state.records)
-        with self.store.transaction():
+        writes = plan.transitions or plan.dirty or plan.counts
+        bills = []
+        # A step that writes nothing takes no write lock (nor a commit on disk).
+        with self.store.transaction() if writes else contextlib.nullcontext():
             persist(self.store, self.state, plan)
-            gone = [r.worker for wid, r in before.items() if wid not in self.state.records]
-            bills = self.spending.bills_for(gone)
-            self.store.add_bills(bills)
-        self.spending.count(bills, self.clock())
+            records = self.state.records
+            if len(records) < len(before):
+                bills = self.spending.bills_for(
+                    r.worker for wid, r in before.items() if wid not in records
+                )
+                self.store.add_bills(bills)
+        self.spending.count(bills, self.clock())  # once they are stored
 
     def _cloud_resets(self, plan: Plan) -> None:
         """Open the clouds an operator reset (``elasticsite cloud reset``)."""

@@ -41,8 +41,9 @@ def power_requests(manager: Manager, now: float, plan: Plan, report: StepReport)
     suspend = [n for n, a in last.items() if a == "suspend"]
     workers = [r.worker for r in m.records.values() if r.worker.state not in _FINAL]
     snapshot = SiteSnapshot(now, [], [], workers, m.specs)
-    spent = m.spending.spent(now, (r.worker for r in m.records.values()))
-    snapshot.spent_in_period = spent.period_total
+    if m.settings.budget is not None:
+        spent = m.spending.spent(now, (r.worker for r in m.records.values()))
+        snapshot.spent_in_period = spent.period_total
     planned = decide_power(snapshot, m.settings, resume, suspend)
     if planned.refused:
         msg = f"power saving: no cloud may take {', '.join(planned.refused)} now"

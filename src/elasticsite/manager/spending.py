@@ -16,8 +16,9 @@ the budget starts (and stops) holding launches back, remembering both in the sto
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from elasticsite.manager.store import StateStore
@@ -86,6 +87,10 @@ class Spending:
         """What the site has spent by ``now``; ``workers``: every record still kept."""
         return self.ledger.spent(now, workers, self.specs)
 
+    def later(self, now: float, workers: Sequence[Worker]) -> Callable[[], Spent]:
+        """:meth:`spent`, counted when first asked."""
+        return self.ledger.later(now, workers, self.specs)
+
     def bills_for(self, gone: Iterable[Worker]) -> list[Bill]:
         """The bills of workers whose records are being dropped (to store, then count)."""
         return [bill(w, self._by_name) for w in gone]
@@ -96,19 +101,30 @@ class Spending:
             self.ledger.add(b, now)
 
     def review(
-        self, now: float, spent: Spent, snapshot: SiteSnapshot, decision: Decision
-    ) -> float | None:
+        self,
+        now: float,
+        spent_by_now: Callable[[], Spent],
+        snapshot: SiteSnapshot,
+        decision: Decision,
+    ) -> Callable[[], float] | None:
         """After a decision: warn at 80% of the budget (once per period), tell when the
         budget starts or stops holding launches back, and keep both in the store.
-        Returns the period's forecast spend (None without a budget)."""
+        Returns the period's forecast spend with the decision's launches, counted when
+        first asked (None without a budget)."""
         budget = self.budget
-        if budget is None or spent.period is None:
+        if budget is None:
+            return None
+        spent = spent_by_now()
+        if spent.period is None:
             return None
         start, end = spent.period
         leaving = frozenset(t.worker_id for t in decision.terminate)
-        ahead = forecast(
-            spent.period_total, now, end, snapshot.workers, self.specs, decision.launch, leaving
-        )
+        specs, workers, planned = self.specs, snapshot.workers, decision.launch
+
+        @functools.cache
+        def ahead() -> float:  # a pass over the workers: only when someone asks
+            return forecast(spent.period_total, now, end, workers, specs, planned, leaving)
+
         watch = self.watch
         changed = False
         cur = self.currency
@@ -137,7 +153,7 @@ class Spending:
             watch.refused.active = False
             changed = True
             log.info("budget: no launch held back any more (forecast %s of %s to %s)",
-                     money(ahead, cur), money(budget.amount, cur), utc(end))  # fmt: skip
+                     money(ahead(), cur), money(budget.amount, cur), utc(end))  # fmt: skip
         if changed:
             self.store.set_meta(WATCH_KEY, watch.dump())
         return ahead
