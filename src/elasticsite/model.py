@@ -29,6 +29,7 @@ __all__ = [
     "JobState",
     "Launch",
     "Redirect",
+    "Refusal",
     "Terminate",
     "Transition",
     "Undrain",
@@ -375,6 +376,19 @@ class Redirect:
     cause: Cause | str = Cause.REDIRECTED
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Launches a limit held back, and why: the budget (``limit``), which the period's
+    ``forecast`` spend would have passed with them (``allowed``: the budget, plus the
+    urgent extra for urgent launches), to the period's end ``until``."""
+
+    launch: Launch
+    limit: Literal["budget"]
+    forecast: float
+    allowed: float
+    until: float
+
+
 @dataclass(slots=True)
 class Decision:
     """What one policy evaluation asks the driver (manager or simulator) to do."""
@@ -388,6 +402,8 @@ class Decision:
     """Queued jobs to keep from starting (fair share: their user has more than theirs)."""
     release: list[str] = field(default_factory=list)
     """Ids of jobs held before that may start again."""
+    refused: list[Refusal] = field(default_factory=list)
+    """Launches the budget held back (nothing to carry out: for reports and logs)."""
 
     def launched(self, cloud: str | None = None) -> int:
         return sum(x.count for x in self.launch if cloud is None or x.cloud == cloud)
@@ -406,6 +422,7 @@ class Decision:
         self.redirect.extend(other.redirect)
         self.hold.extend(other.hold)
         self.release.extend(other.release)
+        self.refused.extend(other.refused)
 
     def summary(self) -> str:
         parts = []
@@ -423,6 +440,8 @@ class Decision:
         ):
             if items:
                 parts.append(f"{label} {len(items)}")
+        if self.refused:
+            parts.append(f"refused {sum(r.launch.count for r in self.refused)} (budget)")
         return "; ".join(parts) or "nothing"
 
 

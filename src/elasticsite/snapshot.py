@@ -54,6 +54,9 @@ class SiteSnapshot:
     operator fixes them, or protected after repeated boot failures)."""
     held: Sequence[Job] = ()
     """Queued jobs this site holds (Cloud Scheduler's fair share), not in ``queued``."""
+    spent_in_period: float = 0.0
+    """Money already billed in the budget's current period (``PolicySettings.budget``),
+    by every worker finished or live, as the driver's ledger counts it at ``now``."""
     queued_walltime: float = field(init=False)
     queued_cores: int = field(init=False)
     _groups: dict[object, object] = field(init=False, repr=False, compare=False)
@@ -75,6 +78,7 @@ class SiteSnapshot:
         view.site_cores = self.site_cores
         view.closed = self.closed
         view.held = self.held
+        view.spent_in_period = self.spent_in_period
         view.queued_walltime = self.queued_walltime
         view.queued_cores = self.queued_cores
         view._groups = self._groups

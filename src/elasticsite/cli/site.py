@@ -29,6 +29,7 @@ from elasticsite.cli.common import (
 
 if TYPE_CHECKING:
     from elasticsite.core import WorkerRecord
+    from elasticsite.manager.spending import SpendingView
 
 __all__ = ["left_running", "list_policies", "queue", "run", "status", "submit"]
 
@@ -238,6 +239,8 @@ def status(
             continue
         why = f": {record.get('kind')}: {record.get('reason')}" if record.get("kind") else ""
         console.print(f"cloud {name}: {closed}{why}", highlight=False, soft_wrap=True)
+    for line in money_lines(state.spending, site.config.policy.spend_cap_per_hour):
+        console.print(line, highlight=False, soft_wrap=True)
     if state.counters:
         console.print(
             "counters: " + ", ".join(f"{k} {v}" for k, v in sorted(state.counters.items()))
@@ -251,6 +254,36 @@ def status(
                 f"  {when} {tr.worker_id}: {before} -> {tr.to_state.value} ({tr.cause})",
                 highlight=False,
             )
+
+
+def money_lines(view: SpendingView, cap: float | None) -> list[str]:
+    """What ``status`` says of the site's money: the rate, what was spent (in total and
+    per cloud), and the budget: its period, spent part, forecast and what it held back."""
+    from elasticsite.spend import money, refusal_text, utc
+
+    cur = view.currency
+    spent = view.spent
+    per_cloud = ", ".join(f"{c} {money(v, cur)}" for c, v in sorted(spent.by_cloud.items()))
+    rate = f"spending: {money(view.rate, cur)} per hour now"
+    rate += f" (cap {money(cap, cur)} per hour)" if cap is not None else ""
+    lines = [rate, f"spent: {money(spent.total, cur)} so far ({per_cloud or 'no cloud'})"]
+    budget = view.budget
+    if budget is None or spent.period is None:
+        return lines
+    start, end = spent.period
+    share = 100 * spent.period_total / budget.amount
+    lines.append(
+        f"budget: {money(budget.amount, cur)} per {budget.period}, {utc(start)} to "
+        f"{utc(end)}: {money(spent.period_total, cur)} spent ({share:.0f}%), forecast "
+        f"{money(view.forecast or 0.0, cur)} by the period's end"
+    )
+    r = view.watch.refused
+    if r is not None and r.until == end:  # this period's
+        if r.active:
+            lines.append(f"budget: refusing since {utc(r.since)}: {refusal_text(r, cur)}")
+        else:
+            lines.append(f"budget: last refused at {utc(r.last)}: {refusal_text(r, cur)}")
+    return lines
 
 
 def list_policies() -> None:

@@ -1,4 +1,4 @@
-"""The sections of a site file that name no plug-in: policy, context and manager."""
+"""The sections of a site file that name no plug-in: site, policy, context and manager."""
 
 from __future__ import annotations
 
@@ -9,8 +9,45 @@ from pydantic import Field, field_validator, model_validator
 
 from elasticsite.config.common import DAY, HOUR, WEEK, Strict
 from elasticsite.policies.base import CloudRule
+from elasticsite.spend import Budget, Period
 
-__all__ = ["ContextConfig", "ManagerConfig", "PolicyConfig"]
+__all__ = ["BudgetConfig", "ContextConfig", "ManagerConfig", "PolicyConfig", "SiteSection"]
+
+
+class SiteSection(Strict):
+    """What holds for the whole site: the currency its clouds' prices are in."""
+
+    currency: str = Field("USD", description="ISO 4217 code of the clouds' prices")
+
+    @field_validator("currency")
+    @classmethod
+    def _code(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Z]{3}", v):
+            raise ValueError(f"must be a three-letter currency code such as USD or EUR (got {v!r})")
+        return v
+
+
+class BudgetConfig(Strict):
+    """Money the site may spend per calendar period in UTC (``docs/operations.md``)."""
+
+    amount: float = Field(gt=0, description="in the site's currency")
+    period: Period = "month"
+    urgent_extra: float = Field(
+        0.0, ge=0, description="what launches for urgent jobs may add past the amount"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError(
+                'must be a table like { amount = 500, period = "month" } '
+                f"(periods: day, week, month; got {value!r})"
+            )
+        return value
+
+    def budget(self) -> Budget:
+        return Budget(self.amount, self.period, self.urgent_extra)
 
 
 class PolicyConfig(Strict):
@@ -29,6 +66,7 @@ class PolicyConfig(Strict):
     urgent_extra_spend_per_hour: float = Field(
         0.0, ge=0, description="spend per hour urgent jobs may add past spend_cap_per_hour"
     )
+    budget: BudgetConfig | None = None
     cloud_rule: CloudRule = "cheapest"
     billing_margin: float = Field(120.0, ge=0, le=31 * DAY, description="seconds")
     redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -31,6 +32,7 @@ from elasticsite.logs import ids
 from elasticsite.manager.commands import CommandRunner
 from elasticsite.manager.power import power_requests
 from elasticsite.manager.report import StepReport
+from elasticsite.manager.spending import Spending
 from elasticsite.manager.step_io import describe_clouds, persist, reserve_tagged
 from elasticsite.manager.store import StateStore, worker_number
 from elasticsite.model import Cause, CloudSpec, Decision, Job, WorkerState
@@ -72,6 +74,7 @@ class Manager:
         recorder: Recorder | None = None,
         metrics: ManagerMetrics | None = None,
         observers: Sequence[Callable[[StepReport], None]] = (),
+        currency: str = "USD",
     ) -> None:
         self.config = config
         self.site_id = config.site_id
@@ -137,6 +140,8 @@ class Manager:
         self.state.health = health.load(store.cloud_health())
         self.state.held = {j.id: j for j in store.held_jobs()}
         self._reserved = store.last_worker_number()
+        self.spending = Spending(store, self.specs, settings.budget, currency, clock())
+        """What the site has spent (bills of finished workers) and its budget watch."""
         if self.state.records:
             log.info("resuming with %d workers from %s", len(self.state.records), store.path)
 
@@ -228,6 +233,10 @@ class Manager:
             view.running,
         )
         self._resend_departures(plan)
+        # What was spent is counted here only for a budget; else when someone asks.
+        spent = self.spending.later(now, [r.worker for r in self.state.records.values()])
+        if self.settings.budget is not None:
+            snapshot.spent_in_period = spent().period_total
 
         t1 = time.perf_counter()
         if self.state.shutting_down:
@@ -237,6 +246,10 @@ class Manager:
         else:
             decision = evaluate(self.policy, snapshot, self.settings)
         report.decide_seconds = time.perf_counter() - t1
+        report.spent = spent
+        report.forecast = self.spending.review(
+            now, spent, snapshot, report.decision if self.power_save else decision
+        )
         core.apply(self.state, plan, self.core_config, now, decision, self._new_ids(decision))
         self._finish(plan, report)
         self._unsettled = []
@@ -380,7 +393,21 @@ class Manager:
             self._run(command)
 
     def _persist(self, plan: Plan) -> None:
-        persist(self.store, self.state, plan)
+        """Write the plan; the workers whose records it drops leave their bills, in the
+        same transaction."""
+        before = dict(self.state.records)
+        writes = plan.transitions or plan.dirty or plan.counts
+        bills = []
+        # A step that writes nothing takes no write lock (nor a commit on disk).
+        with self.store.transaction() if writes else contextlib.nullcontext():
+            persist(self.store, self.state, plan)
+            records = self.state.records
+            if len(records) < len(before):
+                bills = self.spending.bills_for(
+                    r.worker for wid, r in before.items() if wid not in records
+                )
+                self.store.add_bills(bills)
+        self.spending.count(bills, self.clock())  # once they are stored
 
     def _cloud_resets(self, plan: Plan) -> None:
         """Open the clouds an operator reset (``elasticsite cloud reset``)."""

@@ -6,11 +6,13 @@ The loop fills one per step; logs, progress displays, the Prometheus metrics
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from elasticsite.core import Command
 from elasticsite.model import Decision, Transition
 from elasticsite.snapshot import SiteSnapshot
+from elasticsite.spend import Spent
 
 __all__ = ["StepReport"]
 
@@ -40,3 +42,9 @@ class StepReport:
     """Unfinished workers by (cloud, state) after the step."""
     snapshot: SiteSnapshot | None = None
     """What the step's decision was taken on (queue, running jobs, workers)."""
+    spent: Callable[[], Spent] | None = None
+    """What the site had spent when the step decided, per cloud and in the budget's
+    period: counted when first called (a pass over the workers)."""
+    forecast: Callable[[], float] | None = None
+    """The budget period's forecast spend after the step's launches, counted when first
+    called (None without a budget)."""

@@ -32,6 +32,7 @@ from elasticsite.manager.store import StateStore
 
 if TYPE_CHECKING:
     from elasticsite.manager.context_link import SavedContext
+    from elasticsite.manager.spending import SpendingView
     from elasticsite.manager.store import WorkerRecord
     from elasticsite.model import Job, Transition
 
@@ -65,6 +66,8 @@ class SiteStatus:
     transitions: list[Transition]
     clouds: dict[str, dict[str, object]]
     """Clouds with a health record (closed, or failing): kind, reason, until when."""
+    spending: SpendingView
+    """What the site has spent, per cloud and in the budget's period, and the budget."""
 
 
 @dataclass
@@ -111,11 +114,12 @@ class Site:
         view = self.batch.snapshot()
         return QueueView([*view.running, *view.queued], _snapshot_counts(view))
 
-    def status(self, *, events: int = 10) -> SiteStatus:
-        """The unfinished workers, the jobs per state, the broker context, the counters
-        and the last ``events`` transitions; a batch system that cannot be read is
-        reported in the result, not raised."""
+    def status(self, *, events: int = 10, now: float | None = None) -> SiteStatus:
+        """The unfinished workers, the jobs per state, the broker context, the counters,
+        the last ``events`` transitions and the money spent by ``now``; a batch system
+        that cannot be read is reported in the result, not raised."""
         from elasticsite.manager.context_link import saved_context
+        from elasticsite.manager.spending import spending_view
 
         workers = self.store.load(include_done=False)
         batch_error = None
@@ -131,6 +135,13 @@ class Site:
             counters=self.store.counters(),
             transitions=self.store.transitions(last=events) if events else [],
             clouds=self.store.cloud_health(),
+            spending=spending_view(
+                self.store,
+                self.config.cloud_specs(),
+                self.config.policy_settings().budget,
+                self.config.site.currency,
+                time.time() if now is None else now,
+            ),
         )
 
     def _count_jobs(self) -> dict[str, int]:
@@ -160,7 +171,10 @@ class Site:
             from elasticsite.manager.exporter import ManagerMetrics
 
             kwargs["metrics"] = ManagerMetrics(
-                self.config.cloud_specs(), self.config.policy.spend_cap_per_hour
+                self.config.cloud_specs(),
+                self.config.policy.spend_cap_per_hour,
+                currency=self.config.site.currency,
+                budget=self.config.policy_settings().budget,
             )
         if self.config.manager.history_interval and "observers" not in kwargs:
             from elasticsite.dashboard.history import HistoryWriter
@@ -171,6 +185,8 @@ class Site:
                     self.config.cloud_specs(),
                     self.config.policy.spend_cap_per_hour,
                     every=self.config.manager.history_interval,
+                    currency=self.config.site.currency,
+                    budget=self.config.policy_settings().budget,
                     busy_timeout=self.store.timeout,
                 )
             ]
@@ -192,6 +208,7 @@ class Site:
             userdata={**userdata, **kwargs.pop("userdata", {})},
             context=context,
             power_save=self.config.batch.mode == "power_save",
+            currency=self.config.site.currency,
             **kwargs,
         )
 

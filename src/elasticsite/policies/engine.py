@@ -12,7 +12,9 @@ the simulator on its virtual one. Around the policy it:
   more per hour than ``spend_cap_per_hour`` (plus the urgent allowance while urgent
   jobs wait or run);
 * launches past the normal limits for queued urgent jobs, when the site has an
-  urgent allowance (:mod:`elasticsite.policies.urgent`).
+  urgent allowance (:mod:`elasticsite.policies.urgent`);
+* holds back every launch that would push the forecast spend to the end of the
+  budget's period past the budget (:mod:`elasticsite.policies.budget`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import replace
 
 from elasticsite.model import Cause, Decision, Drain, Launch, Terminate, Worker, WorkerState
 from elasticsite.policies.base import Policy, PolicySettings
+from elasticsite.policies.budget import within_budget
 from elasticsite.policies.urgent import enabled as urgent_enabled
 from elasticsite.policies.urgent import urgent_burst, urgent_jobs
 from elasticsite.snapshot import SiteSnapshot
@@ -85,6 +88,7 @@ def evaluate(policy: Policy, snapshot: SiteSnapshot, settings: PolicySettings) -
     if urgent:
         urgent_burst(view, settings, decision)
     lifecycle.extend(decision)
+    within_budget(view, settings, lifecycle)
     return lifecycle
 
 

@@ -30,6 +30,7 @@ from elasticsite.model import Decision, Job, Transition, Worker
 from elasticsite.sim.batch import SimBatch
 from elasticsite.sim.cloud import CloudModel, SimCloud
 from elasticsite.sim.engine import Simulation
+from elasticsite.spend import Ledger, bill
 from elasticsite.urgent.batch_policies import URGENT_PRIORITY
 
 __all__ = ["SIM_SITE", "ElasticResult", "ElasticRun", "SimulationStalled", "simulate_elastic"]
@@ -114,6 +115,9 @@ class ElasticRun:
             typed_nodes=bool(getattr(policy, "typed_nodes", False)),
         )
         self.state = CoreState()
+        self.ledger = Ledger(settings.budget.period) if settings.budget else None
+        """What finished workers cost, for the budget (as the manager's bills)."""
+        self._specs = {c.name: c for c in specs}
         self.runner = CommandRunner(
             batch=self.batch,
             clouds=self.clouds,
@@ -200,6 +204,10 @@ class ElasticRun:
             and not view.running
         ):
             self.state.shutting_down = True  # all work done: the site stops, draining
+        if self.ledger is not None:
+            on_record = (r.worker for r in self.state.records.values())
+            spent = self.ledger.spent(now, on_record, self.config.clouds)
+            snapshot.spent_in_period = spent.period_total
         if self.state.shutting_down:
             decision = core.shutdown_decision(snapshot)
         else:
@@ -248,7 +256,9 @@ class ElasticRun:
         self.workers.extend(rec.worker for rec in plan.new)
         self.log.extend(plan.transitions)
         for wid in plan.forgotten:
-            self.state.records.pop(wid, None)
+            rec = self.state.records.pop(wid, None)
+            if rec is not None and self.ledger is not None:
+                self.ledger.add(bill(rec.worker, self._specs), self.sim.now)
         for command in plan.commands:
             self._outcomes.append(self.runner.run(command))
 
