@@ -175,7 +175,7 @@ def test_what_was_spent_is_a_counter_in_the_sites_currency_that_a_restart_keeps(
             wait_for(lambda: value(scrape(port), "elasticsite_step_duration_seconds_count") > 0,
                      30, "a step")  # fmt: skip
             spent()
-            ids = [site.batch.submit(JobRequest(["sleep", "1"], 1, 60.0, "t")) for _ in range(jobs)]
+            ids = [site.batch.submit(JobRequest(["sleep", "1"], 1, 60.0)) for _ in range(jobs)]
             wait_for(lambda: all(site.batch.job(j).state is JobState.DONE for j in ids), 60,
                      "jobs")  # fmt: skip
             wait_for(lambda: not manager.records, 60, "every worker gone")
