@@ -299,6 +299,9 @@ class CloudSpec:
     waste_estimate: WasteEstimate = "observed"
     """``observed``: the core replaces ``boot_time`` and ``shutdown_time`` with the running
     means of what it saw (once it saw any); ``fixed``: they stay as configured."""
+    images: tuple[tuple[str, str], ...] = ()
+    """``(vm type, image)``: what a worker of each type boots, as far as the cloud's
+    driver says (a job asking for another image is not served there); empty: unknown."""
 
     @property
     def waste_time(self) -> float:
