@@ -391,6 +391,9 @@ class Decision:
     """Queued jobs to keep from starting (fair share: their user has more than theirs)."""
     release: list[str] = field(default_factory=list)
     """Ids of jobs held before that may start again."""
+    unservable: dict[str, str] = field(default_factory=dict)
+    """Queued jobs no cloud could run, and why (job id -> reason): nothing is launched
+    for them (:mod:`elasticsite.feasibility`). Not an action: the manager shows them."""
 
     def launched(self, cloud: str | None = None) -> int:
         return sum(x.count for x in self.launch if cloud is None or x.cloud == cloud)
@@ -409,6 +412,7 @@ class Decision:
         self.redirect.extend(other.redirect)
         self.hold.extend(other.hold)
         self.release.extend(other.release)
+        self.unservable.update(other.unservable)
 
     def summary(self) -> str:
         parts = []
