@@ -17,7 +17,9 @@ them): ``elasticsite_workers{cloud,state}``, ``elasticsite_queued_jobs{group}``,
 ``elasticsite_queued_cores{group}``, ``elasticsite_running_jobs{group}``,
 ``elasticsite_running_cores{group}`` (a group is the jobs' partition, ``default``
 without one), ``elasticsite_spend_rate_per_hour`` and
-``elasticsite_spend_cap_per_hour`` (in the clouds' currency).
+``elasticsite_spend_cap_per_hour`` (in the clouds' currency), and
+``elasticsite_jobs_unservable`` (queued jobs no cloud can run, for which nothing is
+launched; ``elasticsite queue`` says why).
 """
 
 from __future__ import annotations
@@ -174,6 +176,12 @@ class _Scraped(Collector):
             )
             cap.add_metric([], m.spend_cap)
             yield cap
+        unservable = GaugeMetricFamily(
+            "elasticsite_jobs_unservable",
+            "Queued jobs no cloud can run (nothing is launched for them)",
+        )
+        unservable.add_metric([], len(report.unservable) if report else 0)
+        yield unservable
         snapshot = report.snapshot if report else None
         for name, help_, jobs in (
             ("queued", "Jobs waiting", snapshot.queued if snapshot else ()),

@@ -6,6 +6,7 @@ The loop fills one per step; logs, progress displays, the Prometheus metrics
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from elasticsite.core import Command
@@ -40,3 +41,5 @@ class StepReport:
     """Unfinished workers by (cloud, state) after the step."""
     snapshot: SiteSnapshot | None = None
     """What the step's decision was taken on (queue, running jobs, workers)."""
+    unservable: Mapping[str, str] = field(default_factory=dict)
+    """The queued jobs no cloud can run (job id -> why), as of the last decision."""
