@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from elasticsite.dashboard.history import HistoryReader, Sample, WorkerRow
+from elasticsite.feasibility import explain
 
 __all__ = ["Chart", "Overview", "age_text", "overview"]
 
@@ -51,6 +52,13 @@ class Overview:
     spend_cap: float | None
     transitions: list[tuple[float, str, str, str, str]]
     charts: list[Chart] = field(default_factory=list)
+    unservable: list[tuple[str, str, float]] = field(default_factory=list)
+    """Queued jobs no cloud can run: (job, why in words, since), as last marked."""
+
+    @property
+    def why(self) -> dict[str, str]:
+        """Why a queued job gets no worker, by job id (jobs with no mark left out)."""
+        return {job: why for job, why, _ in self.unservable}
 
     @property
     def spend_share(self) -> float | None:
@@ -131,6 +139,7 @@ def overview(
         spend_rate=last.spend_rate if last else 0.0,
         spend_cap=reader.spend_cap(),
         transitions=reader.transitions(),
+        unservable=[(j, explain(why), at) for j, why, at in reader.unservable()],
     )
     view.charts = [
         chart("Workers", samples, lambda s: s.live_workers, start, now),

@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,8 @@ class QueueView:
 
     jobs: list[Job]
     counts: dict[str, int]
+    unservable: dict[str, str] = field(default_factory=dict)
+    """Queued jobs the manager found no cloud can run, and why (its last known marks)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,8 @@ class SiteStatus:
     transitions: list[Transition]
     clouds: dict[str, dict[str, object]]
     """Clouds with a health record (closed, or failing): kind, reason, until when."""
+    unservable: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Queued jobs no cloud can run as of the manager's last step: id -> (why, since)."""
 
 
 @dataclass
@@ -103,13 +107,14 @@ class Site:
         Raises :class:`BatchError` when the batch system cannot be read, ValueError for
         ``finished`` where :attr:`lists_finished_jobs` is false.
         """
+        marks = {job: why for job, (why, _) in self.store.unservable().items()}
         if isinstance(self.batch, LocalBatch):
             jobs = self.batch.jobs(None if finished else ["queued", "running"])
-            return QueueView(jobs, dict(self.batch.counts()))
+            return QueueView(jobs, dict(self.batch.counts()), marks)
         if finished:
             raise ValueError(f"the {self.config.batch.type} batch system keeps no finished jobs")
         view = self.batch.snapshot()
-        return QueueView([*view.running, *view.queued], _snapshot_counts(view))
+        return QueueView([*view.running, *view.queued], _snapshot_counts(view), marks)
 
     def status(self, *, events: int = 10) -> SiteStatus:
         """The unfinished workers, the jobs per state, the broker context, the counters
@@ -131,6 +136,7 @@ class Site:
             counters=self.store.counters(),
             transitions=self.store.transitions(last=events) if events else [],
             clouds=self.store.cloud_health(),
+            unservable=self.store.unservable(),
         )
 
     def _count_jobs(self) -> dict[str, int]:
