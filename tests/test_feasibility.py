@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from elasticsite.attributes import EMPTY, Selector
-from elasticsite.feasibility import Judge, QueueVerdict, judge, runs_on_site, why_unservable
-from elasticsite.feasibility import split as split_snapshot
+from elasticsite.feasibility import Judge, judge, runs_on_site, why_unservable
 from elasticsite.model import CloudSpec, Job, VMType, Worker, WorkerState
+from elasticsite.servable import QueueVerdict
+from elasticsite.servable import split as split_snapshot
 from elasticsite.snapshot import SiteSnapshot
 
 SMALL = VMType("small", 1, 2048)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elasticsite import feasibility
+from elasticsite import feasibility, servable
 from elasticsite.model import Cause, CloudSpec, Job, VMType, Worker, WorkerState
 from elasticsite.policies import CLOUD_RULES, PolicySettings, available, evaluate, get
 from elasticsite.snapshot import SiteSnapshot
@@ -113,7 +113,7 @@ class Outcome:
         # The jobs some cloud (or worker) could serve, and which workers they could use.
         redirect = cfg.redirect_to if getattr(get(policy), "redirects", False) else None
         judged = feasibility.judge(site.clouds, site.closed, redirect)
-        self.verdict = feasibility.split(site, judged)
+        self.verdict = servable.split(site, judged)
 
     def usable(self, w: Worker) -> bool:
         """Some queued job the clouds could serve could run on ``w``."""

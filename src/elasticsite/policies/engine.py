@@ -26,11 +26,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from elasticsite import feasibility
-from elasticsite.feasibility import QueueVerdict
 from elasticsite.model import Cause, Decision, Drain, Launch, Terminate, Worker, WorkerState
 from elasticsite.policies.base import Policy, PolicySettings
 from elasticsite.policies.urgent import enabled as urgent_enabled
 from elasticsite.policies.urgent import urgent_burst, urgent_jobs
+from elasticsite.servable import QueueVerdict, split
 from elasticsite.snapshot import SiteSnapshot
 
 __all__ = ["evaluate"]
@@ -120,7 +120,7 @@ def _servable(
     redirect = settings.redirect_to if getattr(policy, "redirects", False) else None
     extra = settings.urgent_extra_instances if urgent_enabled(settings) else 0
     judged = feasibility.judge(view.clouds, view.closed, redirect, extra)
-    verdict = feasibility.split(view, judged)
+    verdict = split(view, judged)
     seen = view.with_queue(verdict.feasible)
     if not verdict.feasible:
         return seen, verdict
