@@ -193,3 +193,23 @@ def test_which_workers_a_queue_could_use() -> None:
     assert not verdict.usable(one) and verdict.usable(eight)
     assert split([job(1, "1")], [], judged).usable(one)
     assert not split([job(64, "1")], [], judged).usable(eight)  # nothing servable
+
+
+def test_jobs_with_attributes_are_judged_by_the_values_present() -> None:
+    # Every combination of the values present is servable: no job is judged alone,
+    # and a worker is usable only for a shape some job really has.
+    cloud_a = cloud("a", EIGHT, serves=Selector.of({"partition": ["cloud"]}))
+    cloud_b = cloud("b", SMALL, EIGHT, serves=Selector.of({"partition": ["gpu"]}))
+    judged = judge([cloud_a, cloud_b])
+    queue = [job(1, "1", partition="cloud"), job(8, "2", partition="gpu")]
+    verdict = split(queue, [], judged)
+    assert verdict.feasible is queue and not verdict.unservable
+    small_b = Worker("b-1", "b", "small", 1, 0.0, WorkerState.IDLE)
+    eight_a = Worker("a-1", "a", "eight", 8, 0.0, WorkerState.IDLE)
+    assert not verdict.usable(small_b)  # (1 core, gpu) is no job's shape
+    assert verdict.usable(eight_a)
+    # One value no cloud takes: the jobs with it, and only those, are marked.
+    queue.append(job(1, "3", partition="site"))
+    verdict = split(queue, [], judged)
+    assert [j.id for j in verdict.feasible] == ["1", "2"]
+    assert verdict.unservable == {"3": "partition 'site' is served by no cloud"}

@@ -64,7 +64,7 @@ SITE_WAITS = "it waits for the site's own nodes"
 """How a mark ends when the site's own nodes may still run the job."""
 _BASE_KEYS = (NODE_COUNT, VM_TYPE, VM_IMAGE, VM_CORES, VM_MEMORY)
 _UNKNOWN = object()
-_MAX_SHAPES = 4096
+_MAX_SHAPES = 16384
 """Verdicts a judge keeps before it starts afresh (a bound, never reached in practice)."""
 
 
