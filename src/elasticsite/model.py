@@ -300,6 +300,9 @@ class CloudSpec:
     waste_estimate: WasteEstimate = "observed"
     """``observed``: the core replaces ``boot_time`` and ``shutdown_time`` with the running
     means of what it saw (once it saw any); ``fixed``: they stay as configured."""
+    images: tuple[tuple[str, str], ...] = ()
+    """``(vm type, image)``: what a worker of each type boots, as far as the cloud's
+    driver says (a job asking for another image is not served there); empty: unknown."""
 
     @property
     def waste_time(self) -> float:
@@ -404,6 +407,9 @@ class Decision:
     """Ids of jobs held before that may start again."""
     refused: list[Refusal] = field(default_factory=list)
     """Launches the budget held back (nothing to carry out: for reports and logs)."""
+    unservable: dict[str, str] = field(default_factory=dict)
+    """Queued jobs no cloud could run, and why (job id -> reason): nothing is launched
+    for them (:mod:`elasticsite.feasibility`). Not an action: the manager shows them."""
 
     def launched(self, cloud: str | None = None) -> int:
         return sum(x.count for x in self.launch if cloud is None or x.cloud == cloud)
@@ -423,6 +429,7 @@ class Decision:
         self.hold.extend(other.hold)
         self.release.extend(other.release)
         self.refused.extend(other.refused)
+        self.unservable.update(other.unservable)
 
     def summary(self) -> str:
         parts = []

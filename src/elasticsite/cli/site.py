@@ -163,6 +163,7 @@ def queue(
     embedded site), in the order the batch system would start them."""
     from elasticsite.batch.base import BatchError
     from elasticsite.files import StateFileError
+    from elasticsite.model import JobState
 
     site = open_configured_site(config)
     if all_jobs and not site.lists_finished_jobs:
@@ -190,6 +191,21 @@ def queue(
         )
     console.print(t)
     console.print(", ".join(f"{k} {v}" for k, v in sorted(shown.counts.items())) or "no jobs")
+    _unservable(
+        [(j.id, shown.unservable[j.id]) for j in shown.jobs
+         if j.state is JobState.QUEUED and j.id in shown.unservable]
+    )  # fmt: skip
+
+
+def _unservable(marks: list[tuple[str, str]], limit: int | None = None) -> None:
+    """One line per queued job no cloud can run, saying why (the manager's last marks)."""
+    from elasticsite.feasibility import explain
+
+    for job_id, why in marks[:limit]:
+        console.print(f"job {job_id}: {explain(why)}", markup=False, highlight=False,
+                      soft_wrap=True)  # fmt: skip
+    if limit is not None and len(marks) > limit:
+        console.print(f"... and {len(marks) - limit} more (elasticsite queue lists them)")
 
 
 @state_errors()
@@ -221,6 +237,10 @@ def status(
         raise fail(f"cannot read the batch system: {state.batch_error}")
     counts = state.job_counts
     console.print("queue: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "empty"))
+    if state.unservable:
+        console.print(f"queued jobs no cloud can run (as of the manager's last step): "
+                      f"{len(state.unservable)}")  # fmt: skip
+        _unservable([(job, why) for job, (why, _) in state.unservable.items()], limit=10)
     if state.context is not None:
         console.print(
             f"context: {state.context.uri} ({len(state.context.pending_removals)} departures "

@@ -282,6 +282,15 @@ class HistoryReader:
             for _, j, u, c, w, s, g in self._rows("SELECT * FROM site_queue ORDER BY pos")
         ]
 
+    def unservable(self) -> list[tuple[str, str, float]]:
+        """Queued jobs no cloud can run, as the manager last marked them: (job, why, since)."""
+        return [
+            (str(j), str(why), float(since))
+            for j, why, since in self._rows(
+                "SELECT job_id, reason, since FROM unservable_jobs ORDER BY since, job_id"
+            )
+        ]
+
     def workers(self) -> list[WorkerRow]:
         return [
             WorkerRow(str(i), str(c), str(v), str(st), float(since),

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from elasticsite.dashboard.history import HistoryReader, Sample, WorkerRow
+from elasticsite.feasibility import explain
 from elasticsite.spend import Budget, Refused, period_bounds, refusal_text
 
 __all__ = ["Chart", "Overview", "age_text", "chart", "overview"]
@@ -74,6 +75,13 @@ class Overview:
     refused: Refused | None = None
     """The budget's refusals of the current period, if any."""
     charts: list[Chart] = field(default_factory=list)
+    unservable: list[tuple[str, str, float]] = field(default_factory=list)
+    """Queued jobs no cloud can run: (job, why in words, since), as last marked."""
+
+    @property
+    def why(self) -> dict[str, str]:
+        """Why a queued job gets no worker, by job id (jobs with no mark left out)."""
+        return {job: why for job, why, _ in self.unservable}
 
     @property
     def spend_share(self) -> float | None:
@@ -236,6 +244,7 @@ def overview(
         currency=money.currency,
         spent_by_cloud=dict(sorted(last.spent.items())) if last else {},
         budget=money.budget,
+        unservable=[(j, explain(why), at) for j, why, at in reader.unservable()],
     )
     if money.budget is not None and last is not None:
         view.period = period_bounds(last.at, money.budget.period)

@@ -22,8 +22,10 @@ without one), ``elasticsite_spend_rate_per_hour`` and
 counter: what the workers have cost so far under each cloud's billing rule, finished
 ones included, kept across restarts), and with a budget
 ``elasticsite_budget{period,currency}``, ``elasticsite_budget_spent{period,currency}``
-(spent in the current period) and ``elasticsite_budget_forecast{period,currency}``.
-Every HELP text names the site's currency (``[site] currency``).
+(spent in the current period) and ``elasticsite_budget_forecast{period,currency}``,
+and ``elasticsite_jobs_unservable`` (queued jobs no cloud can run, for which nothing is
+launched; ``elasticsite queue`` says why). Every HELP text names the site's currency
+(``[site] currency``).
 """
 
 from __future__ import annotations
@@ -196,6 +198,12 @@ class _Scraped(Collector):
             cap.add_metric([], m.spend_cap)
             yield cap
         yield from _money(m, report)
+        unservable = GaugeMetricFamily(
+            "elasticsite_jobs_unservable",
+            "Queued jobs no cloud can run (nothing is launched for them)",
+        )
+        unservable.add_metric([], len(report.unservable) if report else 0)
+        yield unservable
         snapshot = report.snapshot if report else None
         for name, help_, jobs in (
             ("queued", "Jobs waiting", snapshot.queued if snapshot else ()),

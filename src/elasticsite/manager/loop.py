@@ -35,6 +35,7 @@ from elasticsite.manager.report import StepReport
 from elasticsite.manager.spending import Spending
 from elasticsite.manager.step_io import describe_clouds, persist, reserve_tagged
 from elasticsite.manager.store import StateStore, worker_number
+from elasticsite.manager.unservable import UnservableMarks
 from elasticsite.model import Cause, CloudSpec, Decision, Job, WorkerState
 from elasticsite.policies import Policy, PolicySettings, evaluate
 
@@ -142,6 +143,8 @@ class Manager:
         self._reserved = store.last_worker_number()
         self.spending = Spending(store, self.specs, settings.budget, currency, clock())
         """What the site has spent (bills of finished workers) and its budget watch."""
+        self.unservable = UnservableMarks(store, self.site_id)
+        """The queued jobs no cloud can run, and why, as the store holds them."""
         if self.state.records:
             log.info("resuming with %d workers from %s", len(self.state.records), store.path)
 
@@ -245,6 +248,8 @@ class Manager:
             decision = Decision()  # the power requests were carried out before reconciling
         else:
             decision = evaluate(self.policy, snapshot, self.settings)
+            self._mark(decision.unservable, now)
+        report.unservable = self.unservable.current
         report.decide_seconds = time.perf_counter() - t1
         report.spent = spent
         report.forecast = self.spending.review(
@@ -447,6 +452,12 @@ class Manager:
             if not self._record_failed:
                 self._record_failed = True
                 log.exception("advisor history: recording failed; the loop goes on without it")
+
+    def _mark(self, marks: dict[str, str], now: float) -> None:
+        try:
+            self.unservable.update(marks, now)
+        except Exception:  # telling about jobs must never break a decision
+            log.exception("could not record the queued jobs no cloud can run")
 
     def _bump(self, name: str, by: int = 1) -> None:
         try:

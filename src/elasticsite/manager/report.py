@@ -6,7 +6,7 @@ The loop fills one per step; logs, progress displays, the Prometheus metrics
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from elasticsite.core import Command
@@ -48,3 +48,5 @@ class StepReport:
     forecast: Callable[[], float] | None = None
     """The budget period's forecast spend after the step's launches, counted when first
     called (None without a budget)."""
+    unservable: Mapping[str, str] = field(default_factory=dict)
+    """The queued jobs no cloud can run (job id -> why), as of the last decision."""

@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,8 @@ class QueueView:
 
     jobs: list[Job]
     counts: dict[str, int]
+    unservable: dict[str, str] = field(default_factory=dict)
+    """Queued jobs the manager found no cloud can run, and why (its last known marks)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,8 @@ class SiteStatus:
     """Clouds with a health record (closed, or failing): kind, reason, until when."""
     spending: SpendingView
     """What the site has spent, per cloud and in the budget's period, and the budget."""
+    unservable: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Queued jobs no cloud can run as of the manager's last step: id -> (why, since)."""
 
 
 @dataclass
@@ -106,13 +110,14 @@ class Site:
         Raises :class:`BatchError` when the batch system cannot be read, ValueError for
         ``finished`` where :attr:`lists_finished_jobs` is false.
         """
+        marks = {job: why for job, (why, _) in self.store.unservable().items()}
         if isinstance(self.batch, LocalBatch):
             jobs = self.batch.jobs(None if finished else ["queued", "running"])
-            return QueueView(jobs, dict(self.batch.counts()))
+            return QueueView(jobs, dict(self.batch.counts()), marks)
         if finished:
             raise ValueError(f"the {self.config.batch.type} batch system keeps no finished jobs")
         view = self.batch.snapshot()
-        return QueueView([*view.running, *view.queued], _snapshot_counts(view))
+        return QueueView([*view.running, *view.queued], _snapshot_counts(view), marks)
 
     def status(self, *, events: int = 10, now: float | None = None) -> SiteStatus:
         """The unfinished workers, the jobs per state, the broker context, the counters,
@@ -142,6 +147,7 @@ class Site:
                 self.config.site.currency,
                 time.time() if now is None else now,
             ),
+            unservable=self.store.unservable(),
         )
 
     def _count_jobs(self) -> dict[str, int]:

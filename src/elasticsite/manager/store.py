@@ -91,6 +91,11 @@ CREATE TABLE IF NOT EXISTS bills (
     cost REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS bills_ended ON bills(ended);
+CREATE TABLE IF NOT EXISTS unservable_jobs (
+    job_id TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    since REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS power_requests (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     action TEXT NOT NULL,
@@ -281,6 +286,26 @@ class StateStore:
     def counters(self) -> dict[str, int]:
         rows = self._read("SELECT name, value FROM counters WHERE name NOT LIKE 'seq:%'")
         return {name: int(value) for name, value in rows}
+
+    # -- queued jobs no cloud can run -----------------------------------------
+
+    def unservable(self) -> dict[str, tuple[str, float]]:
+        """Queued jobs the manager found no cloud could run at its last step: job id ->
+        (why, since when). Read without the manager running: the last known marks."""
+        rows = self._read(
+            "SELECT job_id, reason, since FROM unservable_jobs ORDER BY since, job_id"
+        )
+        return {str(j): (str(r), float(t)) for j, r, t in rows}
+
+    def save_unservable(self, marks: Mapping[str, str], gone: Iterable[str], at: float) -> None:
+        """Mark (or mark anew, when the reason changed) the jobs of ``marks`` as of
+        ``at``, and forget those ``gone`` (served, started or no longer queued)."""
+        with self.transaction() as db:
+            db.executemany("DELETE FROM unservable_jobs WHERE job_id=?", [(j,) for j in gone])
+            db.executemany(
+                "INSERT OR REPLACE INTO unservable_jobs(job_id, reason, since) VALUES (?, ?, ?)",
+                [(j, reason, at) for j, reason in marks.items()],
+            )
 
     # -- power requests (from the batch system's power saving) --------------
 
