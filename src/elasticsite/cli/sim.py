@@ -22,22 +22,37 @@ def simulate(
     policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
     cloud_limit: Annotated[
         int | None,
-        typer.Option(min=0, help="Most VMs at once. Default 10; --site-procs with --strategy."),
+        typer.Option(
+            min=0,
+            help="Most VMs at once. Default 10; --site-procs with --strategy. Given, the "
+            "cloud is yours: no boot contention unless --image-transfer or --parallel-boots.",
+        ),
     ] = None,
     cloud: Annotated[
         str,
         typer.Option(
             help="Paper 000's cloud whose calibrated boot, contention and shutdown times "
-            "are the defaults: uchicago, iu, ec2; or none (60 s, no contention)."
+            "are the defaults: uchicago, iu (both contended), ec2; or none (60 s)."
         ),
     ] = "uchicago",
     boot: Annotated[
         str | None,
-        typer.Option(help="Boot time alone, s: 60, 74:205 or 60,62,90; 0 with --strategy."),
+        typer.Option(
+            help="Boot time alone, s: 60, 74:205 or 60,62,90; 0 with --strategy. Given, the "
+            "cloud is yours: no boot contention unless asked for."
+        ),
     ] = None,
-    boot_slowdown: Annotated[
-        float | None, typer.Option(min=0, help="Added to a boot per other boot in flight, s.")
+    image_transfer: Annotated[
+        float | None,
+        typer.Option(
+            min=0, help="Contention: s one boot's image takes alone over a link all boots share."
+        ),
     ] = None,
+    parallel_boots: Annotated[
+        int | None,
+        typer.Option(min=0, help="Contention: boots in progress at once, the rest wait (0: all)."),
+    ] = None,
+    boot_slowdown: Annotated[float | None, typer.Option(hidden=True)] = None,
     shutdown: Annotated[str | None, typer.Option(help="Shutdown time, s (same forms).")] = None,
     price: Annotated[float, typer.Option(min=0, help="Price per VM-hour.")] = 0.10,
     billing: Annotated[float, typer.Option(min=1, help="Billing increment, s.")] = 3600,
@@ -61,13 +76,17 @@ def simulate(
     ] = 144,
 ) -> None:
     """Replay a workload through a provisioning policy on the virtual clock."""
+    if boot_slowdown is not None:
+        raise fail(
+            "--boot-slowdown is gone: boots now share a finite boot path; use "
+            "--image-transfer SECONDS and --parallel-boots N (docs/boot-model.md)"
+        )
     if strategy is not None:
         _simulate_strategy(
             workload, strategy, site_procs, site_procs if cloud_limit is None else cloud_limit,
             boot or "0", price, billing, cores_per_vm, jobs, machine_size, seed, out,
         )  # fmt: skip
         return
-    cloud_limit = 10 if cloud_limit is None else cloud_limit
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from elasticsite import policies
@@ -84,9 +103,10 @@ def simulate(
         model = sim_cloud(
             cloud,
             boot,
-            boot_slowdown,
             shutdown,
             vm_limit=cloud_limit,
+            image_transfer=image_transfer,
+            parallel_boots=parallel_boots,
             price_per_hour=price,
             billing_increment=billing,
             cores_per_vm=cores_per_vm,
@@ -103,7 +123,7 @@ def simulate(
         )
     console.print(
         f"[bold]simulate[/]: {work.name} ({len(work):,} jobs) with the [bold]{policy}[/] policy, "
-        f"up to {cloud_limit} VMs of {cores_per_vm} cores on {describe_cloud(model)}"
+        f"up to {model.vm_limit} VMs of {cores_per_vm} cores, {describe_cloud(model)}"
     )
     if work.note:
         console.print(work.note, highlight=False)
