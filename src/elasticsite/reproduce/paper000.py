@@ -28,7 +28,7 @@ from elasticsite import policies
 from elasticsite.metrics import Timeline, WorkloadMetrics, timeline
 from elasticsite.reproduce.claims import Claim, Reproduction, check, markdown_table
 from elasticsite.sim.cloud import CloudModel
-from elasticsite.sim.elastic import ElasticResult, simulate_elastic
+from elasticsite.sim.elastic import ElasticResult, RunStatus, simulate_elastic
 from elasticsite.sim.runner import round_seed
 from elasticsite.sim.workload import load_workload
 
@@ -44,6 +44,8 @@ REACTIVITY = (
 INTERVAL = 10.0
 PAPER_PEAK_EC2 = 151
 """VMs the paper's EC2 scalability run grew to (Figure 12)."""
+
+Status = Callable[[RunStatus], None] | None
 
 PAPER000_CLAIMS = (
     "dedicated_fastest",
@@ -79,12 +81,13 @@ def _ec2() -> CloudModel:
 
 
 def _run(
-    workload: str, policy: str, cloud: CloudModel, seed: int, settings: policies.PolicySettings
-) -> ElasticResult:
+    workload: str, policy: str, cloud: CloudModel, seed: int, settings: policies.PolicySettings,
+    status: Status = None,
+) -> ElasticResult:  # fmt: skip
     work = load_workload(workload, seed=seed)
     return simulate_elastic(
         work.arrivals(), [cloud], policy, settings, interval=INTERVAL, seed=seed,
-        preboot=policies.preboot_workers(policy, settings),
+        preboot=policies.preboot_workers(policy, settings), status=status,
     )  # fmt: skip
 
 
@@ -99,13 +102,13 @@ def _window_peak(tl: Timeline, lo: float, hi: float) -> int:
     return max(values, default=0)
 
 
-def _figures_7_8(rounds: int, seed: int) -> dict[tuple[str, str], _Mean]:
+def _figures_7_8(rounds: int, seed: int, status: Status) -> dict[tuple[str, str], _Mean]:
     settings = policies.PolicySettings()
     means: dict[tuple[str, str], _Mean] = {}
     for w in WORKLOADS:
         for p in POLICIES:
             ms: list[WorkloadMetrics] = [
-                _run(w, p, _nimbus(), round_seed(seed, r), settings).metrics()
+                _run(w, p, _nimbus(), round_seed(seed, r), settings, status).metrics()
                 for r in range(rounds)
             ]
             means[w, p] = _Mean(
@@ -182,7 +185,7 @@ def _claims_7_8(m: dict[tuple[str, str], _Mean]) -> list[Claim]:
     ]  # fmt: skip
 
 
-def _reactivity(out: Path, seed: int) -> tuple[list[Claim], list[Path]]:
+def _reactivity(out: Path, seed: int, status: Status) -> tuple[list[Claim], list[Path]]:
     from elasticsite.report import write_plot
 
     settings = policies.PolicySettings(billing_margin=3600.0)
@@ -190,7 +193,7 @@ def _reactivity(out: Path, seed: int) -> tuple[list[Claim], list[Path]]:
     plots: list[Path] = []
     results: dict[str, tuple[ElasticResult, Timeline, WorkloadMetrics]] = {}
     for workload, policy, figure in REACTIVITY:
-        res = _run(workload, policy, _nimbus(), round_seed(seed, 0), settings)
+        res = _run(workload, policy, _nimbus(), round_seed(seed, 0), settings, status)
         tl = timeline(res.jobs, res.workers)
         results[workload] = (res, tl, res.metrics())
         plots.append(write_plot(out / f"{workload}-{policy}.png", tl,
@@ -243,11 +246,11 @@ def _reactivity(out: Path, seed: int) -> tuple[list[Claim], list[Path]]:
     return claims, plots
 
 
-def _scalability(out: Path, seed: int) -> tuple[list[Claim], list[Path], str]:
+def _scalability(out: Path, seed: int, status: Status) -> tuple[list[Claim], list[Path], str]:
     from elasticsite.report import write_plot
 
     settings = policies.PolicySettings(billing_margin=3600.0)
-    res = _run("scalability", "bursts", _ec2(), round_seed(seed, 0), settings)
+    res = _run("scalability", "bursts", _ec2(), round_seed(seed, 0), settings, status)
     m = res.metrics()
     tl = timeline(res.jobs, res.workers)
     plot = write_plot(out / "scalability-bursts-ec2.png", tl,
@@ -286,9 +289,11 @@ def reproduce_paper000(
     quick: bool = False,
     seed: int = 2010,
     progress: Callable[[str], None] | None = None,
+    status: Status = None,
 ) -> Reproduction:
     """Run paper 000's Figures 7-12 on the simulator and check its claims; plots go to
-    ``out``. ``quick`` averages Figures 7 and 8 over 2 rounds instead of 5."""
+    ``out``. ``quick`` averages Figures 7 and 8 over 2 rounds instead of 5. ``progress``
+    gets a line as each part starts, ``status`` each run's status now and then."""
     from elasticsite.sim.figures import elastic_bar_plots
 
     say = progress or (lambda _: None)
@@ -297,7 +302,7 @@ def reproduce_paper000(
     rounds = 2 if quick else 5
     repro = Reproduction("paper000", "paper 000: elastic site policies (Figures 7-12)", quick)
     say(f"Figures 7 and 8: 2 workloads x 4 policies x {rounds} rounds")
-    means = _figures_7_8(rounds, seed)
+    means = _figures_7_8(rounds, seed, status)
     repro.claims += _claims_7_8(means)
     rows = [
         {"workload": w, "policy": p, "elapsed": repr(v.elapsed), "overhead": repr(v.overhead)}
@@ -311,19 +316,19 @@ def reproduce_paper000(
         f"Figures 7 and 8: means of {rounds} rounds",
     ))  # fmt: skip
     say("Figures 9-11: the reactivity tests")
-    claims, plots = _reactivity(out, seed)
+    claims, plots = _reactivity(out, seed, status)
     repro.claims += claims
     repro.plots += plots
     say("Figure 12: ten times the jobs on EC2")
-    claims, plots, _ = _scalability(out, seed)
+    claims, plots, _ = _scalability(out, seed, status)
     repro.claims += claims
     repro.plots += plots
     repro.setup = [
         "Simulated with the manager's own core and policies on the virtual clock, every "
         f"{INTERVAL:g} s.",
         "Figures 7-11: UChicago's Nimbus cloud as calibrated in docs/boot-model.md "
-        "(boots of about 94 s that slow each other down, 10 VMs), billed hourly at "
-        "US$0.10.",
+        "(boots of about 94 s alone whose images share one link, 35 s each alone; 10 "
+        "VMs), billed hourly at US$0.10.",
         "Figures 7-8: the default policy settings; an idle VM is kept while its paid hour "
         "has more than 120 s left. With idle VMs released at once, workload 2's bursts "
         "boots 11 VMs instead of the paper's 7 and finishes after steady stream.",
