@@ -53,7 +53,8 @@ class RunStatus:
         """``simulated 1:02:03, jobs 120/1,150 done, 45 workers (12 booting), 300 launched``."""
         return (
             f"simulated {clock(self.elapsed)}, jobs {self.jobs_done:,}/{self.jobs_total:,} "
-            f"done, {self.workers:,} workers ({self.booting:,} booting), "
+            f"done, {self.workers:,} worker{'' if self.workers == 1 else 's'} "
+            f"({self.booting:,} booting), "
             f"{self.launched:,} launched"
         )
 
