@@ -122,8 +122,10 @@ def manager(
 
 
 def models(
-    boots: Sequence[tuple[float, float]], limits: Sequence[int], slowdown: float = 0.0
+    boots: Sequence[tuple[float, float]], limits: Sequence[int], shared: bool = False
 ) -> list[CloudModel]:
+    """Clouds booting in ``low`` to ``low + spread`` s; ``shared``: at most 3 boots at once,
+    each moving its image (15 s alone, or its whole boot if shorter) over one link."""
     return [
         CloudModel(
             name=f"c{i}",
@@ -133,7 +135,8 @@ def models(
             price_per_hour=0.1 * (i + 1),
             billing_increment=1.0 if i else 3600.0,
             cores_per_vm=2,
-            boot_slowdown=slowdown,
+            image_transfer=min(15.0, low) if shared else 0.0,
+            parallel_boots=3 if shared else 0,
         )
         for i, ((low, spread), limit) in enumerate(zip(boots, limits, strict=True))
     ]
@@ -167,7 +170,7 @@ arrival = st.tuples(
     interval=st.sampled_from([5.0, 10.0, 30.0]),
     seed=st.integers(0, 3),
     site_cores=st.sampled_from([0, 2, 4]),
-    slowdown=st.sampled_from([0.0, 15.0]),
+    shared=st.booleans(),
 )
 def test_random_workloads_give_identical_logs(
     tmp_path_factory: pytest.TempPathFactory,
@@ -178,10 +181,10 @@ def test_random_workloads_give_identical_logs(
     interval: float,
     seed: int,
     site_cores: int,
-    slowdown: float,
+    shared: bool,
 ) -> None:
     arrivals = [(at, c, r, max(w, 1.0)) for at, c, r, w in arrivals]
-    clouds = models([(float(b), float(s)) for b, s in boots], [limit] * len(boots), slowdown)
+    clouds = models([(float(b), float(s)) for b, s in boots], [limit] * len(boots), shared)
     db = tmp_path_factory.mktemp("engine") / "m.db"
     assert manager(arrivals, clouds, policy, interval, seed, db, site_cores) == simulator(
         arrivals, clouds, policy, interval, seed, site_cores

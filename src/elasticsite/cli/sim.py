@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from elasticsite.cli.common import console, err, fail, print_metrics
+from elasticsite.cli.status import ProgressOpt, StatusLine
 
 __all__ = ["experiment", "simulate"]
 
@@ -22,22 +24,37 @@ def simulate(
     policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
     cloud_limit: Annotated[
         int | None,
-        typer.Option(min=0, help="Most VMs at once. Default 10; --site-procs with --strategy."),
+        typer.Option(
+            min=0,
+            help="Most VMs at once. Default 10; --site-procs with --strategy. Given, the "
+            "cloud is yours: no boot contention unless --image-transfer or --parallel-boots.",
+        ),
     ] = None,
     cloud: Annotated[
         str,
         typer.Option(
             help="Paper 000's cloud whose calibrated boot, contention and shutdown times "
-            "are the defaults: uchicago, iu, ec2; or none (60 s, no contention)."
+            "are the defaults: uchicago, iu (both contended), ec2; or none (60 s)."
         ),
     ] = "uchicago",
     boot: Annotated[
         str | None,
-        typer.Option(help="Boot time alone, s: 60, 74:205 or 60,62,90; 0 with --strategy."),
+        typer.Option(
+            help="Boot time alone, s: 60, 74:205 or 60,62,90; 0 with --strategy. Given, the "
+            "cloud is yours: no boot contention unless asked for."
+        ),
     ] = None,
-    boot_slowdown: Annotated[
-        float | None, typer.Option(min=0, help="Added to a boot per other boot in flight, s.")
+    image_transfer: Annotated[
+        float | None,
+        typer.Option(
+            min=0, help="Contention: s one boot's image takes alone over a link all boots share."
+        ),
     ] = None,
+    parallel_boots: Annotated[
+        int | None,
+        typer.Option(min=0, help="Contention: boots in progress at once, the rest wait (0: all)."),
+    ] = None,
+    boot_slowdown: Annotated[float | None, typer.Option(hidden=True)] = None,
     shutdown: Annotated[str | None, typer.Option(help="Shutdown time, s (same forms).")] = None,
     price: Annotated[float, typer.Option(min=0, help="Price per VM-hour.")] = 0.10,
     billing: Annotated[float, typer.Option(min=1, help="Billing increment, s.")] = 3600,
@@ -59,22 +76,25 @@ def simulate(
     site_procs: Annotated[
         int, typer.Option(min=1, help="Site processors (= nodes = VMs) with --strategy.")
     ] = 144,
+    progress: ProgressOpt = None,
 ) -> None:
     """Replay a workload through a provisioning policy on the virtual clock."""
+    if boot_slowdown is not None:
+        raise fail(
+            "--boot-slowdown is gone: boots now share a finite boot path; use "
+            "--image-transfer SECONDS and --parallel-boots N (docs/boot-model.md)"
+        )
     if strategy is not None:
         _simulate_strategy(
             workload, strategy, site_procs, site_procs if cloud_limit is None else cloud_limit,
-            boot or "0", price, billing, cores_per_vm, jobs, machine_size, seed, out,
+            boot or "0", price, billing, cores_per_vm, jobs, machine_size, seed, out, progress,
         )  # fmt: skip
         return
-    cloud_limit = 10 if cloud_limit is None else cloud_limit
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from elasticsite import policies
     from elasticsite.metrics import timeline
     from elasticsite.report import write_jobs_csv, write_plot, write_workers_csv
     from elasticsite.sim.cloud import describe_cloud, sim_cloud
-    from elasticsite.sim.elastic import simulate_elastic
+    from elasticsite.sim.elastic import SimulationExploded, SimulationStalled, simulate_elastic
     from elasticsite.sim.workload import load_workload
 
     if policy not in policies.available():
@@ -84,9 +104,10 @@ def simulate(
         model = sim_cloud(
             cloud,
             boot,
-            boot_slowdown,
             shutdown,
             vm_limit=cloud_limit,
+            image_transfer=image_transfer,
+            parallel_boots=parallel_boots,
             price_per_hour=price,
             billing_increment=billing,
             cores_per_vm=cores_per_vm,
@@ -103,16 +124,11 @@ def simulate(
         )
     console.print(
         f"[bold]simulate[/]: {work.name} ({len(work):,} jobs) with the [bold]{policy}[/] policy, "
-        f"up to {cloud_limit} VMs of {cores_per_vm} cores on {describe_cloud(model)}"
+        f"up to {model.vm_limit} VMs of {cores_per_vm} cores, {describe_cloud(model)}"
     )
     if work.note:
         console.print(work.note, highlight=False)
-    end = float(work.submit[-1]) or 1.0
-    with Progress(
-        TextColumn("simulated time"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(), console=console, transient=True,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("sim", total=end)
+    with StatusLine(progress) as line:
         try:
             result = simulate_elastic(
                 work.arrivals(),
@@ -122,10 +138,11 @@ def simulate(
                 preboot=policies.preboot_workers(policy, policies.PolicySettings()),
                 scheduler=scheduler,
                 seed=seed,
-                progress=lambda now: bar.update(task, completed=min(now, end)),
+                status=lambda s: line.update(s.line()),
             )
-        except ValueError as exc:
-            raise fail(str(exc)) from None
+        except (ValueError, SimulationStalled, SimulationExploded) as exc:
+            line.clear()
+            raise fail(escape(str(exc))) from None
     metrics = result.metrics()
     print_metrics(metrics)
     out.mkdir(parents=True, exist_ok=True)
@@ -145,6 +162,7 @@ def simulate(
 def _simulate_strategy(
     workload: str, strategy: str, site_procs: int, cloud_limit: int, boot: str, price: float,
     billing: float, cores_per_vm: int, jobs: int, machine_size: int, seed: int, out: Path,
+    progress: bool | None,
 ) -> None:  # fmt: skip
     """``simulate --strategy``: the base run, then the strategy, then their figures."""
     from elasticsite.sim.cloud import CloudModel, Durations
@@ -172,23 +190,18 @@ def _simulate_strategy(
     )
     if work.note:
         console.print(work.note, highlight=False)
-    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-
     from elasticsite.sim.figures import replay_timeline_plot
+    from elasticsite.sim.watch import clock
 
     columns = (work.submit, work.procs, work.runtime, work.requested)
-    end = float(work.submit[-1]) or 1.0
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(), console=console, transient=True,
-    ) as bar:  # fmt: skip
+    end = float(work.submit[-1])
+    with StatusLine(progress) as line:
         try:
             runs = []
             for name, on in (("base", None), (strategy, cloud)):
-                task = bar.add_task(f"{name} (simulated time)", total=end)
 
-                def advance(now: float, task: TaskID = task) -> None:
-                    bar.update(task, completed=min(now, end))
+                def advance(now: float, name: str = name) -> None:
+                    line.update(f"{name}: simulated {clock(now)} of {clock(end)} submissions")
 
                 runs.append(
                     replay(
@@ -200,8 +213,8 @@ def _simulate_strategy(
                         progress=advance,
                     )
                 )
-                bar.update(task, completed=end)
         except ValueError as exc:
+            line.clear()
             raise fail(str(exc)) from None
     base, result = runs
     base_metrics = base.metrics()
@@ -257,18 +270,9 @@ def experiment(
         Literal["stop", "wait"],
         typer.Option(help="With --dask, then: stop (exit 2; rerun resumes) or wait, saying so."),
     ] = "stop",
+    progress: ProgressOpt = None,
 ) -> None:
     """Run a spec's sweep (resumable), then write results, summary CSV and plots."""
-    from rich.markup import escape
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
     from elasticsite.sim.experiment import SpecError, load_spec, run_experiment
     from elasticsite.sim.runner import DaskCluster
 
@@ -282,17 +286,20 @@ def experiment(
         raise fail(escape(str(exc))) from None
     target = out or Path("experiments-out") / parsed.name
     started = time.monotonic()
-    with Progress(
-        TextColumn(f"[bold]{parsed.name}[/]"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("runs"), TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("runs", total=None)
+    runs = [0, 0]
+
+    def show(done: int, total: int) -> None:
+        runs[:] = [done, total]
+
+    with StatusLine(progress) as line:
+        line.ticking(lambda: f"{parsed.name}: {runs[0]:,}/{runs[1]:,} runs done, "
+                             f"{line.elapsed:,.0f} s")  # fmt: skip
         try:
             result = run_experiment(
-                parsed, target, workers=workers, rounds=rounds, dask=cluster,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )  # fmt: skip
+                parsed, target, workers=workers, rounds=rounds, dask=cluster, progress=show
+            )
         except (SpecError, ValueError, RuntimeError) as exc:
+            line.clear()
             raise fail(escape(str(exc))) from None
     console.print(
         f"{result.computed} runs computed, {result.kept} kept from an earlier run, "

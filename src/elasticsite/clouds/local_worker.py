@@ -28,10 +28,11 @@ from pathlib import Path
 from elasticsite import logs
 from elasticsite.batch.base import BatchError
 from elasticsite.batch.local import LocalBatch
+from elasticsite.boottime import BootPath
 from elasticsite.clouds.base import CloudError
 from elasticsite.clouds.local_agent import LocalAgent
 from elasticsite.clouds.local_jobs import JobLauncher, JobRun, job_preexec, kill
-from elasticsite.clouds.local_registry import boot_extra, set_instance_state
+from elasticsite.clouds.local_registry import boot_end, set_instance_state
 from elasticsite.clouds.local_slurmd import SlurmdError, SlurmdNode
 from elasticsite.files import StateFileError
 
@@ -57,6 +58,8 @@ class Worker:
         self.batch_db = Path(args.batch_db)
         self.jobs_dir = Path(args.jobs_dir)
         self.boot_delay: float = args.boot_delay
+        """What the boot takes after its turn on the cloud's boot path (if it has one)."""
+        self.boot_path = BootPath(args.image_transfer, args.parallel_boots)
         self.shutdown_delay: float = args.shutdown_delay
         self.poll: float = max(args.poll, 0.01)
         self.never_join: bool = args.never_join
@@ -117,15 +120,17 @@ class Worker:
     # -- life --------------------------------------------------------------------------
 
     def _boot(self) -> bool:
-        """Wait out the boot, and whatever later boots of the cloud added to it; True
-        once asked to stop."""
-        if self.wait(self.boot_delay):
-            return True
-        waited = 0.0
-        while (extra := boot_extra(self.cloud_db, self.instance_id)) > waited:
-            if self.wait(extra - waited):
+        """Wait out the boot; True once asked to stop. On a shared boot path, until the
+        registry's boots say it has ended, looking again every poll (a later boot may
+        still push it back a little, an earlier one cancelled bring it forward)."""
+        if not self.boot_path.shared:
+            return self.wait(self.boot_delay)
+        while (end := boot_end(self.cloud_db, self.instance_id, self.boot_path)) is not None:
+            left = end - time.time()
+            if left <= 0:
+                break
+            if self.wait(min(left, self.poll)):
                 return True
-            waited = extra
         return False
 
     def run(self) -> int:
@@ -137,7 +142,9 @@ class Worker:
         if prior is None:
             log.error("%s: instance %s is not in %s", self.name, self.instance_id, self.cloud_db)
             return 1
-        log.info("%s: booting for %.2fs (%d cores)", self.name, self.boot_delay, self.cores)
+        log.info("%s: booting for %.2fs%s (%d cores)", self.name, self.boot_delay,
+                 f" after its turn on the boot path ({self.boot_path.describe()})"
+                 if self.boot_path.shared else "", self.cores)  # fmt: skip
         if prior in ("stopping", "terminated") or self._boot():
             return self.shutdown(joined=False)
         marked = set_instance_state(
@@ -312,7 +319,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cores", type=int, default=1)
     parser.add_argument("--batch-db", required=True, help="the local batch system's file")
     parser.add_argument("--jobs-dir", required=True, help="job working directories go here")
-    parser.add_argument("--boot-delay", type=float, default=0.0)
+    parser.add_argument(
+        "--boot-delay",
+        type=float,
+        default=0.0,
+        help="seconds the boot takes (after its turn on the boot path)",
+    )
+    parser.add_argument(
+        "--image-transfer",
+        type=float,
+        default=0.0,
+        help="seconds an image takes alone over the cloud's shared link",
+    )
+    parser.add_argument(
+        "--parallel-boots",
+        type=int,
+        default=0,
+        help="boots of the cloud in progress at once (0: no limit)",
+    )
     parser.add_argument("--shutdown-delay", type=float, default=0.0)
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between polls")
     parser.add_argument("--never-join", action="store_true", help="simulate a failed boot")
