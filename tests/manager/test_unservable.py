@@ -121,9 +121,9 @@ def test_a_job_no_cloud_can_run_gets_no_worker_and_is_explained(
     site = open_site(load_config(config), tmp_path)
     running = Started(site, port)
     try:
-        wide = site.batch.submit(JobRequest(["true"], 64, 600.0, "alice"))
-        odd = site.batch.submit(JobRequest(["true"], 1, 60.0, "eve", attributes={"vm_type": ODD}))
-        small = site.batch.submit(JobRequest(["sleep", "0.5"], 1, 60.0, "bob"))
+        wide = site.batch.submit(JobRequest(["true"], 64, 600.0))
+        odd = site.batch.submit(JobRequest(["true"], 1, 60.0, attributes={"vm_type": ODD}))
+        small = site.batch.submit(JobRequest(["sleep", "0.5"], 1, 60.0))
         # The feasible job alongside still gets its worker and runs.
         wait_for(lambda: site.batch.job(small).state is JobState.DONE, 60, "the small job")
         wait_for(lambda: {wide, odd} <= set(site.store.unservable()), 30, "the jobs marked")
