@@ -19,8 +19,9 @@ do to make room (paper 004, Table 2.2, least disruptive first):
 ``preemption``
     terminate VMs.
 
-Targets are chosen volunteered first, then the fewest VMs, then the smallest ones:
-smaller VMs are quicker to move and to place again (paper 004, section 4.1.4).
+Targets are chosen volunteered first, on the host with the fewest urgent VMs (paper
+004's round-robin placement), then the fewest VMs, then the smallest ones: smaller VMs
+are quicker to move and to place again (paper 004, sections 4.1.2 and 4.1.4).
 Urgent VMs are never targets.
 
 This module is pure (no clock, no I/O): the simulator
@@ -265,12 +266,12 @@ class Capacity:
             )
         else:
             return None
-        key = (
+        key = (  # round-robin: the host with fewest urgent VMs, then the fewest targets
             sum(not s.volunteer for s in chosen),
+            sum(s.urgent for s in self.slots.values() if s.host == host),
             len(chosen),
             sum(s.cores for s in chosen),
             sum(s.memory_mb for s in chosen),
-            0,
         )
         return key, Plan(host, policy, actions)
 
