@@ -123,7 +123,9 @@ def test_leave_is_remove_node(batch: LocalBatch) -> None:
     batch.register_node("w1", 1)
     batch.submit(req())
     batch.leave("w1")
-    assert batch.counts()["queued"] == 1 and batch.snapshot().nodes == []
+    assert batch.counts()["requeued"] == 1 and batch.snapshot().nodes == []
+    job = batch.job("1")
+    assert (job.state, job.attempts, job.reason) == (JobState.REQUEUED, 1, "node w1 removed")
 
 
 def test_preempt_requeues_and_a_late_finish_is_ignored(batch: LocalBatch) -> None:
@@ -139,7 +141,8 @@ def test_preempt_requeues_and_a_late_finish_is_ignored(batch: LocalBatch) -> Non
     assert [j.id for j in view.queued] == ["1"]
     assert [a.job_id for a in batch.worker_poll("w1")] == ["2"]  # the worker kills job 1
     assert not batch.finish_job("1", "w1", 137, attempt=old.attempt)
-    assert batch.job("1").state is JobState.QUEUED
+    job = batch.job("1")
+    assert (job.state, job.attempts, job.reason) == (JobState.REQUEUED, 1, "preempted")
 
 
 def test_a_requeued_job_restarting_on_the_same_node_is_a_new_attempt(batch: LocalBatch) -> None:
@@ -211,7 +214,8 @@ def test_cancel_removes_queued_and_running_jobs(batch: LocalBatch) -> None:
     batch.cancel("2")
     batch.cancel("1")  # running: the worker kills it, the next job may start
     batch.cancel("1")  # idempotent
-    assert batch.counts() == {"queued": 0, "running": 0, "done": 0, "cancelled": 2}
+    assert {state: n for state, n in batch.counts().items() if n} == {"cancelled": 2}
+    assert set(batch.counts()) == {s.value for s in JobState} - {"unknown"}
     assert batch.worker_poll("w1") == []
     assert {j.id for j in batch.jobs(["cancelled"])} == {"1", "2"}
 
@@ -234,9 +238,9 @@ def test_errors_name_the_job_or_node(batch: LocalBatch) -> None:
     batch.register_node("w1", 1)
     batch.submit(req())
     batch.finish_job("1", "w1", 0)
-    with pytest.raises(BatchError, match="already done"):
+    with pytest.raises(BatchError, match="already completed"):
         batch.move_to_front("1")
-    with pytest.raises(BatchError, match="already finished"):
+    with pytest.raises(BatchError, match=r"job 1 already ended \(completed\)"):
         batch.cancel("1")
 
 
@@ -334,8 +338,14 @@ def _damage(path: Path, *statements: str) -> None:
         (lambda b: b.set_priority("1", "high"), r"^set_priority: priority must be an integer"),
         (lambda b: b.jobs(["bogus"]), r"^local batch .*batch\.db: jobs: 'bogus' is not a valid"),
         (lambda b: b.jobs(5), r"^local batch .*batch\.db: jobs: "),
-        (lambda b: b.worker_poll("w1", [("1", 0)]), r"^local batch .*: worker_poll: not enough"),
-        (lambda b: b.record_pids("w1", [("1", 2)]), r"^local batch .*: record_pids: not enough"),
+        (
+            lambda b: b.worker_poll("w1", [("1", 0)]),
+            r"^local batch .*: worker_poll: expected \(",
+        ),
+        (
+            lambda b: b.record_pids("w1", [("1", 2)]),
+            r"^local batch .*: record_pids: expected \(",
+        ),
     ],
 )
 def test_a_bad_argument_is_a_batch_error_naming_the_call(

@@ -27,6 +27,7 @@ __all__ = [
     "process_alive",
     "set_instance_state",
     "slow_boots",
+    "worker_log",
 ]
 
 _SCHEMA = """
@@ -46,6 +47,12 @@ CREATE TABLE IF NOT EXISTS instances (
 HAVE_PROC = os.path.isdir("/proc/self")
 LOCK_TIMEOUT = 10.0
 """Seconds to wait for another process's write lock before giving up as "locked"."""
+
+
+def worker_log(state_dir: Path, name: str, part: str = "") -> Path:
+    """The log of instance ``name``'s worker process (``logs/NAME.log``), or of one of
+    its parts (``logs/NAME.agent.log``, ``logs/NAME.slurmd.log``)."""
+    return state_dir / "logs" / (f"{name}.{part}.log" if part else f"{name}.log")
 
 
 class CloudStateError(CloudError, StateFileError):
