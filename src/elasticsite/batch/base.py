@@ -93,8 +93,8 @@ class JobDetail(Job):
     attempts, node, user, attributes) and more.
 
     The paths are where the batch system put the job's output, ``""`` where it does not
-    say; ``notes`` are what could not be learnt, one line each (``sacct`` not
-    configured, a history no longer kept ...).
+    say; ``notes`` are what else is worth knowing or could not be learnt, one line each
+    (read from ``sacct``, the job's event log ...).
     """
 
     native_state: str = ""
@@ -238,4 +238,18 @@ class BatchSystem(Protocol):
         run it. Redirecting a job already there is a no-op; a job that started or
         ended meanwhile raises :class:`UnknownJob`; a batch system without such
         targets raises :class:`BatchError` saying so."""
+        ...
+
+    def cancel(self, job_id: str) -> None:
+        """Remove a queued, held or running job (a running one is killed); it ends
+        CANCELLED. Cancelling a cancelled job is a no-op; a job that ended otherwise
+        raises :class:`BatchError` saying how it ended; an id the system does not
+        know raises :class:`UnknownJob`. Who may cancel whose job is the batch
+        system's rule (another user's job: root, or its administrators)."""
+        ...
+
+    def job(self, job_id: str) -> JobDetail:
+        """What the system tells of one job, finished ones included for as long as it
+        keeps them (:class:`JobDetail`); :class:`UnknownJob` for an id it does not
+        know, or no longer knows."""
         ...
