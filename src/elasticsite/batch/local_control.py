@@ -152,7 +152,7 @@ class JobControl(WorkerEndpoints):
             now = self.clock()
             tx.execute(
                 "UPDATE jobs SET state = 'cancelled', finished_at = ?, reason = ? WHERE id = ?",
-                (now, f"cancelled by {me}", key),
+                (now, f"by {me}", key),
             )
             if state == "running":
                 self._pass(tx, now)
