@@ -229,3 +229,13 @@ def _alive(pid: int) -> bool:
             return stat.read().split(") ")[1][:1] != "Z"
     except OSError:
         return False
+
+
+def test_what_a_job_says_of_itself_is_shown_as_plain_text(tmp_path: Path) -> None:
+    (tmp_path / "site.toml").write_text(SITE)
+    job_id = cli("submit", "--", "echo", "[red]x[/]", "\x1b]0;owned\x07", cwd=tmp_path).stdout
+    shown = cli("job", job_id.strip(), cwd=tmp_path).stdout
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert field(shown, "command") == "echo '[red]x[/]' '\\x1b]0;owned\\x07'"
+    done = cli("cancel", "[bold]1[/]", cwd=tmp_path, check=False)
+    assert done.stderr == "error: no job '[bold]1[/]': local batch job ids are integers\n"

@@ -1,5 +1,9 @@
 """``elasticsite cancel JOB...`` and ``elasticsite job JOB``: one job at a time, on
-whatever batch system the site drives."""
+whatever batch system the site drives.
+
+What a job says of itself (its command, paths, attributes, the ids a user typed) is
+shown as plain text: no console markup, control characters escaped, so a job cannot
+restyle or drive the terminal of whoever looks at it."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from elasticsite.cli.common import ConfigOpt, console, err, open_configured_site, state_errors
+from elasticsite.logs import escape_control
 
 if TYPE_CHECKING:
     from elasticsite.batch.base import JobDetail
@@ -17,6 +22,13 @@ if TYPE_CHECKING:
 __all__ = ["cancel", "job", "job_lines"]
 
 JobIds = Annotated[list[str], typer.Argument(help="Job ids, as `queue` shows them.")]
+
+
+def _say(text: str, *, error: bool = False) -> None:
+    """One line, as plain text."""
+    (err if error else console).print(
+        escape_control(text), markup=False, highlight=False, soft_wrap=True
+    )
 
 
 def _when(at: float | None) -> str:
@@ -39,7 +51,7 @@ def cancel(job_ids: JobIds, config: ConfigOpt = None) -> None:
         except StateFileError:
             raise  # said as FILE: cause
         except BatchError as exc:  # unknown, ended already, refused: the error names the job
-            err.print(f"error: {exc}", highlight=False, soft_wrap=True)
+            _say(f"error: {exc}", error=True)
             failed = True
             continue
         before = done.before
@@ -49,7 +61,7 @@ def cancel(job_ids: JobIds, config: ConfigOpt = None) -> None:
             said = f"cancelled (it was running on {before.node})" if before.node else "cancelled"
         else:
             said = f"cancelled (it was {state_text(before)})"
-        console.print(f"job {job_id}: {said}", highlight=False, soft_wrap=True)
+        _say(f"job {job_id}: {said}")
     if failed:
         raise typer.Exit(1)
 
@@ -99,8 +111,8 @@ def job(
     except StateFileError:
         raise  # said as FILE: cause
     except BatchError as exc:  # the error names the job
-        err.print(f"error: {exc}", highlight=False, soft_wrap=True)
+        _say(f"error: {exc}", error=True)
         raise typer.Exit(1) from None
-    console.print(f"job {detail.id}", highlight=False)
+    _say(f"job {detail.id}")
     for label, value in job_lines(detail):
-        console.print(f"  {label:<11} {value}", highlight=False, soft_wrap=True)
+        _say(f"  {label:<11} {value}")
