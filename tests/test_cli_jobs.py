@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from elasticsite.batch.identity import own_account
+from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.manager.site import open_site
@@ -239,3 +240,28 @@ def test_what_a_job_says_of_itself_is_shown_as_plain_text(tmp_path: Path) -> Non
     assert field(shown, "command") == "echo '[red]x[/]' '\\x1b]0;owned\\x07'"
     done = cli("cancel", "[bold]1[/]", cwd=tmp_path, check=False)
     assert done.stderr == "error: no job '[bold]1[/]': local batch job ids are integers\n"
+
+
+def test_queue_lists_held_and_requeued_jobs_and_cancel_says_what_they_were(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "site.toml").write_text(SITE)
+    held, requeued = (cli("submit", "--", "sleep", "60", cwd=tmp_path).stdout.strip()
+                      for _ in range(2))  # fmt: skip
+    batch = LocalBatch(tmp_path / "state" / "batch.db")
+    batch.hold(held)
+    batch.register_node("n1", 1)  # as a worker would: the other job starts there
+    batch.drain("n1", "keep the preempted job waiting")
+    batch.preempt(requeued)
+    queue = cli("queue", cwd=tmp_path).stdout
+    assert re.search(rf"│ {held} +│ held +│", queue), queue
+    assert re.search(rf"│ {requeued} +│ requeued \(after 1 run: preempted\) +│", queue), queue
+    assert queue.splitlines()[-1] == (
+        "cancelled 0, completed 0, failed 0, held 1, queued 0, requeued 1, running 0"
+    )
+    assert field(cli("job", requeued, cwd=tmp_path).stdout, "attempts") == "1"
+    done = cli("cancel", held, requeued, cwd=tmp_path)
+    assert done.stdout.splitlines() == [
+        f"job {held}: cancelled (it was held)",
+        f"job {requeued}: cancelled (it was requeued)",
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import sqlite3
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from elasticsite.batch import local_schema
 from elasticsite.batch.base import (
     BatchError,
     BatchSystem,
@@ -397,3 +399,43 @@ def test_a_job_id_that_int_would_take_names_no_job(batch: LocalBatch, job_id: ob
     with pytest.raises(UnknownJob, match="no job"):
         batch.cancel(job_id)  # type: ignore[arg-type]
     assert {j.state for j in batch.jobs()} == {JobState.QUEUED}  # job 1 or 10 untouched
+
+
+def test_a_state_this_version_does_not_know_is_unknown_with_one_warning(
+    batch: LocalBatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    batch.submit(req())
+    with sqlite3.connect(batch.path) as conn:  # as a newer elasticsite might write it
+        conn.execute("UPDATE jobs SET state = 'teleported' WHERE id = 1")
+    with caplog.at_level(logging.WARNING, logger="elasticsite.batch.local"):
+        assert [j.state for j in batch.jobs()] == [JobState.UNKNOWN]
+        job = batch.job("1")
+    assert (job.state, job.native_state) == (JobState.UNKNOWN, "teleported")
+    assert batch.counts()["unknown"] == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "local batch: unknown job state 'teleported': shown as unknown"
+    ]
+
+
+def test_a_version_2_file_keeps_its_ended_jobs_as_completed_or_failed(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        for statement in filter(str.strip, local_schema._SCHEMA.split(";")):
+            conn.execute(statement)
+        for column in ("signal", "reason", "workdir", "worker_log"):
+            conn.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+        rows = [(0, "done"), (3, "done"), (-9, "done"), (None, "cancelled")]
+        for code, state in rows:
+            conn.execute(
+                "INSERT INTO jobs (command, cores, walltime, state, submitted_at, exit_code) "
+                "VALUES ('[\"true\"]', 1, 60, ?, 1, ?)",
+                (state, code),
+            )
+        conn.execute("PRAGMA user_version = 2")
+    jobs = LocalBatch(path).jobs()
+    assert [(j.state, j.exit_code, j.signal) for j in jobs] == [
+        (JobState.COMPLETED, 0, None),
+        (JobState.FAILED, 3, None),
+        (JobState.FAILED, None, 9),
+        (JobState.CANCELLED, None, None),
+    ]

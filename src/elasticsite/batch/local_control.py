@@ -199,8 +199,9 @@ class JobControl(WorkerEndpoints):
             # a job that could not start has no stdout, only the worker's note on stderr
             if pid is not None or job.state is not JobState.FAILED:
                 stdout = str(Path(workdir) / "stdout")
+        native = columns[6] if job.state is JobState.UNKNOWN else ""  # else our own words
         return JobDetail.of(
-            job, native_state=columns[6], group=group_of(job.user), stdout=stdout,
+            job, native_state=native, group=group_of(job.user), stdout=stdout,
             stderr=stderr, directory=workdir, worker_log=worker_log, notes=tuple(notes),
         )  # fmt: skip
 

@@ -41,7 +41,7 @@ def cancel(job_ids: JobIds, config: ConfigOpt = None) -> None:
     not cancelled (unknown, already ended, refused by the batch system)."""
     from elasticsite.batch.base import BatchError
     from elasticsite.files import StateFileError
-    from elasticsite.model import JobState, state_text
+    from elasticsite.model import JobState
 
     site = open_configured_site(config)
     failed = False
@@ -60,7 +60,7 @@ def cancel(job_ids: JobIds, config: ConfigOpt = None) -> None:
         elif before.state is JobState.RUNNING:
             said = f"cancelled (it was running on {before.node})" if before.node else "cancelled"
         else:
-            said = f"cancelled (it was {state_text(before)})"
+            said = f"cancelled (it was {before.state.value})"
         _say(f"job {job_id}: {said}")
     if failed:
         raise typer.Exit(1)

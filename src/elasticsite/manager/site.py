@@ -33,6 +33,7 @@ from elasticsite.config import CloudConfig, ConfigError, SiteConfig
 from elasticsite.files import StateFileError, private_dir
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.store import StateStore
+from elasticsite.model import JobState
 
 if TYPE_CHECKING:
     from elasticsite.manager.context_link import SavedContext
@@ -118,7 +119,7 @@ class Site:
         ``finished`` where :attr:`lists_finished_jobs` is false.
         """
         if isinstance(self.batch, LocalBatch):
-            jobs = self.batch.jobs(None if finished else ["queued", "running"])
+            jobs = self.batch.jobs(None if finished else UNFINISHED)
             return QueueView(jobs, dict(self.batch.counts()))
         if finished:
             raise ValueError(f"the {self.config.batch.type} batch system keeps no finished jobs")
@@ -168,8 +169,6 @@ class Site:
         """Cancel one queued, held or running job (the batch system's rules say whose).
         Raises :class:`~elasticsite.batch.base.UnknownJob`, or a BatchError saying why
         not (it ended already, the batch system refused)."""
-        from elasticsite.model import JobState
-
         before = self.batch.job(job_id)
         self.batch.cancel(job_id)
         return Cancelled(job_id, before, already=before.state is JobState.CANCELLED)
@@ -239,6 +238,10 @@ class Site:
             power_save=self.config.batch.mode == "power_save",
             **kwargs,
         )
+
+
+UNFINISHED = (JobState.QUEUED, JobState.HELD, JobState.REQUEUED, JobState.RUNNING)
+"""What ``queue`` lists without ``finished``: every job still to run or running."""
 
 
 def _snapshot_counts(view: BatchView) -> dict[str, int]:
