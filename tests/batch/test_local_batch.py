@@ -439,3 +439,34 @@ def test_a_version_2_file_keeps_its_ended_jobs_as_completed_or_failed(tmp_path: 
         (JobState.FAILED, None, 9),
         (JobState.CANCELLED, None, None),
     ]
+
+
+def test_a_requeued_job_says_why_its_run_ended(batch: LocalBatch, clock: FakeClock) -> None:
+    batch.register_node("w1", 1)
+    batch.submit(req())
+    batch.register_node("w1", 1)  # its worker started again: the job's process is gone
+    job = batch.job("1")  # requeued, and started again at once on the one node there is
+    assert (job.state, job.attempts) == (JobState.RUNNING, 2)
+    assert job.reason == "node lost (w1 started again without its jobs)"  # its last run
+    clock.advance(31)  # the worker stops reporting
+    batch.remove_node("w1")
+    job = batch.job("1")
+    assert (job.state, job.attempts, job.reason) == (
+        JobState.REQUEUED, 2, "node lost (w1 stopped reporting)"
+    )  # fmt: skip
+    batch.register_node("w2", 1)
+    batch.register_node("w2", 1)
+    assert batch.job("1").attempts == 4
+
+
+def test_a_job_that_ends_records_its_signal_reason_and_outcome(batch: LocalBatch) -> None:
+    batch.register_node("w1", 3)
+    for _ in range(3):
+        batch.submit(req())
+    batch.worker_poll("w1", [("1", 1, 0), ("2", 1, -9, "walltime exceeded"), ("3", 1, 126)])
+    ended = {j.id: (j.state, j.exit_code, j.signal, j.reason) for j in batch.jobs()}
+    assert ended == {
+        "1": (JobState.COMPLETED, 0, None, ""),
+        "2": (JobState.FAILED, None, 9, "walltime exceeded"),
+        "3": (JobState.FAILED, 126, None, "command cannot run"),
+    }
