@@ -25,7 +25,7 @@ def test_hundred_workers_run_a_burst_and_leave(start_site: Callable[..., Running
         nonlocal peak
         live = sum(rec.worker.state.live for rec in r.site.store.load())
         peak = max(peak, live)
-        return r.site.batch.counts()["done"] == 250
+        return r.site.batch.counts()["completed"] == 250
 
     wait_for(done, 120, "250 jobs on up to 100 workers", every=0.5)
     wait_for(

@@ -1,5 +1,6 @@
 """``elasticsite run|submit|queue|status|policies``: the configured site's manager,
-its batch queue and its state, and the policies it can run."""
+its batch queue and its state, and the policies it can run (``cancel`` and ``job``
+are in :mod:`elasticsite.cli.jobs`)."""
 
 from __future__ import annotations
 
@@ -160,10 +161,11 @@ def queue(
     all_jobs: Annotated[bool, typer.Option("--all", help="Include finished jobs.")] = False,
 ) -> None:
     """Show the site's queued and running jobs (with --all, finished ones too on the
-    embedded site), in the order the batch system would start them."""
+    embedded site, a failed one with its exit code or signal and why), in the order the
+    batch system would start them."""
     from elasticsite.batch.base import BatchError
     from elasticsite.files import StateFileError
-    from elasticsite.model import JobState
+    from elasticsite.model import JobState, state_text
 
     site = open_configured_site(config)
     if all_jobs and not site.lists_finished_jobs:
@@ -179,10 +181,10 @@ def queue(
     for col in ("job", "state", "cores", "walltime", "node", "waited", "command"):
         t.add_column(col)
     for j in shown.jobs:
-        waited = (j.started_at or now) - j.submitted_at
+        waited = (j.started_at or j.finished_at or now) - j.submitted_at
         t.add_row(
             j.id,
-            j.state.value,
+            state_text(j),
             str(j.cores),
             f"{j.walltime:g}",
             j.node or "",
