@@ -15,7 +15,7 @@ from .conftest import Running, fast_cloud, wait_for
 def test_hundred_workers_run_a_burst_and_leave(start_site: Callable[..., Running]) -> None:
     r = start_site(
         "on_demand",
-        clouds=[fast_cloud("local", 100, boot_jitter=0.5, seed=11, poll_interval=0.5)],
+        clouds=[fast_cloud("local", 100, boot_jitter=0.25, seed=11, poll_interval=0.5)],
         manager={"interval": 0.5, "heartbeat_timeout": 30.0},
     )
     r.submit(1.0, n=250, walltime=30.0)
