@@ -3,8 +3,9 @@
 Every change is committed to SQLite before memory is updated and before the broker
 answers, so a restart loses nothing a client was told. Reads never touch the
 database: each context keeps its recent entries as pre-serialised JSON, its members,
-and the digests of its credentials in memory, because thousands of agents long-poll
-the same few contexts and each answer must cost next to nothing.
+and the digests of its credentials in memory (:mod:`elasticsite.context.memory`),
+because thousands of agents long-poll the same few contexts and each answer must
+cost next to nothing.
 
 Secrets are stored only as SHA-256 digests. History is bounded: each context keeps
 its last ``history`` entries; a caller further behind gets a snapshot of the current
@@ -13,16 +14,13 @@ members instead (see :meth:`ContextState.updates_body`).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import secrets
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from elasticsite.context.admission import JoinBudget
+from elasticsite.context.memory import ContextState, Member, digest
 from elasticsite.context.models import ContextPolicy, NodeIn
 from elasticsite.files import private_dir
 from elasticsite.sqlite import connect
@@ -58,11 +56,6 @@ CREATE TABLE IF NOT EXISTS entries (
 
 LOCK_TIMEOUT = 5.0
 """Seconds to wait for a lock on the file (the broker is its only user)."""
-_RESPONSE_CACHE = 64
-"""Distinct ``since`` answers kept per context between two changes."""
-_RESPONSE_CACHE_BYTES = 64 * 1024 * 1024
-"""Bytes of cached answers per context (a snapshot of 10,000 members is a few MiB, and
-every agent starting at once asks for it)."""
 
 
 def new_secret() -> str:
@@ -70,152 +63,8 @@ def new_secret() -> str:
     return secrets.token_urlsafe(24)
 
 
-def digest(value: str) -> bytes:
-    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
-
-
 def _dumps(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-@dataclass(slots=True)
-class Member:
-    """A current member: its record as JSON, and its pre-serialised join entry."""
-
-    node_id: str
-    secret_digest: bytes
-    info: dict[str, object]
-    info_json: bytes
-    join_entry: int
-    join_json: bytes
-
-    @property
-    def hostname(self) -> str:
-        return str(self.info["hostname"])
-
-    @property
-    def short_hostname(self) -> str:
-        return str(self.info["short_hostname"])
-
-    @property
-    def address(self) -> str:
-        return str(self.info["address"])
-
-    @property
-    def ssh_host_key(self) -> str:
-        return str(self.info["ssh_host_key"])
-
-    @property
-    def size(self) -> int:
-        return len(self.info_json)
-
-    def names(self) -> tuple[tuple[str, str], ...]:
-        """How other members find this one: its index keys in :class:`ContextState`."""
-        return (
-            ("node_id", self.node_id),
-            ("hostname", self.hostname),
-            ("short_hostname", self.short_hostname),
-            ("address", self.address),
-        )
-
-
-@dataclass(slots=True)
-class ContextState:
-    """One context in memory; ``entries[i]`` is the JSON of entry ``first_id + i``."""
-
-    id: str
-    name: str
-    created_at: float
-    key_digest: bytes
-    secret_digest: bytes
-    last_id: int = 0
-    first_id: int = 1
-    entries: list[bytes] = field(default_factory=list)
-    members: dict[str, Member] = field(default_factory=dict)
-    departed: dict[str, tuple[bytes, int]] = field(default_factory=dict)
-    cache: dict[int, bytes] = field(default_factory=dict)
-    policy: ContextPolicy = field(default_factory=ContextPolicy)
-    budget: JoinBudget = field(default_factory=JoinBudget)
-    member_bytes: int = 0
-    index: dict[tuple[str, str], Member] = field(default_factory=dict)
-    """Current members by node id, host name, short host name and address."""
-
-    @property
-    def member_count(self) -> int:
-        return len(self.members)
-
-    def holder(self, kind: str, value: str) -> Member | None:
-        return self.index.get((kind, value))
-
-    def add_member(self, member: Member) -> None:
-        self.members[member.node_id] = member
-        self.member_bytes += member.size
-        for key in member.names():
-            self.index[key] = member
-
-    def drop_member(self, member: Member) -> None:
-        del self.members[member.node_id]
-        self.member_bytes -= member.size
-        for key in member.names():
-            if self.index.get(key) is member:
-                del self.index[key]
-
-    def check_context(self, key: str, secret: str) -> bool:
-        """Whether ``key``/``secret`` are this context's (constant time)."""
-        ok_key = hmac.compare_digest(digest(key), self.key_digest)
-        ok_secret = hmac.compare_digest(digest(secret), self.secret_digest)
-        return ok_key & ok_secret
-
-    def check_node(self, node_id: str, secret: str) -> bool:
-        """Whether ``node_id``/``secret`` are a current member's credential."""
-        member = self.members.get(node_id)
-        if member is None:
-            return False
-        return hmac.compare_digest(digest(secret), member.secret_digest)
-
-    def check_departed(self, node_id: str, secret: str) -> bool:
-        """Whether the credential belongs to a node that has left (kept as long as its
-        leave entry is in the history, so a retried leave learns it already happened)."""
-        held = self.departed.get(node_id)
-        return held is not None and hmac.compare_digest(digest(secret), held[0])
-
-    def updates_body(self, since: int) -> bytes:
-        """The JSON answer for a caller that applied everything up to ``since``.
-
-        ``since`` must not exceed ``last_id``. Answers are cached until the next change,
-        since thousands of agents ask the same question at the same moment.
-        """
-        snapshot = since == 0 or since < self.first_id - 1
-        key = -1 if snapshot else since
-        body = self.cache.get(key)
-        if body is not None:
-            return body
-        if snapshot:
-            parts = [m.join_json for m in self.members.values()]
-        else:
-            parts = self.entries[since - self.first_id + 1 :]
-        body = b'{"last_id":%d,"snapshot":%s,"entries":[%s]}' % (
-            self.last_id,
-            b"true" if snapshot else b"false",
-            b",".join(parts),
-        )
-        if len(self.cache) >= _RESPONSE_CACHE or (
-            sum(map(len, self.cache.values())) + len(body) > _RESPONSE_CACHE_BYTES
-        ):
-            self.cache.clear()
-        if len(body) <= _RESPONSE_CACHE_BYTES // 2:
-            self.cache[key] = body
-        return body
-
-    def members_body(self) -> bytes:
-        body = self.cache.get(-2)
-        if body is None:
-            body = b'{"last_id":%d,"members":[%s]}' % (
-                self.last_id,
-                b",".join(m.info_json for m in self.members.values()),
-            )
-            self.cache[-2] = body
-        return body
 
 
 class Store:
