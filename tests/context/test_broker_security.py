@@ -195,7 +195,7 @@ def test_domain_and_pattern_bound_the_names(live_broker: LiveBroker) -> None:
 
 
 def test_bind_address_ties_a_record_to_where_it_came_from(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker, bind_address=True)
+    ctx = create(live_broker, bind_address=True, allow_loopback=True)
     node = live_broker.node(ctx)
     with pytest.raises(ContextError) as err:
         node.join(node_info("w1", 1))

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticsite.context.models import NodeIn
+from elasticsite.context.models import ContextPolicy, NodeIn
 from elasticsite.context.store import ContextState, Store
 
 from .conftest import node_info
@@ -150,3 +150,30 @@ def test_any_caller_catches_up_exactly(script: list[tuple[str, int]], history: i
                 state = {}
             assert _apply(state, entries) == final
         store.close()
+
+
+def test_contexts_of_an_older_broker_keep_taking_loopback_addresses(tmp_path: Path) -> None:
+    """A broker.sqlite3 written before loopback and link-local addresses were refused:
+    its contexts keep the rule they were created under, new ones refuse them."""
+    path = tmp_path / "b.sqlite3"
+    store = Store(path)
+    old, _, _ = store.create_context("embedded", ContextPolicy(replace_on_rejoin=True))
+    store.join(old, node("w1", 1, address="127.0.0.9"))
+    store.close()
+    with sqlite3.connect(path) as db:  # as the older broker left it
+        db.execute("PRAGMA user_version = 0")
+        db.execute("UPDATE contexts SET policy = '{\"replace_on_rejoin\":true}'")
+    again = Store(path)
+    kept = again.contexts[old.id].policy
+    assert (kept.allow_loopback, kept.allow_link_local, kept.replace_on_rejoin) == (
+        True,
+        True,
+        True,
+    )
+    assert [m.address for m in again.contexts[old.id].members.values()] == ["127.0.0.9"]
+    new, _, _ = again.create_context("new")
+    again.close()
+    reopened = Store(path)  # migrated once: a new context stays as it was created
+    assert reopened.contexts[old.id].policy.allow_loopback
+    assert not reopened.contexts[new.id].policy.allow_loopback
+    reopened.close()

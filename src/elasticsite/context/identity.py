@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from elasticsite.context.agent_state import AgentError
 from elasticsite.context.models import NodeIn
-from elasticsite.context.validation import describe_errors
+from elasticsite.context.validation import check_ssh_key, describe_errors
 
 __all__ = [
     "SSH_KEY_FILES",
@@ -28,6 +28,7 @@ __all__ = [
     "checked_identity",
     "discover_identity",
     "load_userdata",
+    "publishable_key",
     "read_ssh_key",
 ]
 
@@ -102,18 +103,32 @@ def _route_address(uri: str) -> str:
         ) from None
 
 
+def publishable_key(line: str) -> str:
+    """A public key line with its comment dropped when the broker would refuse that
+    comment (it must be one short field): the comment means nothing to other nodes."""
+    line = line.strip()
+    kind, _, rest = line.partition(" ")
+    blob, _, comment = rest.strip(" ").partition(" ")
+    if comment:
+        try:
+            check_ssh_key(line)
+        except ValueError:
+            return f"{kind} {blob}"
+    return line
+
+
 def read_ssh_key(root: Path, given: str | None) -> str:
     """The SSH public host key: ``given`` (a key line or a .pub file), else the first
-    of the usual host key files under ``root``/etc/ssh."""
+    of the usual host key files under ``root``/etc/ssh; see :func:`publishable_key`."""
     candidates = [root / "etc" / "ssh" / name for name in SSH_KEY_FILES]
     if given is not None:
         if given.startswith(("ssh-", "ecdsa-", "sk-")) or not Path(given).is_file():
-            return given.strip()
+            return publishable_key(given)
         candidates = [Path(given)]
     for path in candidates:
         if path.is_file():
             try:
-                return path.read_text(encoding="utf-8").strip()
+                return publishable_key(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError) as exc:
                 raise AgentError(f"cannot read SSH host key {path}: {exc}") from None
     raise AgentError(f"no SSH host key in {root / 'etc' / 'ssh'}; pass --ssh-host-key")

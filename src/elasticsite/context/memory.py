@@ -1,7 +1,7 @@
 """One context of the broker as it lives in memory: what answers every read.
 
 Each context keeps its recent entries as pre-serialised JSON, its current members
-indexed by id, names and address, the digests of its credentials, and cached
+indexed by every name they go by, the digests of its credentials, and cached
 answers: thousands of agents long-poll the same few contexts, and each answer must
 cost next to nothing. :class:`~elasticsite.context.store.Store` changes it, after
 committing each change to SQLite.
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from elasticsite.context.admission import JoinBudget
 from elasticsite.context.models import ContextPolicy
+from elasticsite.context.validation import canonical_address
 
 __all__ = ["ContextState", "Member", "digest"]
 
@@ -61,12 +62,13 @@ class Member:
         return len(self.info_json)
 
     def names(self) -> tuple[tuple[str, str], ...]:
-        """How other members find this one: its index keys in :class:`ContextState`."""
+        """How other members find this one: its index keys in :class:`ContextState`.
+        Host names, short names and addresses (canonical) share one namespace."""
         return (
             ("node_id", self.node_id),
-            ("hostname", self.hostname),
-            ("short_hostname", self.short_hostname),
-            ("address", self.address),
+            ("name", self.hostname),
+            ("name", self.short_hostname),
+            ("name", canonical_address(self.address) or self.address),
         )
 
 
@@ -89,7 +91,7 @@ class ContextState:
     budget: JoinBudget = field(default_factory=JoinBudget)
     member_bytes: int = 0
     index: dict[tuple[str, str], Member] = field(default_factory=dict)
-    """Current members by node id, host name, short host name and address."""
+    """Current members by node id, and by any name: host name, short name, address."""
 
     @property
     def member_count(self) -> int:

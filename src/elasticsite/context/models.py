@@ -113,6 +113,16 @@ class ContextPolicy(BaseModel):
         description="A join with a current member's host name replaces that member when it "
         "presents the same SSH host key (the same machine rejoining); refused otherwise.",
     )
+    allow_loopback: bool = Field(
+        default=False,
+        description="Nodes may publish loopback addresses (127.0.0.0/8, ::1): only for "
+        "nodes that all live on the broker's own machine, such as the local cloud's.",
+    )
+    allow_link_local: bool = Field(
+        default=False,
+        description="Nodes may publish link-local addresses (169.254.0.0/16, fe80::/10), "
+        "which reach only one link and carry no scope id here.",
+    )
     max_members: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
     join_rate: Annotated[float, Field(gt=0, le=100_000)] | None = Field(
         default=None, description="Sustained joins and record updates per second."

@@ -15,6 +15,7 @@ members instead (see :meth:`ContextState.updates_body`).
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import time
 from collections.abc import Iterable
@@ -26,6 +27,8 @@ from elasticsite.files import private_dir
 from elasticsite.sqlite import connect
 
 __all__ = ["ContextState", "Member", "Store", "digest", "new_secret"]
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS contexts (
@@ -53,6 +56,10 @@ CREATE TABLE IF NOT EXISTS entries (
     PRIMARY KEY (context_id, id)
 ) WITHOUT ROWID;
 """
+
+SCHEMA_VERSION = 1
+"""``PRAGMA user_version``: 1 since contexts refuse loopback and link-local addresses
+unless their policy allows them (contexts created before keep taking them)."""
 
 LOCK_TIMEOUT = 5.0
 """Seconds to wait for a lock on the file (the broker is its only user)."""
@@ -92,13 +99,33 @@ class Store:
         self._db.close()
 
     def _migrate(self) -> None:
-        """Bring a database written by an older broker up to this schema."""
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(contexts)")}
-        if "policy" not in columns:
-            with self._db.transaction():
-                self._db.execute(
-                    "ALTER TABLE contexts ADD COLUMN policy TEXT NOT NULL DEFAULT '{}'"
+        """Bring a database written by an older broker up to this schema.
+
+        Contexts created before version 1 took loopback and link-local addresses: they
+        keep doing so (their members, the embedded site's, may live on loopback), and
+        the log names them; new contexts refuse such addresses unless told otherwise.
+        """
+        db = self._db
+        with db.transaction():
+            columns = {row[1] for row in db.execute("PRAGMA table_info(contexts)")}
+            if "policy" not in columns:
+                db.execute("ALTER TABLE contexts ADD COLUMN policy TEXT NOT NULL DEFAULT '{}'")
+            if db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+                return
+            for cid, policy in db.execute("SELECT id, policy FROM contexts").fetchall():
+                kept = ContextPolicy.model_validate_json(policy).model_copy(
+                    update={"allow_loopback": True, "allow_link_local": True}
                 )
+                db.execute(
+                    "UPDATE contexts SET policy = ? WHERE id = ?",
+                    (kept.model_dump_json(exclude_defaults=True), cid),
+                )
+                log.warning(
+                    "context %s predates the refusal of loopback and link-local addresses: "
+                    "it keeps taking them (recreate it to refuse them)",
+                    cid,
+                )
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _load(self) -> None:
         db = self._db
