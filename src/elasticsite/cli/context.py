@@ -115,7 +115,10 @@ def create(
     ] = None,
     replace_on_rejoin: Annotated[
         bool,
-        typer.Option(help="A node rejoining with the same SSH host key replaces its old record."),
+        typer.Option(
+            help="A node rejoining with the same SSH host key replaces its old record, once "
+            "it signs the broker's challenge with that key."
+        ),
     ] = False,
     allow_loopback: Annotated[
         bool,
@@ -222,7 +225,7 @@ def show(
         ("domain", c.domain or "any"),
         ("pattern", c.host_pattern or "any"),
         ("reserved", ", ".join(["localhost", *c.reserved])),
-        ("rejoin", "replaces (same host key)" if c.replace_on_rejoin else "refused while held"),
+        ("rejoin", "replaces (host key proven)" if c.replace_on_rejoin else "refused while held"),
         ("local addr", _local(c.allow_loopback, c.allow_link_local)),
         ("address", "the one it connects from" if c.bind_address else "any"),
         ("max members", c.max_members or "broker default"),

@@ -10,11 +10,13 @@ allows it, fit the context's domain or pattern when it has one, and the context
 must have room and join budget left.
 
 A clash with a current member is refused unless the context opted into
-*replace-on-rejoin* and the joining node presents the same SSH host key as the member
-it would replace: the same machine coming back after losing its credential. Nothing
-else lets one node remove or rename another.
+*replace-on-rejoin*, the joining node presents the same SSH host key as the member
+it would replace, and it proves it holds that key's private half by signing the
+broker's challenge (:mod:`elasticsite.context.hostkey`): the same machine coming back
+after losing its credential. Nothing else lets one node remove or rename another.
 
-Everything here is pure: the caller passes the time.
+Everything here is pure: the caller passes the time, and whether the join carried a
+valid proof.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Protocol
 from elasticsite.context import validation
 from elasticsite.context.models import RESERVED_NAMES, ContextPolicy, NodeIn
 
-__all__ = ["BrokerLimits", "Holder", "JoinBudget", "Refused", "View", "admit"]
+__all__ = ["BrokerLimits", "Holder", "JoinBudget", "ProofNeeded", "Refused", "View", "admit"]
 
 
 class Refused(Exception):
@@ -37,6 +39,14 @@ class Refused(Exception):
         self.status = status
         self.detail = detail
         self.retry_after = retry_after
+
+
+class ProofNeeded(Refused):
+    """A join that may replace members once it proves it holds their host key."""
+
+    def __init__(self, detail: str, replacing: list[str]) -> None:
+        super().__init__(409, detail)
+        self.replacing = replacing
 
 
 @dataclass(frozen=True)
@@ -166,13 +176,16 @@ def admit(
     *,
     updating: str | None = None,
     source: str | None = None,
+    proven: bool = False,
 ) -> list[str]:
     """Check a join (or, with ``updating``, a member's new record) against the rules.
 
     ``size`` is the bytes the record will take; ``source`` the address the request
-    came from (checked under ``bind_address``). Returns the ids of the members the
-    join replaces (only under replace-on-rejoin); raises :class:`Refused` otherwise.
-    The join budget is spent only by an admitted change.
+    came from (checked under ``bind_address``); ``proven`` whether the join carried
+    a valid proof of its host key. Returns the ids of the members the join replaces
+    (only under replace-on-rejoin, and only once proven: else :class:`ProofNeeded`);
+    raises :class:`Refused` otherwise. The join budget is spent only by an admitted
+    change, or by a join answered with a challenge.
     """
     policy = view.policy
     _check_names(node, policy, limits)
@@ -209,11 +222,18 @@ def admit(
         raise Refused(
             409, f"the context is full: its members' records reach {limits.max_member_bytes} bytes"
         )
-    rate = policy.join_rate or limits.join_rate
-    burst = policy.join_burst or limits.join_burst
-    wait = view.budget.take(now, rate, burst)
+    wait = view.budget.take(
+        now, policy.join_rate or limits.join_rate, policy.join_burst or limits.join_burst
+    )
     if wait > 0:
         raise Refused(
             429, f"too many joins in this context; retry in {wait:.1f} s", retry_after=wait
+        )
+    if replaced and not proven:  # a challenge costs a join's budget too
+        kind, value = next((k, v) for k, v in _names(node) if view.holder("name", v) is not None)
+        raise ProofNeeded(
+            f"{kind}: {value!r} is held by a current member with this SSH host key; sign "
+            "the challenge with its private key to replace it",
+            list(replaced),
         )
     return list(replaced)

@@ -34,7 +34,8 @@ from typing import Any, Protocol
 
 from elasticsite.context.agent_state import AgentError, AgentState
 from elasticsite.context.applying import DEFAULT_SCRIPTS, SCRIPT_KINDS, ScriptRunner, Step, plan
-from elasticsite.context.client import ContextError
+from elasticsite.context.client import ContextError, split_context_uri
+from elasticsite.context.hostkey import host_key_candidates, sign_challenge
 from elasticsite.context.identity import ContextRef, Identity, discover_identity, load_userdata
 from elasticsite.context.models import JoinResult, Updates
 
@@ -101,6 +102,9 @@ class AgentSettings:
     strict: bool = False
     once: bool = False
     script_timeout: float = 120.0
+    host_keys: tuple[Path, ...] = ()
+    """Files the SSH host private key may be in (to replace our old record under
+    replace-on-rejoin); none: the usual ones under ``root``."""
 
 
 # --- retrying ------------------------------------------------------------------------
@@ -273,15 +277,20 @@ class Agent:
     def _ensure_joined(self) -> None:
         """Join, or update our record if our identity changed since we joined."""
         body = self.settings.identity.body()
+        proof: dict[str, str] | None = None
         while self.state.node is None or self.state.joined_as != body:
             try:
                 with self._waiting():
                     if self.state.node is None:
-                        result: JoinResult | None = self.link.join(body)
+                        signed = body if proof is None else {**body, "proof": proof}
+                        result: JoinResult | None = self.link.join(signed)
                     else:
                         self.link.update(body)
                         result = None
             except ContextError as exc:
+                was_signed, proof = proof is not None, self._prove(exc)
+                if proof is not None and not was_signed:
+                    continue  # our old record holds our name: prove we hold its host key
                 if _retryable(exc) or exc.status in (409, 429):
                     # 409: a current member holds our name (an administrator may remove
                     # it); 429: the context's join budget is spent for now.
@@ -310,6 +319,20 @@ class Agent:
             self.state.joined_as = body
             self._save()
             self._backoff.reset()
+
+    def _prove(self, exc: ContextError) -> dict[str, str] | None:
+        """Our answer to the challenge of a ``409`` to our join, if it carries one and
+        our host key's private half is at hand."""
+        challenge = exc.challenge
+        if exc.status != 409 or challenge is None or self.state.node is not None:
+            return None
+        s = self.settings
+        ours = (split_context_uri(s.context.uri)[1], s.identity.hostname)
+        if (challenge.context_id, challenge.hostname) != ours:
+            return None  # we sign for our own context and name only
+        keys = s.host_keys or host_key_candidates(s.root)
+        proof = sign_challenge(challenge, s.identity.ssh_host_key, keys)
+        return proof.model_dump() if proof is not None else None
 
     def _apply(self, updates: Updates) -> None:
         """Apply one answer, saving after every step, then run the restart scripts."""
@@ -435,6 +458,7 @@ def configure(
         strict=strict,
         once=once,
         script_timeout=script_timeout,
+        host_keys=host_key_candidates(root, ssh_host_key),
     )
 
 

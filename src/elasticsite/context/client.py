@@ -9,6 +9,7 @@ one-line detail; a broker that cannot be reached raises :class:`BrokerUnavailabl
 from __future__ import annotations
 
 import base64
+import contextlib
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ import httpx
 
 from elasticsite.context.lean import LeanConnection, LeanUnavailable
 from elasticsite.context.models import (
+    Challenge,
     ContextCreated,
     ContextPolicy,
     ContextSummary,
@@ -46,13 +48,22 @@ class ContextError(Exception):
     """The broker refused a request, or could not be reached.
 
     ``status`` is the HTTP status (None when no answer came), ``detail`` the broker's
-    one-line reason, ``last_id`` the context's last id on a ``409``.
+    one-line reason, ``last_id`` the context's last id on a ``409``, ``challenge`` what
+    to sign with the host key to replace a member (a ``409`` to a join).
     """
 
-    def __init__(self, status: int | None, detail: str, *, last_id: int | None = None) -> None:
+    def __init__(
+        self,
+        status: int | None,
+        detail: str,
+        *,
+        last_id: int | None = None,
+        challenge: Challenge | None = None,
+    ) -> None:
         self.status = status
         self.detail = detail
         self.last_id = last_id
+        self.challenge = challenge
         super().__init__(f"{status}: {detail}" if status is not None else detail)
 
 
@@ -93,7 +104,7 @@ def split_context_uri(uri: str) -> tuple[str, str]:
 
 
 def _error(response: httpx.Response) -> ContextError:
-    detail, last_id = response.reason_phrase or "error", None
+    detail, last_id, challenge = response.reason_phrase or "error", None, None
     try:
         body = response.json()
     except ValueError:
@@ -105,7 +116,9 @@ def _error(response: httpx.Response) -> ContextError:
             detail = str(body.get("detail", detail))
             if isinstance(body.get("last_id"), int):
                 last_id = body["last_id"]
-    return ContextError(response.status_code, detail, last_id=last_id)
+            with contextlib.suppress(ValueError):
+                challenge = Challenge.model_validate(body.get("challenge"))
+    return ContextError(response.status_code, detail, last_id=last_id, challenge=challenge)
 
 
 def _unavailable(url: str, exc: httpx.HTTPError) -> BrokerUnavailable:

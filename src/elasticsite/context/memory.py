@@ -92,6 +92,9 @@ class ContextState:
     member_bytes: int = 0
     index: dict[tuple[str, str], Member] = field(default_factory=dict)
     """Current members by node id, and by any name: host name, short name, address."""
+    challenges: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Replace-on-rejoin challenges: nonce -> (host name, expiry on the broker's clock),
+    oldest first."""
 
     @property
     def member_count(self) -> int:

@@ -9,7 +9,8 @@ cost next to nothing.
 
 Secrets are stored only as SHA-256 digests. History is bounded: each context keeps
 its last ``history`` entries; a caller further behind gets a snapshot of the current
-members instead (see :meth:`ContextState.updates_body`).
+members instead (see :meth:`ContextState.updates_body`). Replace-on-rejoin challenges
+live in memory only: a restarted broker issues new ones.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ CREATE TABLE IF NOT EXISTS entries (
 SCHEMA_VERSION = 1
 """``PRAGMA user_version``: 1 since contexts refuse loopback and link-local addresses
 unless their policy allows them (contexts created before keep taking them)."""
+
+_RECORD_FIELDS = set(NodeIn.model_fields)
+"""What a member's stored record holds of a join (never its host key proof)."""
 
 LOCK_TIMEOUT = 5.0
 """Seconds to wait for a lock on the file (the broker is its only user)."""
@@ -252,7 +256,10 @@ class Store:
         if joining is not None:
             node_id, sd, node = joining
             entry_id += 1
-            info: dict[str, object] = {"node_id": node_id, **node.model_dump()}
+            info: dict[str, object] = {
+                "node_id": node_id,
+                **node.model_dump(include=_RECORD_FIELDS),
+            }
             info["joined_at"] = time.time()
             new_member = self._member(node_id, sd, info, entry_id)
             new_entries.append((entry_id, new_member.join_json))
