@@ -22,26 +22,32 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import random
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
+from elasticsite.context.agent_config import (
+    USERDATA_ENV,
+    AgentSettings,
+    ContextRef,
+    Identity,
+    configure,
+    discover_identity,
+    load_userdata,
+)
 from elasticsite.context.agent_state import AgentError, AgentState
 from elasticsite.context.applying import DEFAULT_SCRIPTS, SCRIPT_KINDS, ScriptRunner, Step, plan
 from elasticsite.context.client import ContextError, split_context_uri
 from elasticsite.context.hostkey import host_key_candidates, sign_challenge
-from elasticsite.context.identity import ContextRef, Identity, discover_identity, load_userdata
 from elasticsite.context.models import JoinResult, Updates
 
 __all__ = [
     "DEFAULT_SCRIPTS",
     "SCRIPT_KINDS",
+    "USERDATA_ENV",
     "Agent",
     "AgentError",
     "AgentSettings",
@@ -52,14 +58,14 @@ __all__ = [
     "Identity",
     "ScriptRunner",
     "Step",
+    "configure",
     "discover_identity",
     "load_userdata",
     "plan",
+    "run_agent",
 ]
 
 log = logging.getLogger(__name__)
-
-USERDATA_ENV = "ELASTICSITE_USERDATA"
 
 
 class BrokerLink(Protocol):
@@ -82,29 +88,6 @@ class BrokerLink(Protocol):
 def _retryable(exc: ContextError) -> bool:
     """No answer, or the broker's own failure: worth trying again later."""
     return exc.status is None or exc.status >= 500
-
-
-# --- configuration -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AgentSettings:
-    """Everything the agent needs to run; built by the CLI."""
-
-    context: ContextRef
-    identity: Identity
-    scripts: Path = DEFAULT_SCRIPTS
-    state: Path = Path("/var/lib/elasticsite/agent.json")
-    root: Path = Path("/")
-    period: float = 0.0
-    wait: float = 30.0
-    leave: bool = True
-    strict: bool = False
-    once: bool = False
-    script_timeout: float = 120.0
-    host_keys: tuple[Path, ...] = ()
-    """Files the SSH host private key may be in (to replace our old record under
-    replace-on-rejoin); none: the usual ones under ``root``."""
 
 
 # --- retrying ------------------------------------------------------------------------
@@ -389,77 +372,6 @@ class Agent:
     def _save(self) -> None:
         self.state.save(self.settings.state)
         self._journaled = 0
-
-
-def configure(
-    *,
-    userdata: Path | None = None,
-    uri: str | None = None,
-    key: str | None = None,
-    secret: str | None = None,
-    ca: Path | None = None,
-    root: Path = Path("/"),
-    state: Path | None = None,
-    scripts: Path = DEFAULT_SCRIPTS,
-    short_hostname: str | None = None,
-    hostname: str | None = None,
-    address: str | None = None,
-    ssh_host_key: str | None = None,
-    data: str = "",
-    period: float = 0.0,
-    wait: float = 30.0,
-    leave: bool = True,
-    strict: bool = False,
-    once: bool = False,
-    script_timeout: float = 120.0,
-) -> AgentSettings:
-    """Settings from user data (``userdata``, else ``$ELASTICSITE_USERDATA``) with
-    explicit values taking precedence; identity discovered where not given."""
-    path = userdata or (Path(os.environ[USERDATA_ENV]) if os.environ.get(USERDATA_ENV) else None)
-    base = load_userdata(path) if path is not None else None
-    uri = uri or (base.uri if base else None)
-    key = key or (base.key if base else None)
-    secret = secret or (base.secret if base else None)
-    if not (uri and key and secret):
-        raise AgentError(
-            f"no context given: pass --userdata FILE (or set {USERDATA_ENV}), "
-            "or --uri, --key and --secret"
-        )
-    if ca is not None:
-        try:
-            ca_pem: str | None = ca.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise AgentError(f"cannot read CA certificate {ca}: {exc.strerror}") from None
-    else:
-        ca_pem = base.ca_pem if base else None
-    if not scripts.is_dir():
-        raise AgentError(f"scripts directory {scripts} does not exist")
-    if period < 0 or not 0 <= wait <= 60:
-        raise AgentError("--period must be >= 0 and --wait between 0 and 60 seconds")
-    context = ContextRef(uri, key, secret, ca_pem)
-    identity = discover_identity(
-        context,
-        root,
-        short_hostname=short_hostname,
-        hostname=hostname,
-        address=address,
-        ssh_host_key=ssh_host_key,
-        data=data,
-    )
-    return AgentSettings(
-        context=context,
-        identity=identity,
-        scripts=scripts,
-        state=state or root / "var" / "lib" / "elasticsite" / "agent.json",
-        root=root,
-        period=period,
-        wait=wait,
-        leave=leave,
-        strict=strict,
-        once=once,
-        script_timeout=script_timeout,
-        host_keys=host_key_candidates(root, ssh_host_key),
-    )
 
 
 def run_agent(settings: AgentSettings) -> int:

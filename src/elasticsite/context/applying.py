@@ -21,9 +21,8 @@ from typing import Literal
 from pydantic import ValidationError
 
 from elasticsite.context.agent_state import AgentError
-from elasticsite.context.identity import publishable_key
 from elasticsite.context.models import Entry, NodeIn, NodeInfo, Updates
-from elasticsite.context.validation import describe_errors
+from elasticsite.context.validation import describe_errors, publishable_key
 
 __all__ = ["DEFAULT_SCRIPTS", "SCRIPT_KINDS", "ScriptRunner", "Step", "plan", "plan_entry"]
 

@@ -52,6 +52,7 @@ __all__ = [
     "key_material",
     "local_scope",
     "numeric_label",
+    "publishable_key",
     "short_of",
 ]
 
@@ -238,6 +239,20 @@ def check_ssh_key(value: str) -> str:
     if not isinstance(key, ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey | rsa.RSAPublicKey):
         raise ValueError(f"not a valid {kind} public key")
     return f"{kind} {blob}" + (f" {comment}" if comment else "")
+
+
+def publishable_key(line: str) -> str:
+    """A public key line with its comment dropped when the broker would refuse that
+    comment (it must be one short field): the comment means nothing to other nodes."""
+    line = line.strip()
+    kind, _, rest = line.partition(" ")
+    blob, _, comment = rest.strip(" ").partition(" ")
+    if comment:
+        try:
+            check_ssh_key(line)
+        except ValueError:
+            return f"{kind} {blob}"
+    return line
 
 
 def describe_errors(errors: Sequence[Mapping[str, Any]], *, skip: str = "") -> str:

@@ -1,15 +1,16 @@
-"""Who this node is, and which context it joins: what the agent publishes at the broker.
+"""The agent's configuration: which context it joins, who this node is, how it runs.
 
 :func:`load_userdata` reads the context's coordinates from the instance's user data;
 :func:`discover_identity` finds this node's record (names, the address peers reach
 it at, its SSH public host key), each field overridable, and checks it as the broker
 will (:func:`checked_identity`), so a record the broker would refuse is reported
-before any request.
+before any request; :func:`configure` builds the :class:`AgentSettings` the CLI runs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,20 +19,25 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from elasticsite.context.agent_state import AgentError
+from elasticsite.context.applying import DEFAULT_SCRIPTS
+from elasticsite.context.hostkey import host_key_candidates
 from elasticsite.context.models import NodeIn
-from elasticsite.context.validation import check_ssh_key, describe_errors
+from elasticsite.context.validation import describe_errors, publishable_key
 
 __all__ = [
     "SSH_KEY_FILES",
+    "USERDATA_ENV",
+    "AgentSettings",
     "ContextRef",
     "Identity",
     "checked_identity",
+    "configure",
     "discover_identity",
     "load_userdata",
-    "publishable_key",
     "read_ssh_key",
 ]
 
+USERDATA_ENV = "ELASTICSITE_USERDATA"
 SSH_KEY_FILES = ("ssh_host_ed25519_key.pub", "ssh_host_ecdsa_key.pub", "ssh_host_rsa_key.pub")
 
 
@@ -103,20 +109,6 @@ def _route_address(uri: str) -> str:
         ) from None
 
 
-def publishable_key(line: str) -> str:
-    """A public key line with its comment dropped when the broker would refuse that
-    comment (it must be one short field): the comment means nothing to other nodes."""
-    line = line.strip()
-    kind, _, rest = line.partition(" ")
-    blob, _, comment = rest.strip(" ").partition(" ")
-    if comment:
-        try:
-            check_ssh_key(line)
-        except ValueError:
-            return f"{kind} {blob}"
-    return line
-
-
 def read_ssh_key(root: Path, given: str | None) -> str:
     """The SSH public host key: ``given`` (a key line or a .pub file), else the first
     of the usual host key files under ``root``/etc/ssh; see :func:`publishable_key`."""
@@ -175,3 +167,94 @@ def checked_identity(identity: Identity) -> Identity:
         problem = describe_errors(exc.errors())
         raise AgentError(f"this node's record cannot be published: {problem}") from None
     return Identity(**node.model_dump())
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """Everything the agent needs to run; built by the CLI."""
+
+    context: ContextRef
+    identity: Identity
+    scripts: Path = DEFAULT_SCRIPTS
+    state: Path = Path("/var/lib/elasticsite/agent.json")
+    root: Path = Path("/")
+    period: float = 0.0
+    wait: float = 30.0
+    leave: bool = True
+    strict: bool = False
+    once: bool = False
+    script_timeout: float = 120.0
+    host_keys: tuple[Path, ...] = ()
+    """Files the SSH host private key may be in (to replace our old record under
+    replace-on-rejoin); none: the usual ones under ``root``."""
+
+
+def configure(
+    *,
+    userdata: Path | None = None,
+    uri: str | None = None,
+    key: str | None = None,
+    secret: str | None = None,
+    ca: Path | None = None,
+    root: Path = Path("/"),
+    state: Path | None = None,
+    scripts: Path = DEFAULT_SCRIPTS,
+    short_hostname: str | None = None,
+    hostname: str | None = None,
+    address: str | None = None,
+    ssh_host_key: str | None = None,
+    data: str = "",
+    period: float = 0.0,
+    wait: float = 30.0,
+    leave: bool = True,
+    strict: bool = False,
+    once: bool = False,
+    script_timeout: float = 120.0,
+) -> AgentSettings:
+    """Settings from user data (``userdata``, else ``$ELASTICSITE_USERDATA``) with
+    explicit values taking precedence; identity discovered where not given."""
+    path = userdata or (Path(os.environ[USERDATA_ENV]) if os.environ.get(USERDATA_ENV) else None)
+    base = load_userdata(path) if path is not None else None
+    uri = uri or (base.uri if base else None)
+    key = key or (base.key if base else None)
+    secret = secret or (base.secret if base else None)
+    if not (uri and key and secret):
+        raise AgentError(
+            f"no context given: pass --userdata FILE (or set {USERDATA_ENV}), "
+            "or --uri, --key and --secret"
+        )
+    if ca is not None:
+        try:
+            ca_pem: str | None = ca.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise AgentError(f"cannot read CA certificate {ca}: {exc.strerror}") from None
+    else:
+        ca_pem = base.ca_pem if base else None
+    if not scripts.is_dir():
+        raise AgentError(f"scripts directory {scripts} does not exist")
+    if period < 0 or not 0 <= wait <= 60:
+        raise AgentError("--period must be >= 0 and --wait between 0 and 60 seconds")
+    context = ContextRef(uri, key, secret, ca_pem)
+    identity = discover_identity(
+        context,
+        root,
+        short_hostname=short_hostname,
+        hostname=hostname,
+        address=address,
+        ssh_host_key=ssh_host_key,
+        data=data,
+    )
+    return AgentSettings(
+        context=context,
+        identity=identity,
+        scripts=scripts,
+        state=state or root / "var" / "lib" / "elasticsite" / "agent.json",
+        root=root,
+        period=period,
+        wait=wait,
+        leave=leave,
+        strict=strict,
+        once=once,
+        script_timeout=script_timeout,
+        host_keys=host_key_candidates(root, ssh_host_key),
+    )
