@@ -173,7 +173,7 @@ class HostKeyProof(BaseModel):
     nonce: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_-]+$")]
     signature: str = Field(
         min_length=1,
-        max_length=2048,
+        max_length=4096,  # RSA host keys of up to 24,576 bits
         pattern=r"^[A-Za-z0-9+/]+={0,2}$",
         description="base64 of the signature of the challenge's message",
     )
