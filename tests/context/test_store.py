@@ -8,9 +8,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elasticsite.context.admission import BrokerLimits, Refused, admit
 from elasticsite.context.models import ContextPolicy, NodeIn
 from elasticsite.context.store import ContextState, Store
 
@@ -177,3 +179,26 @@ def test_contexts_of_an_older_broker_keep_taking_loopback_addresses(tmp_path: Pa
     assert reopened.contexts[old.id].policy.allow_loopback
     assert not reopened.contexts[new.id].policy.allow_loopback
     reopened.close()
+
+
+def test_rules_an_older_broker_took_still_load_and_still_bind(tmp_path: Path) -> None:
+    """A stored domain or reserved name that today's checks refuse must not keep the
+    broker from starting; the context keeps refusing what they refuse."""
+    path = tmp_path / "b.sqlite3"
+    store = Store(path)
+    ctx, _, _ = store.create_context("old")
+    store.close()
+    stored = {"domain": "c.1.example.org", "reserved": ["10", "::ffff:10.0.0.254"]}
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE contexts SET policy = ?", (json.dumps(stored),))
+    again = Store(path)
+    loaded = again.contexts[ctx.id]
+    assert loaded.policy.domain == "c.1.example.org"
+    for record, detail in [
+        (node("w1", 1), "hostname: 'w1.cluster.example.org' is not in this context's domain"),
+        (node("w1", 254), "address: '10.0.0.254' is reserved in this context"),
+    ]:
+        with pytest.raises(Refused) as err:
+            admit(loaded, record, 100, BrokerLimits(), 0.0)
+        assert err.value.detail.startswith(detail)
+    again.close()

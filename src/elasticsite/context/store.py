@@ -22,8 +22,11 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from elasticsite.context.memory import ContextState, Member, digest
 from elasticsite.context.models import ContextPolicy, NodeIn
+from elasticsite.context.validation import describe_errors
 from elasticsite.files import private_dir
 from elasticsite.sqlite import connect
 
@@ -67,6 +70,21 @@ _RECORD_FIELDS = set(NodeIn.model_fields)
 
 LOCK_TIMEOUT = 5.0
 """Seconds to wait for a lock on the file (the broker is its only user)."""
+
+
+def _stored_policy(cid: str, stored: str) -> ContextPolicy:
+    """A context's stored rules. Rules an older broker took but today's checks refuse
+    (a domain with a numeric label, say) are kept as stored, and logged: they can
+    only narrow who may join, and the broker must start."""
+    try:
+        return ContextPolicy.model_validate_json(stored)
+    except ValidationError as exc:
+        log.warning(
+            "context %s: its stored rules do not pass today's checks (%s); kept as stored",
+            cid,
+            describe_errors(exc.errors()),
+        )
+        return ContextPolicy.model_construct(**json.loads(stored))
 
 
 def new_secret() -> str:
@@ -117,7 +135,7 @@ class Store:
             if db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
                 return
             for cid, policy in db.execute("SELECT id, policy FROM contexts").fetchall():
-                kept = ContextPolicy.model_validate_json(policy).model_copy(
+                kept = _stored_policy(cid, policy).model_copy(
                     update={"allow_loopback": True, "allow_link_local": True}
                 )
                 db.execute(
@@ -137,7 +155,7 @@ class Store:
             "SELECT id, name, created_at, key_digest, secret_digest, last_id, policy FROM contexts"
         ):
             loaded = ContextState(cid, name, created, kd, sd, last, last + 1)
-            loaded.policy = ContextPolicy.model_validate_json(policy)
+            loaded.policy = _stored_policy(cid, policy)
             self.contexts[cid] = loaded
         for cid, nid, sd, info, join_entry, left_entry in db.execute(
             "SELECT context_id, id, secret_digest, info, join_entry, left_entry FROM nodes "
