@@ -9,9 +9,9 @@ Long polls wait on an in-memory future per request, registered in a per-context 
 and all resolved at once when the context changes; nothing polls the database.
 
 A join that would replace a member (replace-on-rejoin) is answered with a challenge
-until it carries a valid proof of the member's host key (:mod:`elasticsite.context.
-hostkey`): a nonce for that context and host name, valid :data:`CHALLENGE_TTL`
-seconds, used at most once.
+until it carries a valid proof of the member's host key
+(:mod:`elasticsite.context.hostkey`): a nonce for that context and host name, valid
+:data:`CHALLENGE_TTL` seconds, used at most once.
 """
 
 from __future__ import annotations
