@@ -114,8 +114,9 @@ class ContextConfig(Strict):
     )
     replace_on_rejoin: bool = Field(
         False,
-        description="a worker rejoining under its old name with the same SSH host key "
-        "replaces its old record (else an administrator removes that first)",
+        description="a worker rejoining under its old name with the same SSH host key, "
+        "proven by signing the broker's challenge, replaces its old record (else an "
+        "administrator removes that first)",
     )
 
     @field_validator("broker")

@@ -207,7 +207,13 @@ class Site:
             from elasticsite.context.client import ContextError
             from elasticsite.manager.context_link import ContextLink
 
-            context = ContextLink(self.config.context, self.store, self.config.manager.site_id)
+            context = ContextLink(
+                self.config.context,
+                self.store,
+                self.config.manager.site_id,
+                # The local cloud's instances publish addresses in 127.0.0.0/8.
+                loopback_workers=any(c.driver == "local" for c in self.config.clouds),
+            )
             try:
                 userdata.update(context.ensure())
             except ContextError as exc:
