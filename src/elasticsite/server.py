@@ -24,18 +24,13 @@ from fastapi import FastAPI
 from uvicorn.config import STARTUP_FAILURE
 
 from elasticsite import __version__
-from elasticsite.connlimits import (
-    Acceptor,
-    ConnectionGuard,
-    ConnectionLimits,
-    GuardedH11Protocol,
-    GuardedHttpToolsProtocol,
-)
+from elasticsite.connlimits import Acceptor, ConnectionGuard, ConnectionLimits
 from elasticsite.context.admission import BrokerLimits
 from elasticsite.context.broker import Broker, open_broker
 from elasticsite.context.middleware import BodyLimit, UpdatesFastPath
 from elasticsite.context.models import MAX_BODY
 from elasticsite.context.routes import install
+from elasticsite.httpdeadlines import GuardedH11Protocol, GuardedHttpToolsProtocol
 
 if TYPE_CHECKING:
     from elasticsite.advisor.service import Advisor

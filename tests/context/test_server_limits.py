@@ -203,10 +203,13 @@ def test_idle_connections_are_closed_after_keep_alive(
     assert closed is not None and 2.5 <= closed <= 4.5
 
 
-def test_long_poll_outlasts_the_header_timeout(start_broker: Callable[..., LiveBroker]) -> None:
-    """Once a request's headers are in, the deadline is gone: a 3 s long poll, and a
-    second one on the same kept-alive connection, get their 200 answers."""
-    broker = start_broker(header_timeout=1.0)
+def test_long_poll_outlasts_the_header_and_body_timeouts(
+    start_broker: Callable[..., LiveBroker],
+) -> None:
+    """Once a request's headers are in, the header deadline is gone, and a request
+    without a body starts no body deadline: a 3 s long poll, and a second one on the
+    same kept-alive connection, get their 200 answers."""
+    broker = start_broker(header_timeout=1.0, body_timeout=1.0)
     with broker.admin() as admin:
         ctx = admin.create("polls")
     node = broker.node(ctx)
@@ -216,7 +219,8 @@ def test_long_poll_outlasts_the_header_timeout(start_broker: Callable[..., LiveB
         answer = node.updates(since=joined.entry_id, wait=wait)
         assert answer.entries == [] and answer.last_id == joined.entry_id
         assert time.monotonic() - t0 >= wait - 0.5
-    assert broker.server is not None and broker.server.guard.header_timeouts == 0
+    assert broker.server is not None
+    assert (broker.server.guard.header_timeouts, broker.server.guard.body_timeouts) == (0, 0)
 
 
 # --- the connection caps --------------------------------------------------------------

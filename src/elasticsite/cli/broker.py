@@ -141,6 +141,14 @@ def broker(
             "handshake included), then from the first byte of each later request.",
         ),
     ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout",
+            help="Seconds a client has, once a request's headers are in, to send its whole "
+            "body (answered 408 and disconnected if it does not).",
+        ),
+    ] = 30.0,
     keep_alive: Annotated[
         int,
         typer.Option(
@@ -161,8 +169,8 @@ def broker(
         int,
         typer.Option(
             "--max-connections-per-address",
-            help="Open connections at most from one client address; 0: no limit (agents "
-            "behind one NAT address).",
+            help="Open connections at most from one client address (an IPv6 client: its "
+            "/64); 0: no limit (agents behind one NAT address).",
         ),
     ] = 512,
     reserve: Annotated[
@@ -226,6 +234,7 @@ def broker(
     try:  # before anything is created
         limits = ConnectionLimits(
             header_timeout=header_timeout,
+            body_timeout=body_timeout,
             keep_alive=keep_alive,
             max_connections=max_connections,
             max_connections_per_address=max_connections_per_address,
