@@ -20,7 +20,17 @@ import typer
 from rich.markup import escape
 
 from elasticsite import logs
-from elasticsite.cli.common import LogFormatOpt, console, err, fail
+from elasticsite.cli.common import (
+    LogFormatOpt,
+    NonNegativeInt,
+    Port,
+    PositiveFloat,
+    PositiveInt,
+    console,
+    err,
+    fail,
+    finite,
+)
 from elasticsite.cli.context import TOKEN_ENV
 from elasticsite.context.admission import BrokerLimits
 from elasticsite.files import StateFileError, private_dir
@@ -104,7 +114,7 @@ def broker(
         Path, typer.Option("--state-dir", help="Where the broker keeps its database and keys.")
     ],
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8443,
+    port: Annotated[Port, typer.Option(help="Port to listen on.")] = 8443,
     cert: Annotated[
         Path | None, typer.Option("--cert", help="TLS certificate (PEM).", show_default=False)
     ] = None,
@@ -131,10 +141,10 @@ def broker(
         ),
     ] = None,
     history: Annotated[
-        int, typer.Option(min=1, help="Entries kept per context; older callers get a snapshot.")
+        PositiveInt, typer.Option(help="Entries kept per context; older callers get a snapshot.")
     ] = 10_000,
     header_timeout: Annotated[
-        float,
+        PositiveFloat,
         typer.Option(
             "--header-timeout",
             help="Seconds a client has to send a request's headers: from connecting (TLS "
@@ -142,7 +152,7 @@ def broker(
         ),
     ] = 10.0,
     body_timeout: Annotated[
-        float,
+        PositiveFloat,
         typer.Option(
             "--body-timeout",
             help="Seconds a client has, once a request's headers are in, to send its whole "
@@ -150,7 +160,7 @@ def broker(
         ),
     ] = 30.0,
     keep_alive: Annotated[
-        int,
+        PositiveInt,
         typer.Option(
             "--keep-alive",
             help="Seconds an idle connection is kept between requests (longer than agents' "
@@ -158,7 +168,7 @@ def broker(
         ),
     ] = 75,
     max_connections: Annotated[
-        int,
+        PositiveInt,
         typer.Option(
             "--max-connections",
             help="Open connections at most, handshakes included; the open-files limit is "
@@ -166,7 +176,7 @@ def broker(
         ),
     ] = 16_384,
     max_connections_per_address: Annotated[
-        int,
+        NonNegativeInt,
         typer.Option(
             "--max-connections-per-address",
             help="Open connections at most from one client address (an IPv6 client: its "
@@ -182,14 +192,19 @@ def broker(
         ),
     ] = None,
     max_members: Annotated[
-        int, typer.Option(min=1, help="Members per context, unless the context sets its own.")
+        PositiveInt, typer.Option(help="Members per context, unless the context sets its own.")
     ] = _LIMITS.max_members,
     join_rate: Annotated[
         float,
-        typer.Option(min=0.001, help="Joins a second per context, unless it sets its own."),
+        typer.Option(
+            min=0.001,
+            callback=finite,
+            help="Joins a second per context, unless it sets its own.",
+        ),
     ] = _LIMITS.join_rate,
     join_burst: Annotated[
-        int, typer.Option(min=1, help="Joins at once above the rate, unless the context sets it.")
+        PositiveInt,
+        typer.Option(help="Joins at once above the rate, unless the context sets it."),
     ] = _LIMITS.join_burst,
     max_context_bytes: Annotated[
         int,

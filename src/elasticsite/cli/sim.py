@@ -10,7 +10,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from elasticsite.cli.common import console, fail, print_metrics
+from elasticsite.cli.common import (
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    console,
+    fail,
+    finite,
+    print_metrics,
+)
 
 __all__ = ["experiment", "simulate"]
 
@@ -21,8 +29,8 @@ def simulate(
     ] = "workload1",
     policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
     cloud_limit: Annotated[
-        int | None,
-        typer.Option(min=0, help="Most VMs at once. Default 10; --site-procs with --strategy."),
+        NonNegativeInt | None,
+        typer.Option(help="Most VMs at once. Default 10; --site-procs with --strategy."),
     ] = None,
     cloud: Annotated[
         str,
@@ -36,17 +44,21 @@ def simulate(
         typer.Option(help="Boot time alone, s: 60, 74:205 or 60,62,90; 0 with --strategy."),
     ] = None,
     boot_slowdown: Annotated[
-        float | None, typer.Option(min=0, help="Added to a boot per other boot in flight, s.")
+        NonNegativeFloat | None, typer.Option(help="Added to a boot per other boot in flight, s.")
     ] = None,
     shutdown: Annotated[str | None, typer.Option(help="Shutdown time, s (same forms).")] = None,
-    price: Annotated[float, typer.Option(min=0, help="Price per VM-hour.")] = 0.10,
-    billing: Annotated[float, typer.Option(min=1, help="Billing increment, s.")] = 3600,
-    cores_per_vm: Annotated[int, typer.Option(min=1)] = 1,
-    interval: Annotated[float, typer.Option(min=0.001, help="Decision period, s.")] = 10.0,
+    price: Annotated[NonNegativeFloat, typer.Option(help="Price per VM-hour.")] = 0.10,
+    billing: Annotated[
+        float, typer.Option(min=1, callback=finite, help="Billing increment, s.")
+    ] = 3600,
+    cores_per_vm: Annotated[PositiveInt, typer.Option()] = 1,
+    interval: Annotated[
+        float, typer.Option(min=0.001, callback=finite, help="Decision period, s.")
+    ] = 10.0,
     scheduler: Annotated[str, typer.Option(help="fcfs or easy.")] = "easy",
-    jobs: Annotated[int, typer.Option(min=1, help="Jobs of a Lublin workload.")] = 10_000,
-    machine_size: Annotated[int, typer.Option(min=1, help="Lublin machine size.")] = 128,
-    seed: Annotated[int, typer.Option()] = 0,
+    jobs: Annotated[PositiveInt, typer.Option(help="Jobs of a Lublin workload.")] = 10_000,
+    machine_size: Annotated[PositiveInt, typer.Option(help="Lublin machine size.")] = 128,
+    seed: Annotated[NonNegativeInt, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="Where the plot and CSVs go.")] = Path("sim-out"),
     strategy: Annotated[
         str | None,
@@ -57,7 +69,7 @@ def simulate(
         ),
     ] = None,
     site_procs: Annotated[
-        int, typer.Option(min=1, help="Site processors (= nodes = VMs) with --strategy.")
+        PositiveInt, typer.Option(help="Site processors (= nodes = VMs) with --strategy.")
     ] = 144,
 ) -> None:
     """Replay a workload through a provisioning policy on the virtual clock."""
@@ -232,9 +244,9 @@ def experiment(
         typer.Option(help="Output directory. Default: experiments-out/<spec name>."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Worker processes. Default: CPU count.")
+        PositiveInt | None, typer.Option(help="Worker processes. Default: CPU count.")
     ] = None,
-    rounds: Annotated[int | None, typer.Option(min=1, help="Override the spec's rounds.")] = None,
+    rounds: Annotated[PositiveInt | None, typer.Option(help="Override the spec's rounds.")] = None,
     dask: Annotated[
         str | None,
         typer.Option(
