@@ -1,4 +1,5 @@
-"""What the broker leaves open besides its API: the admin token's file on disk.
+"""What the broker leaves open besides its API: the admin token's file on disk, and the
+API's own description over the network.
 
 The broker runs as ``elasticsite broker``, a real process on 127.0.0.1.
 """
@@ -20,6 +21,8 @@ from .conftest import BrokerProcess, free_port
 
 pytestmark = pytest.mark.slow
 
+DESCRIPTION = ("/openapi.json", "/docs", "/redoc")
+
 
 def get(broker: BrokerProcess, path: str, token: str | None = None) -> int:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -27,9 +30,12 @@ def get(broker: BrokerProcess, path: str, token: str | None = None) -> int:
     return httpx.get(f"{broker.url}{path}", headers=headers, verify=verify, timeout=10).status_code
 
 
-def test_a_loose_admin_token_is_tightened(tmp_path: Path) -> None:
+def test_a_loose_admin_token_is_tightened_and_the_api_description_is_not_served(
+    tmp_path: Path,
+) -> None:
     """An admin.token left readable by the group and the world (a restore from a
-    backup, a hand-made file) is made 0600 with a warning, and the token still works."""
+    backup, a hand-made file) is made 0600 with a warning, and the token still works;
+    a stranger, and even the administrator, find no /openapi.json, /docs or /redoc."""
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     token = "an-admin-token-restored-from-a-backup"
@@ -41,10 +47,23 @@ def test_a_loose_admin_token_is_tightened(tmp_path: Path) -> None:
         assert stat.S_IMODE((state / "admin.token").stat().st_mode) == 0o600
         with broker.admin() as admin:
             assert admin.list() == []
+        for path in DESCRIPTION:
+            assert get(broker, path) == 404, path
+            assert get(broker, path, token) == 404, path
         assert get(broker, "/healthz") == 200
     finally:
         _, err = broker.terminate()
     assert f"{state / 'admin.token'} was mode 0644, readable by others; tightened" in err
+
+
+def test_docs_serves_the_api_description(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "state", free_port(), extra=("--docs",))
+    broker.start()
+    try:
+        for path in DESCRIPTION:
+            assert get(broker, path) == 200, path
+    finally:
+        broker.terminate()
 
 
 def test_an_operators_token_file_readable_by_others_is_warned_about_not_changed(

@@ -236,6 +236,14 @@ def broker(
             "STATE_DIR/urgent.db; keys from `elasticsite urgent key add`).",
         ),
     ] = False,
+    docs: Annotated[
+        bool,
+        typer.Option(
+            "--docs",
+            help="Also serve the API's description at /openapi.json, /docs and /redoc, to "
+            "anyone who reaches the port (off by default: it maps every route).",
+        ),
+    ] = False,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
     log_format: LogFormatOpt = "human",
@@ -301,6 +309,7 @@ def broker(
             advisor_token=advisor_token,
             dashboard=board,
             urgent=urgent_service,
+            docs=docs,
         )
     except (ValueError, OSError, sqlite3.Error, StateFileError) as exc:
         raise fail(f"cannot open the broker state in {state_dir}: {exc}") from None
