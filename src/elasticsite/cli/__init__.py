@@ -30,11 +30,12 @@ from elasticsite.cli import (
     slurm,
     urgent,
 )
-from elasticsite.cli.common import console
+from elasticsite.cli.common import OneLineErrors, console
 
 __all__ = ["app"]
 
 app = typer.Typer(
+    cls=OneLineErrors,
     help="Extend a batch cluster into IaaS clouds on demand.",
     no_args_is_help=True,
     add_completion=False,

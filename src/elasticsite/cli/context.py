@@ -17,7 +17,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from elasticsite.cli.common import console, fail
+from elasticsite.cli.common import PositiveFloat, PositiveInt, console, fail
 
 if TYPE_CHECKING:
     from elasticsite.context.client import AdminClient
@@ -132,13 +132,14 @@ def create(
         typer.Option(help="A node's address must be the one it connects from (no NAT)."),
     ] = False,
     max_members: Annotated[
-        int | None, typer.Option(help="Members at most (default: the broker's).")
+        PositiveInt | None, typer.Option(help="Members at most (default: the broker's).")
     ] = None,
     join_rate: Annotated[
-        float | None, typer.Option(help="Joins per second (default: the broker's).")
+        PositiveFloat | None, typer.Option(help="Joins per second (default: the broker's).")
     ] = None,
     join_burst: Annotated[
-        int | None, typer.Option(help="Joins at once above the rate (default: the broker's).")
+        PositiveInt | None,
+        typer.Option(help="Joins at once above the rate (default: the broker's)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
 ) -> None:

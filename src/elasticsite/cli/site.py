@@ -19,10 +19,13 @@ from elasticsite import __version__
 from elasticsite.cli.common import (
     ConfigOpt,
     LogFormatOpt,
+    NonNegativeInt,
+    PositiveInt,
     announce,
     config_path,
     console,
     fail,
+    finite,
     open_configured_site,
     open_site_manager,
     state_errors,
@@ -120,9 +123,11 @@ def left_running(records: Iterable[WorkerRecord]) -> str:
 def submit(
     command: Annotated[list[str], typer.Argument(help="The job's command and arguments.")],
     config: ConfigOpt = None,
-    cores: Annotated[int, typer.Option(min=1)] = 1,
-    walltime: Annotated[float, typer.Option(min=1, help="Requested time limit, s.")] = 3600,
-    count: Annotated[int, typer.Option(min=1, help="Submit this many copies.")] = 1,
+    cores: Annotated[PositiveInt, typer.Option()] = 1,
+    walltime: Annotated[
+        float, typer.Option(min=1, callback=finite, help="Requested time limit, s.")
+    ] = 3600,
+    count: Annotated[PositiveInt, typer.Option(help="Submit this many copies.")] = 1,
     attr: Annotated[
         list[str] | None,
         typer.Option(
@@ -213,7 +218,7 @@ def _unservable(marks: list[tuple[str, str]], limit: int | None = None) -> None:
 @state_errors()
 def status(
     config: ConfigOpt = None,
-    events: Annotated[int, typer.Option(min=0, help="Show this many recent transitions.")] = 10,
+    events: Annotated[NonNegativeInt, typer.Option(help="Show this many recent transitions.")] = 10,
 ) -> None:
     """Show the manager's workers, their states and the queue, from the state database."""
     site = open_configured_site(config)
