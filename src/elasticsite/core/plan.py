@@ -201,6 +201,8 @@ class Outcome:
     instance_id: str | None = None
     kind: str | None = None
     """Why a cloud call failed (:class:`~elasticsite.clouds.errors.ErrorKind`), if known."""
+    call: str | None = None
+    """The provider's API call that failed (``RunInstances`` ...), if the driver said."""
 
 
 # --- the state a driver keeps and the plan it gets ---------------------------------

@@ -6,10 +6,11 @@ The loop fills one per step; logs, progress displays, the Prometheus metrics
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from elasticsite.core import Command
-from elasticsite.model import Decision, Transition
+from elasticsite.model import Decision, Transition, Worker
 from elasticsite.snapshot import SiteSnapshot
 
 __all__ = ["StepReport"]
@@ -40,3 +41,15 @@ class StepReport:
     """Unfinished workers by (cloud, state) after the step."""
     snapshot: SiteSnapshot | None = None
     """What the step's decision was taken on (queue, running jobs, workers)."""
+    unsensed: list[str] = field(default_factory=list)
+    """Clouds not sensed this step (their describe failed or missed the deadline)."""
+
+    def tally(self, workers: Iterable[Worker]) -> None:
+        """Count ``workers`` by cloud and state (:attr:`worker_counts`) and by state
+        (:attr:`workers`)."""
+        by_state: dict[str, int] = {}
+        for w in workers:
+            key = (w.cloud, w.state.value)
+            self.worker_counts[key] = self.worker_counts.get(key, 0) + 1
+            by_state[key[1]] = by_state.get(key[1], 0) + 1
+        self.workers = by_state

@@ -1,22 +1,38 @@
 """The I/O at both ends of a step that is not a command: what the clouds show, and the
 plan's records written to the state store before any command runs.
 
-Both run on the loop's thread, the only one that writes the store.
+Sensing asks every cloud at once (:class:`CloudSensor`), each ``describe()`` on a
+thread of its own, and waits for the answers until the step's deadline
+(``[manager] describe_timeout``, the interval by default). A cloud that has not
+answered by then is *not sensed* this step: it is left out of what the core is
+given, so its workers keep their states and none is declared lost for it; the step
+goes on with the other clouds. Its describe goes on too (a cloud is never asked
+again while it is still answering), and its answer serves the next step if it was
+asked for recently enough. The store is written on the loop's thread only.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, Instance
-from elasticsite.core import CoreState, Plan, health
+from elasticsite.core import AddAndLaunch, CoreState, Outcome, Plan, TerminateInstance, health
 from elasticsite.logs import ids
 from elasticsite.manager.report import StepReport
 from elasticsite.manager.store import StateStore, worker_number
 from elasticsite.model import Cause, WorkerState
 
-__all__ = ["Described", "describe_clouds", "persist", "reserve_tagged"]
+__all__ = [
+    "CloudSensor",
+    "Described",
+    "note_cloud_errors",
+    "persist",
+    "reserve_tagged",
+]
 
 log = logging.getLogger("elasticsite.manager.loop")
 S = WorkerState
@@ -24,25 +40,147 @@ _CHATTY = (Cause.JOB_STARTED, Cause.JOB_FINISHED)
 
 
 class Described(dict[str, dict[str, Instance]]):
-    """Each cloud's instances by worker id (or name); ``failed``: clouds whose
-    ``describe()`` failed this step (left out)."""
+    """Each sensed cloud's instances by worker id (or name); ``failed``: clouds whose
+    ``describe()`` failed this step, ``late``: clouds that did not answer in time (both
+    left out), ``problems``: what went wrong with each of those, by cloud."""
 
     failed: int = 0
+    late: list[str]
+    problems: dict[str, dict[str, str]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.late = []
+        self.problems = {}
 
 
-def describe_clouds(clouds: Mapping[str, CloudDriver], report: StepReport) -> Described:
-    """One ``describe()`` per cloud; a failure is reported, logged and left out."""
-    instances = Described()
-    for name, driver in clouds.items():
-        try:
-            found = driver.describe()
-        except CloudError as exc:
-            report.errors.append(f"cloud {name}: describe failed: {exc}")
-            log.warning("cloud %s: describe failed: %s", name, exc, extra=ids(cloud=name))
-            instances.failed += 1
+@dataclass
+class _Asking:
+    """One ``describe()`` running on its own thread."""
+
+    started: float
+    done: threading.Event = field(default_factory=threading.Event)
+    found: list[Instance] | None = None
+    error: BaseException | None = None
+    reported: bool = False
+    """Its lateness was logged already (once per slow describe, not every step)."""
+
+
+class CloudSensor:
+    """Asks each cloud's ``describe()`` at once and waits for them until a deadline.
+
+    ``timeout``: seconds a step waits for the answers; ``max_age``: an answer that
+    comes after its step is used at the next one only if asked for less than this
+    many seconds earlier (the core's grace for instances missing from a listing).
+    """
+
+    def __init__(self, clouds: Mapping[str, CloudDriver], timeout: float, max_age: float) -> None:
+        self.clouds = clouds
+        self.timeout = timeout
+        self.max_age = max_age
+        self._asking: dict[str, _Asking] = {}
+        self._began: float | None = None
+
+    def _ask(self, name: str, driver: CloudDriver) -> _Asking:
+        asking = _Asking(time.monotonic())
+
+        def run() -> None:
+            try:
+                asking.found = driver.describe()
+            except BaseException as exc:  # reported on the loop's thread
+                asking.error = exc
+            finally:
+                asking.done.set()
+
+        # A daemon thread: a cloud that never answers must not keep the process alive.
+        threading.Thread(target=run, name=f"es-describe-{name}", daemon=True).start()
+        return asking
+
+    def ask(self) -> None:
+        """Ask every cloud not still answering the last question; the step's deadline
+        runs from here."""
+        self._began = time.monotonic()
+        for name, driver in self.clouds.items():
+            if name not in self._asking:
+                self._asking[name] = self._ask(name, driver)
+
+    def sense(self, report: StepReport) -> Described:
+        """Every cloud that answered in time, by worker id; the others reported."""
+        if self._began is None:
+            self.ask()
+        assert self._began is not None
+        deadline, self._began = self._began + self.timeout, None
+        for asking in self._asking.values():
+            asking.done.wait(max(0.0, deadline - time.monotonic()))
+        instances = Described()
+        for name in list(self._asking):
+            asking = self._asking[name]
+            if not asking.done.is_set():
+                self._late(name, asking, report, instances)
+                continue
+            del self._asking[name]
+            age = time.monotonic() - asking.started
+            if asking.error is not None:
+                self._failed(name, asking.error, report, instances)
+            elif age > self.max_age:  # too old to trust: ask again next step
+                self._late(name, asking, report, instances)
+            else:
+                if asking.reported:
+                    log.warning("cloud %s: describe answered after %.0f s", name, age,
+                                extra=ids(cloud=name))  # fmt: skip
+                found = asking.found or []
+                instances[name] = {i.tags.get(WORKER_TAG) or i.name: i for i in found}
+        return instances
+
+    def _late(self, name: str, asking: _Asking, report: StepReport, instances: Described) -> None:
+        waited = time.monotonic() - asking.started
+        message = f"describe: no answer within {self.timeout:g} s; not sensed this step"
+        report.errors.append(f"cloud {name}: {message}")
+        report.unsensed.append(name)
+        instances.late.append(name)
+        instances.problems[name] = {"what": "describe", "kind": "no_answer", "call": "",
+                                    "error": message}  # fmt: skip
+        if not asking.reported:
+            asking.reported = True
+            log.warning("cloud %s: %s (asked %.0f s ago)", name, message, waited,
+                        extra=ids(cloud=name))  # fmt: skip
+
+    @staticmethod
+    def _failed(name: str, exc: BaseException, report: StepReport, instances: Described) -> None:
+        if not isinstance(exc, CloudError):  # a driver's bug: the step goes on without it
+            log.error("cloud %s: describe failed unexpectedly", name, exc_info=exc,
+                      extra=ids(cloud=name))  # fmt: skip
+        report.errors.append(f"cloud {name}: describe failed: {exc}")
+        report.unsensed.append(name)
+        log.warning("cloud %s: describe failed: %s", name, exc, extra=ids(cloud=name))
+        instances.failed += 1
+        kind = str(exc.kind) if isinstance(exc, CloudError) else "unknown"
+        call = exc.call if isinstance(exc, CloudError) else ""
+        instances.problems[name] = {"what": "describe", "kind": kind, "call": call,
+                                    "error": str(exc) or type(exc).__name__}  # fmt: skip
+
+
+def note_cloud_errors(
+    errors: dict[str, dict[str, object]],
+    now: float,
+    outcomes: Iterable[Outcome],
+    described: Described,
+) -> bool:
+    """Keep in ``errors`` the last thing that went wrong on each cloud (a failed launch
+    or termination, a describe that failed or did not answer): when, what, its kind and
+    the API call; True if any changed (for the store and ``elasticsite status``)."""
+    changed = False
+    for out in outcomes:
+        command = out.command
+        if out.error is None or not isinstance(command, AddAndLaunch | TerminateInstance):
             continue
-        instances[name] = {i.tags.get(WORKER_TAG) or i.name: i for i in found}
-    return instances
+        errors[command.cloud] = {"at": now, "what": command.kind, "kind": out.kind or "unknown",
+                                 "call": out.call or "", "error": out.error}  # fmt: skip
+        changed = True
+    for name, problem in described.problems.items():
+        errors[name] = {"at": now, **problem}
+        changed = True
+    return changed
 
 
 def reserve_tagged(

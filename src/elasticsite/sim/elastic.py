@@ -249,8 +249,8 @@ class ElasticRun:
         self.log.extend(plan.transitions)
         for wid in plan.forgotten:
             self.state.records.pop(wid, None)
-        for command in plan.commands:
-            self._outcomes.append(self.runner.run(command))
+        for group in self.runner.batches(plan.commands):  # as the manager's pool runs them
+            self._outcomes.extend(self.runner.run_all(group))
 
 
 def simulate_elastic(

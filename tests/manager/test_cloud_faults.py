@@ -1,0 +1,157 @@
+"""The manager against clouds at scale and under faults: moto's EC2 server on 127.0.0.1
+through boto3, behind a proxy that counts the calls, refuses them as EC2 does, or
+holds an answer back as a hung API would.
+
+A step's terminations on one cloud go in one call; a cloud that does not answer its
+describe in time is not sensed that step (its workers keep their states, none is
+lost) while the others are.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.clouds.ec2_server import FaultyEc2, credentials_file, moto_server
+
+from elasticsite import policies
+from elasticsite.batch.base import JobRequest
+from elasticsite.batch.local import LocalBatch
+from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
+from elasticsite.config import ManagerConfig
+from elasticsite.manager.loop import Manager, StepReport
+from elasticsite.manager.store import StateStore
+from elasticsite.model import CloudSpec, VMType, WorkerState
+
+pytest.importorskip("moto")
+
+IMAGE = "ami-03cf127a"
+SMALL = (VMType("t3.micro", cores=1),)
+
+
+class AtOnce(Executor):
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def proxy(endpoint: str) -> Iterator[FaultyEc2]:
+    faulty = FaultyEc2(endpoint)
+    yield faulty
+    faulty.close()
+
+
+def ec2(name: str, site: str, url: str, creds: Path) -> Ec2Cloud:
+    options = Ec2Options(
+        image_id=IMAGE, endpoint_url=url, credentials_file=str(creds), api_attempts=1
+    )
+    return Ec2Cloud.connect(name, site, options)
+
+
+def manager(
+    tmp: Path, site: str, clouds: dict[str, Ec2Cloud], workers: int, clock: Callable[[], float],
+    per_cloud: int = 0, **config: Any,
+) -> tuple[Manager, LocalBatch]:  # fmt: skip
+    batch = LocalBatch(tmp / "batch.db", clock=clock)
+    for _ in range(workers):
+        batch.submit(JobRequest(["true"], 1, 600.0))
+    limit = per_cloud or workers
+    specs = [CloudSpec(name, "ec2", max_instances=limit, vm_types=SMALL) for name in clouds]
+    found = Manager(
+        config=ManagerConfig(site_id=site, **{"interval": 10.0, **config}),
+        batch=batch,
+        clouds=clouds,
+        specs=specs,
+        store=StateStore(tmp / "state.db"),
+        policy=policies.get("on_demand"),
+        settings=policies.PolicySettings(),
+        clock=clock,
+        executor=AtOnce(),
+    )
+    return found, batch
+
+
+def test_down_terminates_a_clouds_workers_in_one_call(tmp_path: Path, proxy: FaultyEc2) -> None:
+    creds = credentials_file(tmp_path)
+    site, n = "batched", 30
+    clouds = {"aws": ec2("aws", site, proxy.url, creds)}
+    mgr, _ = manager(tmp_path, site, clouds, n, clock=_Clock(), interval=0.2)
+    mgr.step()  # every worker launched
+    assert proxy.seen.count("RunInstances") == n
+    proxy.seen.clear()
+    steps: list[StepReport] = []
+    left = mgr.take_down(120.0, immediate=True, on_step=steps.append)  # `elasticsite down --now`
+    assert left == 0
+    assert proxy.seen.count("TerminateInstances") == 1, "one call per worker"
+    lookups = [f for f in proxy.forms if "DescribeInstances" in f and "instance-id" in f]
+    assert lookups == [], "the instances were looked up again to be terminated"
+    assert steps and not any(r.unsensed for r in steps)
+    terminated = [r for r in StateStore(tmp_path / "state.db").load(include_done=True)]
+    assert len(terminated) == n
+    assert all(r.worker.state is WorkerState.TERMINATED for r in terminated)
+
+
+class _Clock:
+    """Seconds that pass only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_cloud_that_does_not_answer_is_not_sensed_and_loses_no_worker(
+    tmp_path: Path, endpoint: str, proxy: FaultyEc2
+) -> None:
+    creds = credentials_file(tmp_path)
+    site = "hung"
+    clock = _Clock()
+    clouds = {
+        "slow": ec2("slow", site, proxy.url, creds),
+        "fast": ec2("fast", site, endpoint, creds),
+    }
+    mgr, _ = manager(tmp_path, site, clouds, 2, clock, per_cloud=1, describe_timeout=0.5)
+    mgr.step()  # one worker launched on each cloud
+    clock.now += 10
+    mgr.step()
+    booting = {r.worker.cloud: r.worker.id for r in mgr.records.values()}
+    assert sorted(booting) == ["fast", "slow"]
+    assert all(r.worker.state is WorkerState.BOOTING for r in mgr.records.values())
+
+    proxy.hold("DescribeInstances")  # the slow cloud's API stops answering
+    clock.now += 120  # past the grace after which a missing instance means lost
+    done: list[StepReport] = []
+    stepping = threading.Thread(target=lambda: done.append(mgr.step()), daemon=True)
+    stepping.start()
+    stepping.join(120)  # a bound on a hang, not a measurement: it waits for no cloud
+    assert done, "the step waited for the cloud that does not answer"
+    assert "DescribeInstances" in proxy.held, "the held describe was answered"
+    (report,) = done
+    assert report.unsensed == ["slow"]
+    assert any("cloud slow: describe: no answer" in e for e in report.errors)
+    states = {r.worker.cloud: r.worker.state for r in mgr.records.values()}
+    assert states == {"slow": WorkerState.BOOTING, "fast": WorkerState.BOOTING}
+    assert mgr.cloud_errors["slow"]["what"] == "describe"
+
+    proxy.release()  # it answers again: sensed, and its worker is still there
+    clock.now += 10
+    for _ in range(2):
+        report = mgr.step()
+    assert report.unsensed == []
+    records = StateStore(tmp_path / "state.db").load(include_done=True)
+    assert {r.worker.id: r.worker.state for r in records} == {
+        booting["slow"]: WorkerState.BOOTING, booting["fast"]: WorkerState.BOOTING,
+    }  # fmt: skip
