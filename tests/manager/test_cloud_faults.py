@@ -4,11 +4,14 @@ holds an answer back as a hung API would.
 
 A step's terminations on one cloud go in one call; a cloud that does not answer its
 describe in time is not sensed that step (its workers keep their states, none is
-lost) while the others are.
+lost) while the others are; ``elasticsite status`` names a cloud's last error, its
+kind and the API call.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
@@ -155,3 +158,46 @@ def test_a_cloud_that_does_not_answer_is_not_sensed_and_loses_no_worker(
     assert {r.worker.id: r.worker.state for r in records} == {
         booting["slow"]: WorkerState.BOOTING, booting["fast"]: WorkerState.BOOTING,
     }  # fmt: skip
+
+
+def test_status_says_a_cloud_is_throttled_and_names_the_call(
+    tmp_path: Path, proxy: FaultyEc2
+) -> None:
+    from elasticsite.config import parse_config
+    from elasticsite.manager.site import open_site
+
+    creds = credentials_file(tmp_path)
+    config = tmp_path / "site.toml"
+    config.write_text(
+        f'[manager]\nsite_id = "busy"\nstate_dir = "{tmp_path / "state"}"\n'
+        "history_interval = 0\n\n"
+        '[[clouds]]\nname = "aws"\ndriver = "ec2"\nmax_instances = 2\n'
+        'vm_types = [{ name = "t3.micro", cores = 1 }]\n'
+        f'options = {{ image_id = "{IMAGE}", endpoint_url = "{proxy.url}", '
+        f'credentials_file = "{creds}", api_attempts = 1 }}\n'
+    )
+    import tomllib
+
+    site = open_site(parse_config(tomllib.loads(config.read_text())), tmp_path)
+    site.batch.submit(JobRequest(["true"], 1, 600.0))
+    mgr = site.manager(executor=AtOnce())
+    proxy.fail("RunInstances", "RequestLimitExceeded")
+    mgr.step()  # the launch is refused ...
+    mgr.step()  # ... and its outcome settled
+
+    def status() -> str:
+        shown = subprocess.run(
+            [sys.executable, "-m", "elasticsite", "status", "-c", str(config)],
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        return " ".join(shown.stdout.split())
+
+    shown = status()
+    assert "cloud aws: last error" in shown
+    assert "throttled (RunInstances, launch)" in shown and "RequestLimitExceeded" in shown
+    proxy.clear()
+    proxy.fail("DescribeInstances", "RequestLimitExceeded")
+    mgr.step()
+    assert "throttled (DescribeInstances, describe)" in status()
+    mgr.shutdown()

@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from elasticsite import __version__
+from elasticsite.cli.cloud import last_errors
 from elasticsite.cli.common import (
     ConfigOpt,
     LogFormatOpt,
@@ -238,6 +239,8 @@ def status(
             continue
         why = f": {record.get('kind')}: {record.get('reason')}" if record.get("kind") else ""
         console.print(f"cloud {name}: {closed}{why}", highlight=False, soft_wrap=True)
+    for line in last_errors(state.cloud_errors, now):
+        console.print(line, highlight=False, soft_wrap=True)
     if state.counters:
         console.print(
             "counters: " + ", ".join(f"{k} {v}" for k, v in sorted(state.counters.items()))

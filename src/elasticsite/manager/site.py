@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +65,8 @@ class SiteStatus:
     transitions: list[Transition]
     clouds: dict[str, dict[str, object]]
     """Clouds with a health record (closed, or failing): kind, reason, until when."""
+    cloud_errors: dict[str, dict[str, object]] = field(default_factory=dict)
+    """Each cloud's last error: when, what was done, its kind and the API call."""
 
 
 @dataclass
@@ -131,6 +133,7 @@ class Site:
             counters=self.store.counters(),
             transitions=self.store.transitions(last=events) if events else [],
             clouds=self.store.cloud_health(),
+            cloud_errors=self.store.cloud_errors(),
         )
 
     def _count_jobs(self) -> dict[str, int]:
