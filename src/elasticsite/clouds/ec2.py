@@ -154,7 +154,7 @@ class Ec2Cloud:
             region_name=options.region,
             connect_timeout=options.timeout,
             read_timeout=options.timeout,
-            retries={"mode": "standard", "max_attempts": options.api_attempts},
+            retries={"mode": "standard", "total_max_attempts": options.api_attempts},
             max_pool_connections=max(1, pool_size),
         )
         session = boto3.Session(botocore_session=core)
@@ -279,6 +279,35 @@ class Ec2Cloud:
         userdata: Mapping[str, str],
         tags: Mapping[str, str],
     ) -> list[Instance]:
+        request = self.run_request(vm_type, names, userdata, tags)
+        reply = self._call(
+            f"run_instances ({len(names)} x {vm_type.name})", "run_instances", **request
+        )
+        started = [self._instance(raw) for raw in reply.get("Instances", [])]
+        if len(names) == 1:
+            for instance in started:
+                instance.name = names[0]
+            return started
+        for instance, name in zip(started, names, strict=False):
+            worker = {WORKER_TAG: name, "Name": name}
+            self._call(
+                f"create_tags {instance.id}",
+                "create_tags",
+                Resources=[instance.id],
+                Tags=[{"Key": k, "Value": v} for k, v in worker.items()],
+            )
+            instance.name = name
+            instance.tags.update(worker)
+        return started
+
+    def run_request(
+        self,
+        vm_type: VMType,
+        names: list[str],
+        userdata: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> dict[str, Any]:
+        """The ``run_instances`` arguments that launch ``names`` (tags, user data, token)."""
         key = "\0".join([self.site_id, *names]).encode()
         token = hashlib.sha256(key).hexdigest()[:64]  # the same call, retried: the same token
         common = {**tags, SITE_TAG: self.site_id}
@@ -323,25 +352,7 @@ class Ec2Cloud:
             if self.spot_price_cap is not None:
                 spot["MaxPrice"] = f"{self.spot_price_cap:.6f}"
             request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
-        reply = self._call(
-            f"run_instances ({len(names)} x {vm_type.name})", "run_instances", **request
-        )
-        started = [self._instance(raw) for raw in reply.get("Instances", [])]
-        if single:
-            for instance in started:
-                instance.name = names[0]
-            return started
-        for instance, name in zip(started, names, strict=False):
-            worker = {WORKER_TAG: name, "Name": name}
-            self._call(
-                f"create_tags {instance.id}",
-                "create_tags",
-                Resources=[instance.id],
-                Tags=[{"Key": k, "Value": v} for k, v in worker.items()],
-            )
-            instance.name = name
-            instance.tags.update(worker)
-        return started
+        return request
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
         ids = list(dict.fromkeys(i for i in instance_ids if i))

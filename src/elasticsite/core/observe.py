@@ -92,6 +92,10 @@ def settle(
     a step that could not sense, or a driver stopping)."""
     for outcome in outcomes:
         _settle(state, plan, config, now, outcome)
+    for (kind, _), more in plan.alike.items():
+        if more:
+            plan.errors.append(Problem(f"{kind} of {more} more workers failed the same way"))
+    plan.alike.clear()
     health.track(state, plan, config, now)
     estimates.track(state, plan, config)
 
@@ -148,15 +152,20 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
         return
     kind = command.kind
     plan.count(f"{'remove_node' if kind == 'remove' else kind}_errors")
-    plan.errors.append(
-        Problem(
-            f"{kind} {w.id} failed (attempt {rec.attempts + 1}): {out.error}",
-            worker=w.id,
-            cloud=w.cloud,
-            instance=w.instance_id,
-            node=w.node,
+    alike = (kind, out.error)
+    if alike in plan.alike:  # said once this step already (a batch refused together)
+        plan.alike[alike] += 1
+    else:
+        plan.alike[alike] = 0
+        plan.errors.append(
+            Problem(
+                f"{kind} {w.id} failed (attempt {rec.attempts + 1}): {out.error}",
+                worker=w.id,
+                cloud=w.cloud,
+                instance=w.instance_id,
+                node=w.node,
+            )
         )
-    )
     if isinstance(command, DrainNode | UndrainNode | RemoveNode):
         return  # asked again by the policy, or at the next step
     rec.attempts += 1

@@ -307,6 +307,9 @@ class Plan:
     """A cloud's health record changed: the driver persists them."""
     held_changed: bool = False
     """The jobs held changed: the driver persists them."""
+    alike: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Failures of one kind with the same error (a batch of terminations refused
+    together) past the first, reported as one line each."""
 
     def count(self, name: str, by: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + by

@@ -60,6 +60,7 @@ class _Asking:
 
     started: float
     done: threading.Event = field(default_factory=threading.Event)
+    finished: float = 0.0
     found: list[Instance] | None = None
     error: BaseException | None = None
     reported: bool = False
@@ -71,7 +72,10 @@ class CloudSensor:
 
     ``timeout``: seconds a step waits for the answers; ``max_age``: an answer that
     comes after its step is used at the next one only if asked for less than this
-    many seconds earlier (the core's grace for instances missing from a listing).
+    many seconds earlier (the core's grace for instances missing from a listing). A
+    cloud whose describe took longer than ``timeout`` rests as long again (up to
+    ``max_age``) before it is asked again, so listing takes at most half of a slow
+    API's time, and launches and terminations the rest.
     """
 
     def __init__(self, clouds: Mapping[str, CloudDriver], timeout: float, max_age: float) -> None:
@@ -79,6 +83,8 @@ class CloudSensor:
         self.timeout = timeout
         self.max_age = max_age
         self._asking: dict[str, _Asking] = {}
+        self._resting: dict[str, tuple[float, float]] = {}
+        """Clouds whose last describe was slow: until when they rest, and how long it took."""
         self._began: float | None = None
 
     def _ask(self, name: str, driver: CloudDriver) -> _Asking:
@@ -90,6 +96,7 @@ class CloudSensor:
             except BaseException as exc:  # reported on the loop's thread
                 asking.error = exc
             finally:
+                asking.finished = time.monotonic()
                 asking.done.set()
 
         # A daemon thread: a cloud that never answers must not keep the process alive.
@@ -97,11 +104,13 @@ class CloudSensor:
         return asking
 
     def ask(self) -> None:
-        """Ask every cloud not still answering the last question; the step's deadline
-        runs from here."""
-        self._began = time.monotonic()
+        """Ask every cloud not still answering the last question nor resting; the step's
+        deadline runs from here."""
+        self._began = now = time.monotonic()
         for name, driver in self.clouds.items():
-            if name not in self._asking:
+            if name in self._resting and self._resting[name][0] <= now:
+                del self._resting[name]
+            if name not in self._asking and name not in self._resting:
                 self._asking[name] = self._ask(name, driver)
 
     def sense(self, report: StepReport) -> Described:
@@ -110,40 +119,52 @@ class CloudSensor:
             self.ask()
         assert self._began is not None
         deadline, self._began = self._began + self.timeout, None
-        for asking in self._asking.values():
-            asking.done.wait(max(0.0, deadline - time.monotonic()))
+        for waiting in self._asking.values():
+            waiting.done.wait(max(0.0, deadline - time.monotonic()))
         instances = Described()
-        for name in list(self._asking):
-            asking = self._asking[name]
+        for name in self.clouds:
+            asking = self._asking.get(name)
+            if asking is None:
+                took = self._resting[name][1]
+                self._unsensed(name, f"resting after a describe that took {took:.0f} s",
+                               report, instances)  # fmt: skip
+                continue
             if not asking.done.is_set():
                 self._late(name, asking, report, instances)
                 continue
             del self._asking[name]
-            age = time.monotonic() - asking.started
+            took = asking.finished - asking.started
+            if took > self.timeout:  # rests as long, up to the grace
+                self._resting[name] = (asking.finished + min(took, self.max_age), took)
             if asking.error is not None:
                 self._failed(name, asking.error, report, instances)
-            elif age > self.max_age:  # too old to trust: ask again next step
-                self._late(name, asking, report, instances)
+            elif time.monotonic() - asking.started > self.max_age:
+                self._unsensed(name, f"its describe took {took:.0f} s, too long to trust",
+                               report, instances)  # fmt: skip
             else:
                 if asking.reported:
-                    log.warning("cloud %s: describe answered after %.0f s", name, age,
+                    log.warning("cloud %s: describe answered after %.0f s", name, took,
                                 extra=ids(cloud=name))  # fmt: skip
                 found = asking.found or []
                 instances[name] = {i.tags.get(WORKER_TAG) or i.name: i for i in found}
         return instances
 
     def _late(self, name: str, asking: _Asking, report: StepReport, instances: Described) -> None:
-        waited = time.monotonic() - asking.started
-        message = f"describe: no answer within {self.timeout:g} s; not sensed this step"
+        message = f"no answer within {self.timeout:g} s"
+        self._unsensed(name, message, report, instances)
+        if not asking.reported:
+            asking.reported = True
+            log.warning("cloud %s: describe: %s; not sensed this step", name, message,
+                        extra=ids(cloud=name))  # fmt: skip
+
+    @staticmethod
+    def _unsensed(name: str, why: str, report: StepReport, instances: Described) -> None:
+        message = f"describe: {why}; not sensed this step"
         report.errors.append(f"cloud {name}: {message}")
         report.unsensed.append(name)
         instances.late.append(name)
         instances.problems[name] = {"what": "describe", "kind": "no_answer", "call": "",
                                     "error": message}  # fmt: skip
-        if not asking.reported:
-            asking.reported = True
-            log.warning("cloud %s: %s (asked %.0f s ago)", name, message, waited,
-                        extra=ids(cloud=name))  # fmt: skip
 
     @staticmethod
     def _failed(name: str, exc: BaseException, report: StepReport, instances: Described) -> None:
