@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from elasticsite import core
 from elasticsite.batch.base import BatchError, BatchSystem, Node
-from elasticsite.clouds.base import CloudDriver, Instance
+from elasticsite.clouds.base import CloudDriver
 from elasticsite.config import ManagerConfig
 from elasticsite.core import CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
 from elasticsite.logs import ids
@@ -34,9 +34,16 @@ from elasticsite.manager.commands import CommandRunner
 from elasticsite.manager.dispatch import Dispatch
 from elasticsite.manager.power import power_requests
 from elasticsite.manager.report import StepReport
-from elasticsite.manager.step_io import CloudSensor, note_cloud_errors, persist, reserve_tagged
+from elasticsite.manager.step_io import (
+    CloudSensor,
+    Described,
+    cloud_resets,
+    note_cloud_errors,
+    persist,
+    reserve_tagged,
+)
 from elasticsite.manager.store import StateStore, worker_number
-from elasticsite.model import Cause, CloudSpec, Decision, Job, WorkerState
+from elasticsite.model import CloudSpec, Decision, Job
 from elasticsite.policies import Policy, PolicySettings, evaluate
 
 if TYPE_CHECKING:
@@ -47,9 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["Manager", "StepReport"]
 
 log = logging.getLogger(__name__)
-S = WorkerState
-_CHATTY = (Cause.JOB_STARTED, Cause.JOB_FINISHED)
-_FINAL = (S.TERMINATED, S.FAILED)
 POWER_DOWN_GRACE = 15.0
 """Seconds a joined node may look down under power saving before it counts as lost."""
 DESCRIBE_TIMEOUT = 5.0
@@ -119,6 +123,9 @@ class Manager:
         deadline = config.describe_timeout or max(config.interval, DESCRIBE_TIMEOUT)
         self.sensor = CloudSensor(self.clouds, deadline, self.core_config.grace)
         self._unsettled: list[Outcome] = []
+        self._sensing = True
+        """False for a wind-down's first step: it acts on the store alone, so the clouds'
+        first listing is asked after its terminations and confirms them."""
         self._stop = threading.Event()
         self._abort = threading.Event()
         self.last_report: StepReport | None = None
@@ -204,8 +211,10 @@ class Manager:
         # that (its records reloaded from the store) must not lose what commands did.
         outcomes = self._unsettled = self._unsettled + self._outcomes()
         plan = Plan()
-        self._cloud_resets(plan)
-        self.sensor.ask()  # the clouds answer while the batch system does
+        cloud_resets(self.store, self.state, plan)
+        sensing, self._sensing = self._sensing, True
+        if sensing:
+            self.sensor.ask(now)  # the clouds answer while the batch system does
         try:
             view = self.batch.snapshot()
         except BatchError as exc:
@@ -218,7 +227,7 @@ class Manager:
             self._unsettled = []
             self._record(None, plan)
             return report
-        instances = self._describe(report, outcomes, now)
+        instances = self._describe(report, outcomes, now) if sensing else Described()
         report.sense_seconds = time.perf_counter() - t0
         nodes: dict[str, Node] = {n.name: n for n in view.nodes}
         if self.power_save and not self.state.shutting_down:
@@ -234,6 +243,7 @@ class Manager:
             instances,
             view.queued,
             view.running,
+            instances.listed,
         )
         self.dispatch.resend_departures(plan, self.state)
 
@@ -298,6 +308,7 @@ class Manager:
 
     def _wind_down(self, deadline: float, on_step: Callable[[StepReport], None] | None) -> int:
         self.state.shutting_down = True
+        self._sensing = False
         self._stop.set()  # a later stop() cuts the wind-down short
         while self.records and time.monotonic() < deadline and not self._abort.is_set():
             started = time.monotonic()
@@ -315,7 +326,7 @@ class Manager:
         now = self.clock()
         core.settle(self.state, plan, self.core_config, now, self._unsettled + self._outcomes())
         self._unsettled = []
-        self._persist(plan)
+        persist(self.store, self.state, plan)
         self._record(None, plan)
         if self.recorder is not None:
             self.recorder.close()
@@ -331,10 +342,8 @@ class Manager:
         """The outcomes of the commands that finished, in the order they were run."""
         return self.dispatch.finished()
 
-    def _describe(
-        self, report: StepReport, outcomes: list[Outcome], now: float
-    ) -> dict[str, dict[str, Instance]]:
-        instances = self.sensor.sense(report)
+    def _describe(self, report: StepReport, outcomes: list[Outcome], now: float) -> Described:
+        instances = self.sensor.sense(report, now)
         for name, n in (
             ("describe_errors", instances.failed),
             ("describe_late", len(instances.late)),
@@ -357,7 +366,7 @@ class Manager:
 
     def _finish(self, plan: Plan, report: StepReport) -> None:
         """Persist what the step changed, then run its commands."""
-        self._persist(plan)
+        persist(self.store, self.state, plan)
         for message in plan.errors:
             log.warning("%s", message, extra=ids(site=self.site_id, **getattr(message, "ids", {})))
         report.errors.extend(plan.errors)
@@ -374,17 +383,6 @@ class Manager:
                 if rec is not None and rec.attempts > 0:
                     report.retried.append(command.cloud)
         self.dispatch.submit(plan.commands, self.state)
-
-    def _persist(self, plan: Plan) -> None:
-        persist(self.store, self.state, plan)
-
-    def _cloud_resets(self, plan: Plan) -> None:
-        """Open the clouds an operator reset (``elasticsite cloud reset``)."""
-        for name in self.store.take_cloud_resets():
-            if health.reset(self.state, name):
-                log.warning("cloud %s: reset by an operator; launches allowed again", name,
-                            extra=ids(cloud=name))  # fmt: skip
-            plan.health_changed = True
 
     def _record(self, running: list[Job] | None, plan: Plan) -> None:
         """Hand the step's news to the advisor's recorder (O(new events); it writes on its

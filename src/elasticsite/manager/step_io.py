@@ -7,8 +7,9 @@ thread of its own, and waits for the answers until the step's deadline
 answered by then is *not sensed* this step: it is left out of what the core is
 given, so its workers keep their states and none is declared lost for it; the step
 goes on with the other clouds. Its describe goes on too (a cloud is never asked
-again while it is still answering), and its answer serves the next step if it was
-asked for recently enough. The store is written on the loop's thread only.
+again while it is still answering), and its answer serves the next step, judged as of
+when it was asked (an instance started since is not missing from it). The store is
+written on the loop's thread only.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from elasticsite.model import Cause, WorkerState
 __all__ = [
     "CloudSensor",
     "Described",
+    "cloud_resets",
     "note_cloud_errors",
     "persist",
     "reserve_tagged",
@@ -40,17 +42,20 @@ _CHATTY = (Cause.JOB_STARTED, Cause.JOB_FINISHED)
 
 
 class Described(dict[str, dict[str, Instance]]):
-    """Each sensed cloud's instances by worker id (or name); ``failed``: clouds whose
-    ``describe()`` failed this step, ``late``: clouds that did not answer in time (both
-    left out), ``problems``: what went wrong with each of those, by cloud."""
+    """Each sensed cloud's instances by worker id (or name); ``listed``: when each was
+    asked for (the step's time, or an earlier step's for a slow cloud); ``failed``:
+    clouds whose ``describe()`` failed this step, ``late``: clouds that did not answer
+    in time (both left out), ``problems``: what went wrong with each of those."""
 
     failed: int = 0
     late: list[str]
+    listed: dict[str, float]
     problems: dict[str, dict[str, str]]
 
     def __init__(self) -> None:
         super().__init__()
         self.late = []
+        self.listed = {}
         self.problems = {}
 
 
@@ -59,6 +64,8 @@ class _Asking:
     """One ``describe()`` running on its own thread."""
 
     started: float
+    asked_at: float
+    """The step's time (the manager's clock) when it was asked."""
     done: threading.Event = field(default_factory=threading.Event)
     finished: float = 0.0
     found: list[Instance] | None = None
@@ -70,25 +77,23 @@ class _Asking:
 class CloudSensor:
     """Asks each cloud's ``describe()`` at once and waits for them until a deadline.
 
-    ``timeout``: seconds a step waits for the answers; ``max_age``: an answer that
-    comes after its step is used at the next one only if asked for less than this
-    many seconds earlier (the core's grace for instances missing from a listing). A
-    cloud whose describe took longer than ``timeout`` rests as long again (up to
-    ``max_age``) before it is asked again, so listing takes at most half of a slow
-    API's time, and launches and terminations the rest.
+    ``timeout``: seconds a step waits for the answers; an answer that comes later
+    serves the next step. A cloud whose describe took longer than ``timeout`` rests as
+    long again (up to ``max_rest`` seconds) before it is asked again, so listing takes
+    at most half of a slow API's time, and launches and terminations the rest.
     """
 
-    def __init__(self, clouds: Mapping[str, CloudDriver], timeout: float, max_age: float) -> None:
+    def __init__(self, clouds: Mapping[str, CloudDriver], timeout: float, max_rest: float) -> None:
         self.clouds = clouds
         self.timeout = timeout
-        self.max_age = max_age
+        self.max_rest = max_rest
         self._asking: dict[str, _Asking] = {}
         self._resting: dict[str, tuple[float, float]] = {}
         """Clouds whose last describe was slow: until when they rest, and how long it took."""
         self._began: float | None = None
 
-    def _ask(self, name: str, driver: CloudDriver) -> _Asking:
-        asking = _Asking(time.monotonic())
+    def _ask(self, name: str, driver: CloudDriver, now: float) -> _Asking:
+        asking = _Asking(time.monotonic(), now)
 
         def run() -> None:
             try:
@@ -103,20 +108,20 @@ class CloudSensor:
         threading.Thread(target=run, name=f"es-describe-{name}", daemon=True).start()
         return asking
 
-    def ask(self) -> None:
-        """Ask every cloud not still answering the last question nor resting; the step's
-        deadline runs from here."""
-        self._began = now = time.monotonic()
+    def ask(self, now: float) -> None:
+        """Ask every cloud not still answering the last question nor resting, at the
+        step's time ``now``; the step's deadline runs from here."""
+        self._began = began = time.monotonic()
         for name, driver in self.clouds.items():
-            if name in self._resting and self._resting[name][0] <= now:
+            if name in self._resting and self._resting[name][0] <= began:
                 del self._resting[name]
             if name not in self._asking and name not in self._resting:
-                self._asking[name] = self._ask(name, driver)
+                self._asking[name] = self._ask(name, driver, now)
 
-    def sense(self, report: StepReport) -> Described:
+    def sense(self, report: StepReport, now: float) -> Described:
         """Every cloud that answered in time, by worker id; the others reported."""
         if self._began is None:
-            self.ask()
+            self.ask(now)
         assert self._began is not None
         deadline, self._began = self._began + self.timeout, None
         for waiting in self._asking.values():
@@ -134,19 +139,17 @@ class CloudSensor:
                 continue
             del self._asking[name]
             took = asking.finished - asking.started
-            if took > self.timeout:  # rests as long, up to the grace
-                self._resting[name] = (asking.finished + min(took, self.max_age), took)
+            if took > self.timeout:  # rests as long, up to max_rest
+                self._resting[name] = (asking.finished + min(took, self.max_rest), took)
             if asking.error is not None:
                 self._failed(name, asking.error, report, instances)
-            elif time.monotonic() - asking.started > self.max_age:
-                self._unsensed(name, f"its describe took {took:.0f} s, too long to trust",
-                               report, instances)  # fmt: skip
             else:
                 if asking.reported:
                     log.warning("cloud %s: describe answered after %.0f s", name, took,
                                 extra=ids(cloud=name))  # fmt: skip
                 found = asking.found or []
                 instances[name] = {i.tags.get(WORKER_TAG) or i.name: i for i in found}
+                instances.listed[name] = asking.asked_at
         return instances
 
     def _late(self, name: str, asking: _Asking, report: StepReport, instances: Described) -> None:
@@ -202,6 +205,15 @@ def note_cloud_errors(
         errors[name] = {"at": now, **problem}
         changed = True
     return changed
+
+
+def cloud_resets(store: StateStore, state: CoreState, plan: Plan) -> None:
+    """Open the clouds an operator reset (``elasticsite cloud reset``)."""
+    for name in store.take_cloud_resets():
+        if health.reset(state, name):
+            log.warning("cloud %s: reset by an operator; launches allowed again", name,
+                        extra=ids(cloud=name))  # fmt: skip
+        plan.health_changed = True
 
 
 def reserve_tagged(
