@@ -300,3 +300,28 @@ def test_twenty_launch_threads_find_a_connection_each(
         assert "Connection pool is full" not in caplog.text
     finally:
         proxy.close()
+
+
+def test_a_launch_looks_its_name_up_only_after_a_failed_launch_of_it(
+    endpoint: str, creds: Path
+) -> None:
+    proxy = FaultyEc2(endpoint)
+    try:
+        site = f"site-{next(_sites)}"
+        cloud = driver(proxy.url, creds, site, api_attempts=1)
+        cloud.describe()
+        cloud.known.clock = lambda: time.monotonic() + 3600  # the last listing long ago
+        proxy.seen.clear()
+        cloud.launch(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site})
+        assert proxy.seen == ["RunInstances"], "a slow listing made a launch look up"
+        proxy.fail("RunInstances", "InternalError", times=1)  # its answer may be lost
+        with pytest.raises(CloudError):
+            cloud.launch(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site})
+        proxy.seen.clear()
+        cloud.launch(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site})
+        assert proxy.seen == ["DescribeInstances", "RunInstances"]
+        proxy.seen.clear()
+        cloud.launch(VMType("t3.micro"), ["w3"], {}, {SITE_TAG: site})
+        assert proxy.seen == ["RunInstances"]
+    finally:
+        proxy.close()

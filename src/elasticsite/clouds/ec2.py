@@ -5,10 +5,11 @@ How the contract maps onto EC2:
 * **launch** names every instance after its worker (tag :data:`WORKER_TAG`, and
   ``Name``) and sends a ``ClientToken`` derived from the site and the names, so a
   call retried after a timeout or a crash returns the instances the first one
-  started. Names already running are returned as they are: those this driver
-  launched or saw in a ``describe()`` less than ``known_for`` seconds ago are
-  answered from memory, others are looked up first (one filtered
-  ``describe_instances``), so a scale-out costs one API call per launch, not two.
+  started. Names already running are returned as they are, answered from what the
+  last ``describe()`` and this driver's launches showed (:mod:`.known`); a name is
+  looked up first (one filtered ``describe_instances``) only before the site's first
+  listing, or after a launch of it failed, so a scale-out costs one API call per
+  launch, not two, however slow the listings.
   Several names go in one ``run_instances`` call per ``batch_size``; the worker
   tags are then set on each instance (``create_tags``).
 * **describe** lists the instances tagged with this site (:data:`SITE_TAG`), all
@@ -98,8 +99,8 @@ class Ec2Options(PluginOptions):
     api_attempts: Annotated[int, integer(), Field(ge=1, le=20)] = 4
     """boto3's own tries per call (its standard retry mode, with jittered backoff)."""
     known_for: Annotated[float, number("in [0, 3600] s", 0.0, 3600.0)] = 60.0
-    """Seconds a ``describe()`` is trusted to tell which names have no instance yet
-    (0: look every launch's names up first; the ``ClientToken`` guards either way)."""
+    """Seconds a launch is remembered while listings may not show it yet (0: look every
+    launch's names up first; the ``ClientToken`` guards either way)."""
 
 
 class Ec2Cloud:
@@ -267,7 +268,12 @@ class Ec2Cloud:
         size = self.options.batch_size
         for start in range(0, len(missing), size):
             chunk = missing[start : start + size]
-            for instance in self._run(vm_type, chunk, userdata, tags):
+            try:
+                started = self._run(vm_type, chunk, userdata, tags)
+            except CloudError:
+                self.known.failed(chunk)
+                raise
+            for instance in started:
                 have[instance.name] = instance
                 self.known.launched(instance)
         return [have[n] for n in wanted if n in have]

@@ -4,10 +4,13 @@ The manager describes every cloud at every step, so a driver has just seen the
 site's instances when its launches and terminations come. :class:`Known` keeps
 that listing (and what the driver launched since) so that
 
-* a launch asks the cloud only for the names it does not know to be live already,
-  and skips the lookup altogether while the listing is younger than ``known_for``
-  seconds (idempotency by name still holds: the listing shows every name launched
-  before it, and this driver remembers the ones it launched since);
+* a launch asks the cloud nothing more for the names it knows: once the site has been
+  listed, a name the listing does not show and this driver did not launch has no
+  instance (worker names are never reused, and one manager runs a site), unless this
+  driver's launch of it failed (its answer may have been lost): such a name is looked
+  up first, until a listing asked since tells. Launches stay remembered for
+  ``known_for`` seconds, while listings may not show them yet; ``known_for = 0``
+  looks every launch's names up first;
 * a termination knows which ids carry the site's tag without listing them again.
 
 Thread-safe: launches and terminations run on the manager's pool.
@@ -36,6 +39,8 @@ class Known:
         self._live: dict[str, Instance] = {}
         self._launched_at: dict[str, float] = {}
         self._ours: set[str] = set()
+        self._doubtful: dict[str, float] = {}
+        """Names whose launch failed here, and when: a lost answer may have started one."""
         self._described_at = -math.inf
         self._lock = threading.Lock()
 
@@ -52,19 +57,29 @@ class Known:
             self._live = {**since, **{i.name: i for i in found if i.state in _LIVE}}
             self._launched_at = {n: t for n, t in self._launched_at.items() if t >= keep}
             self._ours = {i.id for i in found} | {i.id for i in since.values()}
-            self._described_at = asked
+            self._doubtful = {n: t for n, t in self._doubtful.items() if t >= asked}
+            self._described_at = max(self._described_at, asked)
 
     def launched(self, instance: Instance) -> None:
         with self._lock:
+            self._doubtful.pop(instance.name, None)
             self._live[instance.name] = instance
             self._launched_at[instance.name] = self.clock()
             self._ours.add(instance.id)
 
-    def live(self, names: Sequence[str]) -> dict[str, Instance] | None:
-        """The live instances of ``names``, or None if the last listing is too old to
-        say which names have none."""
+    def failed(self, names: Iterable[str]) -> None:
+        """A launch of ``names`` failed: whether it started anything is not known."""
         with self._lock:
-            if self.clock() - self._described_at >= self.known_for:
+            now = self.clock()
+            self._doubtful.update((n, now) for n in names)
+
+    def live(self, names: Sequence[str]) -> dict[str, Instance] | None:
+        """The live instances of ``names``, or None when the cloud must be asked: the
+        site was never listed, or a launch of one of them failed since."""
+        with self._lock:
+            if self.known_for <= 0 or self._described_at == -math.inf:
+                return None
+            if any(n in self._doubtful for n in names):
                 return None
             return {n: self._live[n] for n in names if n in self._live}
 

@@ -7,8 +7,8 @@ providers is in :mod:`~elasticsite.clouds.libcloud_providers`):
 * **Names.** Every node is named after its worker; a launch creates only the names
   that have no live node, one ``create_node`` each, with an idempotency token where
   the provider's API has one (EC2's ``ClientToken``). Which names are live comes
-  from the last ``describe()`` while it is younger than ``known_for`` seconds (and
-  from this driver's own launches since), else from a listing first.
+  from the last ``describe()`` and this driver's own launches since (:mod:`.known`);
+  a listing comes first only before the site's first one, or after a failed launch.
 * **Tags.** The site's and the worker's tags travel the way the provider carries
   them (``tag_style``, chosen per provider by default). A node is this site's when
   its tags, or its name, say so; where the provider can, the listing itself is
@@ -97,8 +97,8 @@ class LibcloudOptions(PluginOptions):
     timeout: Annotated[float | None, number("in [1, 600] s", 1.0, 600.0)] = None
     """Seconds per API call (the provider driver's default if not set)."""
     known_for: Annotated[float, number("in [0, 3600] s", 0.0, 3600.0)] = 60.0
-    """Seconds a ``describe()`` is trusted to tell which names have no node yet (0: list
-    the nodes before every launch)."""
+    """Seconds a launch is remembered while listings may not show it yet (0: list the
+    nodes before every launch)."""
     catalog_ttl: Annotated[float, number("in [0, 86400] s", 0.0, 86400.0)] = 3600.0
     """Seconds the provider's sizes, images and locations are kept before listing again."""
 
@@ -327,7 +327,11 @@ class LibcloudCloud:
                 self._pick("location", self.options.location) if self.options.location else None
             )
             for name in missing:
-                have[name] = self._create(name, size, image, location, userdata, tags)
+                try:
+                    have[name] = self._create(name, size, image, location, userdata, tags)
+                except CloudError:
+                    self.known.failed([name])
+                    raise
                 self.known.launched(have[name])
         return [have[n] for n in wanted]
 
