@@ -127,6 +127,57 @@ def test_a_refused_batch_is_said_once_and_tried_again(tmp_path: Path, proxy: Fau
     )
 
 
+class Held(Executor):
+    """A pool whose commands wait until the test lets them run."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[Future[Any], Callable[[], Any]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.waiting.append((future, lambda: fn(*args, **kwargs)))
+        return future
+
+    def run(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for future, call in waiting:
+            future.set_result(call())
+
+
+def test_a_cloud_is_not_listed_while_its_launches_are_backed_up(
+    tmp_path: Path, proxy: FaultyEc2
+) -> None:
+    creds = credentials_file(tmp_path)
+    site, n = "backlog", 25
+    clock = _Clock()
+    batch = LocalBatch(tmp_path / "batch.db", clock=clock)
+    for _ in range(n):
+        batch.submit(JobRequest(["true"], 1, 600.0))
+    pool = Held()
+    mgr = Manager(
+        config=ManagerConfig(site_id=site, interval=10.0, launch_threads=10),
+        batch=batch,
+        clouds={"aws": ec2("aws", site, proxy.url, creds)},
+        specs=[CloudSpec("aws", "ec2", max_instances=n, vm_types=SMALL)],
+        store=StateStore(tmp_path / "state.db"),
+        policy=policies.get("on_demand"),
+        settings=policies.PolicySettings(),
+        clock=clock,
+        executor=pool,
+    )
+    mgr.step()  # listed, then 25 launches queued for 10 threads
+    assert proxy.seen.count("DescribeInstances") == 1 and len(pool.waiting) == n
+    clock.now += 10
+    report = mgr.step()
+    assert proxy.seen.count("DescribeInstances") == 1, "listed while launching"
+    assert report.unsensed == ["aws"] and not report.errors  # on purpose, not a failure
+    pool.run()
+    clock.now += 10
+    report = mgr.step()  # the backlog is gone: listed again
+    assert proxy.seen.count("DescribeInstances") == 2 and report.unsensed == []
+    assert proxy.seen.count("RunInstances") == n
+
+
 class _Clock:
     """Seconds that pass only when the test says so."""
 

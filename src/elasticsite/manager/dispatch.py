@@ -9,16 +9,31 @@ many ids as the driver takes (so ``elasticsite down`` of 1,000 EC2 workers is on
 
 A node's departure for the broker (``ForgetNode``) is kept in the state store by the
 broker link before it is sent, and sent again at later steps until the broker has it.
+
+It also says which clouds are busy (:meth:`Dispatch.busy`): a backlog of launches, or
+terminations still running; the sensor does not list those for a while, since their
+answers will tell what the listing would, and the listing would only slow them down.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING
 
-from elasticsite.core import Command, CoreState, ForgetNode, Outcome, Plan, command_key
+from elasticsite.core import (
+    AddAndLaunch,
+    Command,
+    CoreState,
+    ForgetNode,
+    Outcome,
+    Plan,
+    TerminateInstance,
+    command_key,
+)
 from elasticsite.manager.commands import CommandRunner
 
 if TYPE_CHECKING:
@@ -39,12 +54,40 @@ class Dispatch:
         self.runner = runner
         self.context = context
         self._futures: list[Future[list[Outcome]]] = []
+        self._running: dict[str, list[int]] = {}
+        """Per cloud: its groups on the pool, and how many of them are terminations."""
+        self._lock = threading.Lock()
 
     def submit(self, commands: Sequence[Command], state: CoreState) -> None:
         """Start ``commands`` on the pool, grouped as the runner says."""
         ready = [c for c in (self._prepare(c, state) for c in commands) if c is not None]
         for group in self.runner.batches(ready):
-            self._futures.append(self.pool.submit(self.runner.run_all, group))
+            first = group[0]
+            cloud = first.cloud if isinstance(first, AddAndLaunch | TerminateInstance) else ""
+            ending = int(isinstance(first, TerminateInstance))
+            if cloud:
+                with self._lock:
+                    counts = self._running.setdefault(cloud, [0, 0])
+                    counts[0] += 1
+                    counts[1] += ending
+            future = self.pool.submit(self.runner.run_all, group)
+            if cloud:
+                future.add_done_callback(functools.partial(self._ran, cloud, ending))
+            self._futures.append(future)
+
+    def _ran(self, cloud: str, ending: int, _: object = None) -> None:
+        with self._lock:
+            counts = self._running[cloud]
+            counts[0] -= 1
+            counts[1] -= ending
+
+    def busy(self, threads: int) -> set[str]:
+        """Clouds with more launches waiting than the pool has ``threads``, or with
+        terminations still running."""
+        with self._lock:
+            return {
+                c for c, (groups, ending) in self._running.items() if groups > threads or ending
+            }
 
     def _prepare(self, command: Command, state: CoreState) -> Command | None:
         """``command`` as the pool runs it (a departure once the broker link keeps it)."""

@@ -121,7 +121,8 @@ class Manager:
         )
         self.dispatch = Dispatch(pool, self.runner, context)
         deadline = config.describe_timeout or max(config.interval, DESCRIBE_TIMEOUT)
-        self.sensor = CloudSensor(self.clouds, deadline, self.core_config.grace)
+        grace = self.core_config.grace
+        self.sensor = CloudSensor(self.clouds, deadline, grace, max_defer=2 * grace)
         self._unsettled: list[Outcome] = []
         self._sensing = True
         """False for a wind-down's first step: it acts on the store alone, so the clouds'
@@ -214,7 +215,8 @@ class Manager:
         cloud_resets(self.store, self.state, plan)
         sensing, self._sensing = self._sensing, True
         if sensing:
-            self.sensor.ask(now)  # the clouds answer while the batch system does
+            busy = self.dispatch.busy(self.config.launch_threads)
+            self.sensor.ask(now, busy)  # the clouds answer while the batch system does
         try:
             view = self.batch.snapshot()
         except BatchError as exc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, Instance
@@ -80,13 +80,21 @@ class CloudSensor:
     ``timeout``: seconds a step waits for the answers; an answer that comes later
     serves the next step. A cloud whose describe took longer than ``timeout`` rests as
     long again (up to ``max_rest`` seconds) before it is asked again, so listing takes
-    at most half of a slow API's time, and launches and terminations the rest.
+    at most half of a slow API's time, and launches and terminations the rest. A
+    cloud the manager is busy with (a backlog of launches, terminations running) is
+    not asked while its last listing is younger than ``max_defer`` seconds.
     """
 
-    def __init__(self, clouds: Mapping[str, CloudDriver], timeout: float, max_rest: float) -> None:
+    def __init__(
+        self, clouds: Mapping[str, CloudDriver], timeout: float, max_rest: float,
+        max_defer: float = 0.0,
+    ) -> None:  # fmt: skip
         self.clouds = clouds
         self.timeout = timeout
         self.max_rest = max_rest
+        self.max_defer = max_defer
+        self._asked: dict[str, float] = {}
+        self._deferred: set[str] = set()
         self._asking: dict[str, _Asking] = {}
         self._resting: dict[str, tuple[float, float]] = {}
         """Clouds whose last describe was slow: until when they rest, and how long it took."""
@@ -108,15 +116,22 @@ class CloudSensor:
         threading.Thread(target=run, name=f"es-describe-{name}", daemon=True).start()
         return asking
 
-    def ask(self, now: float) -> None:
-        """Ask every cloud not still answering the last question nor resting, at the
-        step's time ``now``; the step's deadline runs from here."""
+    def ask(self, now: float, busy: Collection[str] = ()) -> None:
+        """Ask every cloud not still answering the last question, nor resting, nor
+        ``busy`` (for a while), at the step's time ``now``; the step's deadline runs
+        from here."""
         self._began = began = time.monotonic()
+        self._deferred.clear()
         for name, driver in self.clouds.items():
             if name in self._resting and self._resting[name][0] <= began:
                 del self._resting[name]
-            if name not in self._asking and name not in self._resting:
-                self._asking[name] = self._ask(name, driver, now)
+            if name in self._asking or name in self._resting:
+                continue
+            if name in busy and began - self._asked.get(name, began) < self.max_defer:
+                self._deferred.add(name)
+                continue
+            self._asked[name] = began
+            self._asking[name] = self._ask(name, driver, now)
 
     def sense(self, report: StepReport, now: float) -> Described:
         """Every cloud that answered in time, by worker id; the others reported."""
@@ -129,6 +144,9 @@ class CloudSensor:
         instances = Described()
         for name in self.clouds:
             asking = self._asking.get(name)
+            if name in self._deferred:  # on purpose: its commands' answers will tell
+                report.unsensed.append(name)
+                continue
             if asking is None:
                 took = self._resting[name][1]
                 self._unsensed(name, f"resting after a describe that took {took:.0f} s",
