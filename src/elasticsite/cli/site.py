@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from elasticsite import __version__
+from elasticsite.cli.cloud import last_errors
 from elasticsite.cli.common import (
     ConfigOpt,
     LogFormatOpt,
@@ -266,6 +267,8 @@ def status(
             continue
         why = f": {record.get('kind')}: {record.get('reason')}" if record.get("kind") else ""
         console.print(f"cloud {name}: {closed}{why}", highlight=False, soft_wrap=True)
+    for line in last_errors(state.cloud_errors, now):
+        console.print(line, highlight=False, soft_wrap=True)
     for line in money_lines(state.spending, site.config.policy.spend_cap_per_hour):
         console.print(line, highlight=False, soft_wrap=True)
     if state.counters:

@@ -77,6 +77,8 @@ class SiteStatus:
     """What the site has spent, per cloud and in the budget's period, and the budget."""
     unservable: dict[str, tuple[str, float]] = field(default_factory=dict)
     """Queued jobs no cloud can run as of the manager's last step: id -> (why, since)."""
+    cloud_errors: dict[str, dict[str, object]] = field(default_factory=dict)
+    """Each cloud's last error: when, what was done, its kind and the API call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,7 @@ class Site:
                 time.time() if now is None else now,
             ),
             unservable=self.store.unservable(),
+            cloud_errors=self.store.cloud_errors(),
         )
 
     def job(self, job_id: str) -> JobDetail:
