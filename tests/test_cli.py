@@ -56,7 +56,9 @@ def test_submit_queue_status_share_the_site(tmp_path: Path) -> None:
     run("submit", "-c", str(cfg), "--cores", "2", "--count", "2", "--", "sleep", "5", cwd=tmp_path)
     q = run("queue", "-c", str(cfg), cwd=tmp_path).stdout
     assert "echo 'hello world'" in q
-    assert q.strip().splitlines()[-1] == "cancelled 0, done 0, queued 3, running 0"
+    assert q.strip().splitlines()[-1] == (
+        "cancelled 0, completed 0, failed 0, held 0, queued 3, requeued 0, running 0"
+    )
     status = run("status", "-c", str(cfg), cwd=tmp_path).stdout
     assert "site local" in status and "queued 3" in status
     assert "recent transitions" not in status  # no manager has run yet

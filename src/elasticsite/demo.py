@@ -177,7 +177,7 @@ def run_demo(
             now = time.monotonic()
             submit_due(now - start)
             counts = batch.counts()
-            done = counts.get("done", 0)
+            done = counts.get("completed", 0) + counts.get("failed", 0)
             report = latest[-1] if latest else None
             live = sum(
                 n for k, n in (report.workers.items() if report else ()) if k not in ("terminated",)

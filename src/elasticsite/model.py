@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from elasticsite.attributes import EMPTY as EMPTY_ATTRIBUTES
 from elasticsite.attributes import EVERY_JOB, Selector
+from elasticsite.jobs import Job, JobState, outcome, signal_name, state_text
 
 WasteEstimate = Literal["observed", "fixed"]
 """Where a cloud's boot and shutdown estimates come from: what the core observed of
@@ -38,47 +38,10 @@ __all__ = [
     "Worker",
     "WorkerState",
     "billed_cost",
+    "outcome",
+    "signal_name",
+    "state_text",
 ]
-
-
-class JobState(enum.StrEnum):
-    """Where a batch job is in its life."""
-
-    QUEUED = "queued"
-    """Waiting in the batch queue for cores."""
-    RUNNING = "running"
-    """Dispatched to a node and started."""
-    DONE = "done"
-    """Finished (any exit code)."""
-    CANCELLED = "cancelled"
-    """Removed from the queue before it finished."""
-
-
-@dataclass(slots=True)
-class Job:
-    """A batch job as the site's batch system reports it.
-
-    ``walltime`` is the user's requested limit (what schedulers plan with);
-    ``runtime`` is the actual run time when known (simulator, finished jobs).
-    ``attributes`` holds what the batch system says beyond these fields (partition,
-    QOS, account, requested VM type ...), keyed as in :mod:`elasticsite.attributes`;
-    jobs without any share one empty, read-only mapping.
-    """
-
-    id: str
-    cores: int
-    walltime: float
-    submitted_at: float
-    state: JobState = JobState.QUEUED
-    command: str = ""
-    runtime: float | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    node: str | None = None
-    exit_code: int | None = None
-    priority: int = 0
-    user: str = ""
-    attributes: Mapping[str, str] = EMPTY_ATTRIBUTES
 
 
 class WorkerState(enum.StrEnum):

@@ -9,7 +9,17 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from elasticsite.cli.common import console, fail, print_metrics, setup_logging, state_errors
+from elasticsite.cli.common import (
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    console,
+    fail,
+    finite,
+    print_metrics,
+    setup_logging,
+    state_errors,
+)
 
 if TYPE_CHECKING:
     from elasticsite.demo import DemoProgress
@@ -21,22 +31,22 @@ __all__ = ["demo"]
 def demo(
     policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
     workload: Annotated[str, typer.Option(help="Built-in workload (paper 000).")] = "workload1",
-    speed: Annotated[float, typer.Option(min=0.1, help="Time compression factor.")] = 4.0,
-    max_instances: Annotated[int, typer.Option(min=1)] = 10,
-    boot_time: Annotated[float, typer.Option(min=0, help="Worker boot delay, s.")] = 60.0,
+    speed: Annotated[
+        float, typer.Option(min=0.1, callback=finite, help="Time compression factor.")
+    ] = 4.0,
+    max_instances: Annotated[PositiveInt, typer.Option()] = 10,
+    boot_time: Annotated[NonNegativeFloat, typer.Option(help="Worker boot delay, s.")] = 60.0,
     image_transfer: Annotated[
-        float,
-        typer.Option(
-            min=0, help="Contention: s of a boot that move its image over a link boots share."
-        ),
+        NonNegativeFloat,
+        typer.Option(help="Contention: s of a boot that move its image over a link boots share."),
     ] = 0.0,
     parallel_boots: Annotated[
-        int, typer.Option(min=0, help="Contention: workers booting at once, the rest wait.")
+        NonNegativeInt, typer.Option(help="Contention: workers booting at once, the rest wait.")
     ] = 0,
-    boot_slowdown: Annotated[float | None, typer.Option(hidden=True)] = None,
-    shutdown_time: Annotated[float, typer.Option(min=0, help="Worker shutdown, s.")] = 6.0,
-    dedicated_workers: Annotated[int, typer.Option(min=1)] = 10,
-    seed: Annotated[int, typer.Option()] = 0,
+    boot_slowdown: Annotated[NonNegativeFloat | None, typer.Option(hidden=True)] = None,
+    shutdown_time: Annotated[NonNegativeFloat, typer.Option(help="Worker shutdown, s.")] = 6.0,
+    dedicated_workers: Annotated[PositiveInt, typer.Option()] = 10,
+    seed: Annotated[NonNegativeInt, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="Where the plot and CSVs go.")] = Path("demo-out"),
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
 ) -> None:

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from elasticsite.cli.common import console, fail
+from elasticsite.cli.common import PositiveInt, console, fail
 from elasticsite.cli.status import ProgressOpt, StatusLine
 
 __all__ = ["reproduce"]
@@ -43,13 +43,13 @@ def reproduce(
         ),
     ] = None,
     procs_per_unit: Annotated[
-        int, typer.Option(min=1, help="paper002 --trace: CPUs per node (Blue Horizon: 8).")
+        PositiveInt, typer.Option(help="paper002 --trace: CPUs per node (Blue Horizon: 8).")
     ] = 8,
     out: Annotated[
         Path | None, typer.Option(help="Output directory. Default: reproduce-out/PAPER.")
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Worker processes. Default: CPU count.")
+        PositiveInt | None, typer.Option(help="Worker processes. Default: CPU count.")
     ] = None,
     progress: ProgressOpt = None,
 ) -> None:

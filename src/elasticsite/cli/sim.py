@@ -11,7 +11,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from elasticsite.cli.common import console, err, fail, print_metrics
+from elasticsite.cli.common import (
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    console,
+    err,
+    fail,
+    finite,
+    print_metrics,
+)
 from elasticsite.cli.status import ProgressOpt, StatusLine
 
 __all__ = ["experiment", "simulate"]
@@ -23,9 +32,8 @@ def simulate(
     ] = "workload1",
     policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
     cloud_limit: Annotated[
-        int | None,
+        NonNegativeInt | None,
         typer.Option(
-            min=0,
             help="Most VMs at once. Default 10; --site-procs with --strategy. Given, the "
             "cloud is yours: no boot contention unless --image-transfer or --parallel-boots.",
         ),
@@ -45,25 +53,29 @@ def simulate(
         ),
     ] = None,
     image_transfer: Annotated[
-        float | None,
+        NonNegativeFloat | None,
         typer.Option(
-            min=0, help="Contention: s one boot's image takes alone over a link all boots share."
+            help="Contention: s one boot's image takes alone over a link all boots share."
         ),
     ] = None,
     parallel_boots: Annotated[
-        int | None,
-        typer.Option(min=0, help="Contention: boots in progress at once, the rest wait (0: all)."),
+        NonNegativeInt | None,
+        typer.Option(help="Contention: boots in progress at once, the rest wait (0: all)."),
     ] = None,
-    boot_slowdown: Annotated[float | None, typer.Option(hidden=True)] = None,
+    boot_slowdown: Annotated[NonNegativeFloat | None, typer.Option(hidden=True)] = None,
     shutdown: Annotated[str | None, typer.Option(help="Shutdown time, s (same forms).")] = None,
-    price: Annotated[float, typer.Option(min=0, help="Price per VM-hour.")] = 0.10,
-    billing: Annotated[float, typer.Option(min=1, help="Billing increment, s.")] = 3600,
-    cores_per_vm: Annotated[int, typer.Option(min=1)] = 1,
-    interval: Annotated[float, typer.Option(min=0.001, help="Decision period, s.")] = 10.0,
+    price: Annotated[NonNegativeFloat, typer.Option(help="Price per VM-hour.")] = 0.10,
+    billing: Annotated[
+        float, typer.Option(min=1, callback=finite, help="Billing increment, s.")
+    ] = 3600,
+    cores_per_vm: Annotated[PositiveInt, typer.Option()] = 1,
+    interval: Annotated[
+        float, typer.Option(min=0.001, callback=finite, help="Decision period, s.")
+    ] = 10.0,
     scheduler: Annotated[str, typer.Option(help="fcfs or easy.")] = "easy",
-    jobs: Annotated[int, typer.Option(min=1, help="Jobs of a Lublin workload.")] = 10_000,
-    machine_size: Annotated[int, typer.Option(min=1, help="Lublin machine size.")] = 128,
-    seed: Annotated[int, typer.Option()] = 0,
+    jobs: Annotated[PositiveInt, typer.Option(help="Jobs of a Lublin workload.")] = 10_000,
+    machine_size: Annotated[PositiveInt, typer.Option(help="Lublin machine size.")] = 128,
+    seed: Annotated[NonNegativeInt, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="Where the plot and CSVs go.")] = Path("sim-out"),
     strategy: Annotated[
         str | None,
@@ -74,7 +86,7 @@ def simulate(
         ),
     ] = None,
     site_procs: Annotated[
-        int, typer.Option(min=1, help="Site processors (= nodes = VMs) with --strategy.")
+        PositiveInt, typer.Option(help="Site processors (= nodes = VMs) with --strategy.")
     ] = 144,
     progress: ProgressOpt = None,
 ) -> None:
@@ -249,9 +261,9 @@ def experiment(
         typer.Option(help="Output directory. Default: experiments-out/<spec name>."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Worker processes. Default: CPU count.")
+        PositiveInt | None, typer.Option(help="Worker processes. Default: CPU count.")
     ] = None,
-    rounds: Annotated[int | None, typer.Option(min=1, help="Override the spec's rounds.")] = None,
+    rounds: Annotated[PositiveInt | None, typer.Option(help="Override the spec's rounds.")] = None,
     dask: Annotated[
         str | None,
         typer.Option(
@@ -260,11 +272,18 @@ def experiment(
         ),
     ] = None,
     dask_wait_workers: Annotated[
-        float, typer.Option(min=0.001, help="With --dask: wait this long for a first worker, s.")
+        float,
+        typer.Option(
+            min=0.001, callback=finite, help="With --dask: wait this long for a first worker, s."
+        ),
     ] = 60.0,
     dask_timeout: Annotated[
         float,
-        typer.Option(min=0.001, help="With --dask: the longest time without a run finishing, s."),
+        typer.Option(
+            min=0.001,
+            callback=finite,
+            help="With --dask: the longest time without a run finishing, s.",
+        ),
     ] = 600.0,
     dask_on_timeout: Annotated[
         Literal["stop", "wait"],

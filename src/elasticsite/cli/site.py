@@ -1,5 +1,6 @@
 """``elasticsite run|submit|queue|status|policies``: the configured site's manager,
-its batch queue and its state, and the policies it can run."""
+its batch queue and its state, and the policies it can run (``cancel`` and ``job``
+are in :mod:`elasticsite.cli.jobs`)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,17 @@ import typer
 from rich.table import Table
 
 from elasticsite import __version__
+from elasticsite.cli.cloud import last_errors
 from elasticsite.cli.common import (
     ConfigOpt,
     LogFormatOpt,
+    NonNegativeInt,
+    PositiveInt,
     announce,
     config_path,
     console,
     fail,
+    finite,
     open_configured_site,
     open_site_manager,
     state_errors,
@@ -119,9 +124,11 @@ def left_running(records: Iterable[WorkerRecord]) -> str:
 def submit(
     command: Annotated[list[str], typer.Argument(help="The job's command and arguments.")],
     config: ConfigOpt = None,
-    cores: Annotated[int, typer.Option(min=1)] = 1,
-    walltime: Annotated[float, typer.Option(min=1, help="Requested time limit, s.")] = 3600,
-    count: Annotated[int, typer.Option(min=1, help="Submit this many copies.")] = 1,
+    cores: Annotated[PositiveInt, typer.Option()] = 1,
+    walltime: Annotated[
+        float, typer.Option(min=1, callback=finite, help="Requested time limit, s.")
+    ] = 3600,
+    count: Annotated[PositiveInt, typer.Option(help="Submit this many copies.")] = 1,
     attr: Annotated[
         list[str] | None,
         typer.Option(
@@ -160,10 +167,11 @@ def queue(
     all_jobs: Annotated[bool, typer.Option("--all", help="Include finished jobs.")] = False,
 ) -> None:
     """Show the site's queued and running jobs (with --all, finished ones too on the
-    embedded site), in the order the batch system would start them."""
+    embedded site, a failed one with its exit code or signal and why), in the order the
+    batch system would start them."""
     from elasticsite.batch.base import BatchError
     from elasticsite.files import StateFileError
-    from elasticsite.model import JobState
+    from elasticsite.model import JobState, state_text
 
     site = open_configured_site(config)
     if all_jobs and not site.lists_finished_jobs:
@@ -179,10 +187,10 @@ def queue(
     for col in ("job", "state", "cores", "walltime", "node", "waited", "command"):
         t.add_column(col)
     for j in shown.jobs:
-        waited = (j.started_at or now) - j.submitted_at
+        waited = (j.started_at or j.finished_at or now) - j.submitted_at
         t.add_row(
             j.id,
-            j.state.value,
+            state_text(j),
             str(j.cores),
             f"{j.walltime:g}",
             j.node or "",
@@ -211,7 +219,7 @@ def _unservable(marks: list[tuple[str, str]], limit: int | None = None) -> None:
 @state_errors()
 def status(
     config: ConfigOpt = None,
-    events: Annotated[int, typer.Option(min=0, help="Show this many recent transitions.")] = 10,
+    events: Annotated[NonNegativeInt, typer.Option(help="Show this many recent transitions.")] = 10,
 ) -> None:
     """Show the manager's workers, their states and the queue, from the state database."""
     site = open_configured_site(config)
@@ -259,6 +267,8 @@ def status(
             continue
         why = f": {record.get('kind')}: {record.get('reason')}" if record.get("kind") else ""
         console.print(f"cloud {name}: {closed}{why}", highlight=False, soft_wrap=True)
+    for line in last_errors(state.cloud_errors, now):
+        console.print(line, highlight=False, soft_wrap=True)
     for line in money_lines(state.spending, site.config.policy.spend_cap_per_hour):
         console.print(line, highlight=False, soft_wrap=True)
     if state.counters:

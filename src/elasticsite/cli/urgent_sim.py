@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from elasticsite.cli.common import console, fail
+from elasticsite.cli.common import NonNegativeInt, PositiveInt, console, fail
 
 __all__ = ["simulate"]
 
@@ -20,10 +20,8 @@ def simulate(
         typer.Option("--policy", "-p", help=f"One of {', '.join(_POLICIES)}; repeat; all if none."),
     ] = None,
     nodes: Annotated[
-        int | None,
-        typer.Option(
-            min=1, help="Hosts of 8 cores and 16 GB. Default: the paper's.", show_default=False
-        ),
+        PositiveInt | None,
+        typer.Option(help="Hosts of 8 cores and 16 GB. Default: the paper's.", show_default=False),
     ] = None,
     fill: Annotated[
         str | None,
@@ -35,7 +33,7 @@ def simulate(
     ] = None,
     urgent: Annotated[str, typer.Option(help="Type of the urgent VMs.")] = "c1.xlarge",
     count: Annotated[
-        int, typer.Option(min=1, help="Urgent VMs asked for at once (one node each).")
+        PositiveInt, typer.Option(help="Urgent VMs asked for at once (one node each).")
     ] = 1,
     volunteers: Annotated[
         float,
@@ -44,16 +42,15 @@ def simulate(
         ),
     ] = 1.0,
     free_cores: Annotated[
-        int | None,
+        NonNegativeInt | None,
         typer.Option(
-            min=0,
             help="Cores the fill leaves free per host. Default: the paper's (migration: "
             "the urgent VM's cores less one target's; default: all).",
             show_default=False,
         ),
     ] = None,
     trials: Annotated[int, typer.Option(min=1, max=10_000)] = 25,
-    seed: int = 0,
+    seed: Annotated[NonNegativeInt, typer.Option()] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per policy.")] = False,
 ) -> None:
     """Replay urgent VMs on a finite cloud under each policy, next to paper 004's figures.

@@ -32,6 +32,7 @@ from elasticsite.clouds.local_registry import (
     cloud_db,
     process_alive,
     set_instance_state,
+    worker_log,
 )
 from elasticsite.clouds.local_spot import give_notice, pull_plug, reclaims
 from elasticsite.files import StateFileError, private_dir, private_opener, write_private
@@ -217,7 +218,7 @@ class LocalCloud:
         env["ELASTICSITE_USERDATA"] = str(userdata_path)
         env["ELASTICSITE_INSTANCE_ID"] = instance_id
         try:
-            with open(self.state_dir / "logs" / f"{name}.log", "ab", opener=private_opener) as out:
+            with open(worker_log(self.state_dir, name), "ab", opener=private_opener) as out:
                 proc = subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,

@@ -29,6 +29,7 @@ __all__ = [
     "cloud_db",
     "process_alive",
     "set_instance_state",
+    "worker_log",
 ]
 
 _SCHEMA = """
@@ -59,6 +60,12 @@ END
 """
 """Whoever moves an instance out of ``pending`` (its worker joining, a termination, a
 failure), its boot leaves the cloud's boot path then."""
+
+
+def worker_log(state_dir: Path, name: str, part: str = "") -> Path:
+    """The log of instance ``name``'s worker process (``logs/NAME.log``), or of one of
+    its parts (``logs/NAME.agent.log``, ``logs/NAME.slurmd.log``)."""
+    return state_dir / "logs" / (f"{name}.{part}.log" if part else f"{name}.log")
 
 
 class CloudStateError(CloudError, StateFileError):

@@ -114,8 +114,9 @@ class ContextConfig(Strict):
     )
     replace_on_rejoin: bool = Field(
         False,
-        description="a worker rejoining under its old name with the same SSH host key "
-        "replaces its old record (else an administrator removes that first)",
+        description="a worker rejoining under its old name with the same SSH host key, "
+        "proven by signing the broker's challenge, replaces its old record (else an "
+        "administrator removes that first)",
     )
 
     @field_validator("broker")
@@ -134,6 +135,13 @@ class ManagerConfig(Strict):
     # Durations, in seconds, bounded so that every wait and deadline stays computable.
     interval: float = Field(10.0, gt=0, le=HOUR)
     launch_threads: int = Field(10, ge=1, le=256)
+    describe_timeout: float | None = Field(
+        None,
+        gt=0,
+        le=HOUR,
+        description="seconds a step waits for the clouds' describes (default: the interval, "
+        "at least 5); a cloud that misses it is not sensed that step",
+    )
     stall_timeout: float = Field(600.0, gt=0, le=WEEK)
     heartbeat_timeout: float = Field(60.0, gt=0, le=DAY)
     max_attempts: int = Field(5, ge=1)

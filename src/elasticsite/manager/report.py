@@ -6,11 +6,11 @@ The loop fills one per step; logs, progress displays, the Prometheus metrics
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from elasticsite.core import Command
-from elasticsite.model import Decision, Transition
+from elasticsite.model import Decision, Transition, Worker
 from elasticsite.snapshot import SiteSnapshot
 from elasticsite.spend import Spent
 
@@ -50,3 +50,15 @@ class StepReport:
     called (None without a budget)."""
     unservable: Mapping[str, str] = field(default_factory=dict)
     """The queued jobs no cloud can run (job id -> why), as of the last decision."""
+    unsensed: list[str] = field(default_factory=list)
+    """Clouds not sensed this step (their describe failed or missed the deadline)."""
+
+    def tally(self, workers: Iterable[Worker]) -> None:
+        """Count ``workers`` by cloud and state (:attr:`worker_counts`) and by state
+        (:attr:`workers`)."""
+        by_state: dict[str, int] = {}
+        for w in workers:
+            key = (w.cloud, w.state.value)
+            self.worker_counts[key] = self.worker_counts.get(key, 0) + 1
+            by_state[key[1]] = by_state.get(key[1], 0) + 1
+        self.workers = by_state

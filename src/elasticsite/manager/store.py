@@ -164,6 +164,22 @@ class StateStore:
     def save_cloud_health(self, data: Mapping[str, object]) -> None:
         self.set_meta("cloud_health", json.dumps(data, sort_keys=True))
 
+    def cloud_errors(self) -> dict[str, dict[str, object]]:
+        """The last error of each cloud as the manager last saved it: ``at``, ``what``
+        (launch, terminate, describe), ``kind``, ``call`` (the API call), ``error``."""
+        try:
+            data = json.loads(self.get_meta("cloud_errors") or "{}")
+        except ValueError:
+            return {}
+        return (
+            {str(k): v for k, v in data.items() if isinstance(v, dict)}
+            if isinstance(data, dict)
+            else {}
+        )
+
+    def save_cloud_errors(self, data: Mapping[str, object]) -> None:
+        self.set_meta("cloud_errors", json.dumps(data, sort_keys=True))
+
     def held_jobs(self) -> list[Job]:
         """The queued jobs the manager holds (fair share), as it last saved them."""
         try:

@@ -3,6 +3,7 @@ or an empirical list sampled with replacement, drawn from a caller's seeded RNG.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,8 +26,8 @@ class Durations:
         need = {"constant": 1, "uniform": 2}.get(self.kind)
         if need is not None and len(self.values) != need:
             raise ValueError(f"a {self.kind} duration takes {need} value(s), got {self.values}")
-        if not self.values or any(v < 0 for v in self.values):
-            raise ValueError(f"durations must be non-negative seconds, got {self.values}")
+        if not self.values or not all(0 <= v < math.inf for v in self.values):  # nan too
+            raise ValueError(f"durations must be finite, non-negative seconds, got {self.values}")
         if self.kind == "uniform" and self.values[0] > self.values[1]:
             raise ValueError(f"uniform range must be low <= high, got {self.values}")
 

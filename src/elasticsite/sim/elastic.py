@@ -320,8 +320,8 @@ class ElasticRun:
                 self.ledger.add(bill(rec.worker, self._specs), self.sim.now)
             if rec.worker.joined_at is None:
                 self.wasted += 1
-        for command in plan.commands:
-            self._outcomes.append(self.runner.run(command))
+        for group in self.runner.batches(plan.commands):  # as the manager's pool runs them
+            self._outcomes.extend(self.runner.run_all(group))
 
 
 def simulate_elastic(
