@@ -23,6 +23,7 @@ policy; nothing is installed or started here.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import heapq
 import math
@@ -33,10 +34,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from elasticsite.batch.base import BatchError, JobRequest
 from elasticsite.batch.local import LocalBatch
 from elasticsite.urgent.batch_policies import elevate
+
+if TYPE_CHECKING:
+    from elasticsite.batch.slurm import SlurmBatch
 
 __all__ = [
     "URGENT_CORES",
@@ -153,11 +158,12 @@ def replay_embedded(
                     ours[jid], submitted[jid] = -1, t
                     waiting_urgent = jid
                     if policy != "default":
-                        done = elevate(batch, jid, URGENT_CORES, policy)
+                        done = elevate(batch, jid, URGENT_CORES, policy or "default")
                         run.preempted += len(done.preempted)
-                        run.lost_core_hours += sum(
-                            j.cores * (t - (j.started_at or t)) for j in done.preempted
-                        ) / 3600.0
+                        run.lost_core_hours += (
+                            sum(j.cores * (t - (j.started_at or t)) for j in done.preempted)
+                            / 3600.0
+                        )
                 next_trial = t + every
             else:  # a job's end, if that run of it was not preempted meanwhile
                 finished.append((ref, attempt, 0))
@@ -238,24 +244,35 @@ def slurm_delays(job_seconds: float = 3.0, timeout: float = 120.0) -> SlurmRun:
                 for _ in range(2 * node.cores)
             ]
             mine += fill
-            _wait(lambda: sum(j.id in fill for j in batch.snapshot().running) >= node.cores,
-                  timeout)  # fmt: skip
+            _wait(functools.partial(_started, batch, set(fill), node.cores), timeout)
             t0 = time.monotonic()
             urgent = batch.submit(JobRequest(["true"], 1, 60.0, user))
             mine.append(urgent)
             if policy != "default":
                 elevate(batch, urgent, 1, policy)
-            _wait(lambda: any(j.id == urgent for j in batch.snapshot().running)
-                  or urgent not in {j.id for j in batch.snapshot().queued}, timeout)  # fmt: skip
+            _wait(functools.partial(_left_queue, batch, urgent), timeout)
             out.delays[policy] = time.monotonic() - t0
-            _wait(lambda: not ({j.id for j in batch.snapshot().running + batch.snapshot().queued}
-                               & set(mine)), timeout)  # fmt: skip
+            _wait(functools.partial(_all_done, batch, set(mine)), timeout)
     except (BatchError, TimeoutError) as exc:
         out.why_not = f"Slurm here, but the measurement failed: {exc}"
     finally:
         if mine:
             subprocess.run(["scancel", *mine], capture_output=True, check=False, timeout=30)
     return out
+
+
+def _started(batch: SlurmBatch, ids: set[str], least: int) -> bool:
+    return sum(j.id in ids for j in batch.snapshot().running) >= least
+
+
+def _left_queue(batch: SlurmBatch, job: str) -> bool:
+    view = batch.snapshot()
+    return any(j.id == job for j in view.running) or job not in {j.id for j in view.queued}
+
+
+def _all_done(batch: SlurmBatch, ids: set[str]) -> bool:
+    view = batch.snapshot()
+    return not ({j.id for j in view.running + view.queued} & ids)
 
 
 def _wait(check: Callable[[], bool], timeout: float) -> None:
