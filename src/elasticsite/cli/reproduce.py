@@ -1,4 +1,5 @@
-"""``elasticsite reproduce paper000|paper002``: run a paper's experiments, check its claims.
+"""``elasticsite reproduce paper000|paper002|paper004``: run a paper's experiments, check
+its claims.
 
 Writes ``report.md`` (each published claim beside the measured result, marked *holds*,
 *does not hold* or *cannot be checked*, with the tables and plots) under ``--out`` and
@@ -24,13 +25,14 @@ __all__ = ["reproduce"]
 class Paper(StrEnum):
     paper000 = "paper000"
     paper002 = "paper002"
+    paper004 = "paper004"
 
 
 _STYLE = {"holds": "green", "does not hold": "red", "cannot be checked": "yellow"}
 
 
 def reproduce(
-    paper: Annotated[Paper, typer.Argument(help="paper000 (Figures 7-12) or paper002.")],
+    paper: Annotated[Paper, typer.Argument(help="paper000 (Figures 7-12), paper002 or paper004.")],
     quick: Annotated[
         bool, typer.Option("--quick", help="Fewer rounds and shorter workloads: under a minute.")
     ] = False,
@@ -38,7 +40,8 @@ def reproduce(
         Path | None,
         typer.Option(
             help="paper002: replay this SWF trace (e.g. SDSC-BLUE-2000-4.2-cln.swf.gz) for "
-            "Figures 4, 5 and Table 1, in two-month rounds.",
+            "Figures 4, 5 and Table 1, in two-month rounds; paper004: take the queue waits "
+            "from it (default: the shipped RICC excerpt).",
             show_default=False,
         ),
     ] = None,
@@ -51,10 +54,23 @@ def reproduce(
     workers: Annotated[
         PositiveInt | None, typer.Option(help="Worker processes. Default: CPU count.")
     ] = None,
+    slurm: Annotated[
+        bool,
+        typer.Option(
+            "--slurm",
+            help="paper004: also measure Table 3.8's order on the Slurm running here (submits "
+            "and cancels its own short jobs).",
+        ),
+    ] = False,
     progress: ProgressOpt = None,
 ) -> None:
     """Run a paper's experiments on the simulator and check each published claim."""
-    from elasticsite.reproduce import reproduce_paper000, reproduce_paper002, write_report
+    from elasticsite.reproduce import (
+        reproduce_paper000,
+        reproduce_paper002,
+        reproduce_paper004,
+        write_report,
+    )
     from elasticsite.sim.elastic import RunStatus, SimulationExploded
     from elasticsite.sim.specs import SpecError
 
@@ -75,6 +91,14 @@ def reproduce(
                 if trace is not None:
                     raise fail("--trace applies to paper002 only")
                 repro = reproduce_paper000(target, quick=quick, progress=say, status=status)
+            elif paper is Paper.paper004:
+                if trace is not None and not trace.is_file():
+                    raise fail(f"{trace}: no such trace file")
+                line.ticking(lambda: f"{part[0]}: {line.elapsed:,.0f} s")
+                repro = reproduce_paper004(
+                    target, quick=quick, trace=trace, slurm=slurm, workers=workers,
+                    progress=say,
+                )  # fmt: skip
             else:
                 if trace is not None and not trace.is_file():
                     raise fail(f"{trace}: no such trace file")
