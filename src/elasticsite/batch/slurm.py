@@ -446,5 +446,14 @@ def _create(options: SlurmOptions, site: SiteInfo) -> SlurmBatch:
     return SlurmBatch.from_options(options)
 
 
-plugin = BatchPlugin(SlurmOptions, _create, modes=("external", "power_save"))
+def _userdata(options: SlurmOptions, mode: str) -> dict[str, str]:
+    """How a worker joins: external mode adds dynamic nodes, power saving starts the
+    declared CLOUD nodes; either carries the elastic nodes' feature."""
+    return {
+        "slurm_node_mode": "cloud" if mode == "power_save" else "dynamic",
+        "slurm_feature": options.node_feature,
+    }
+
+
+plugin = BatchPlugin(SlurmOptions, _create, modes=("external", "power_save"), userdata=_userdata)
 """The ``slurm`` entry point of ``elasticsite.batch``: the only system with power saving."""
