@@ -328,9 +328,16 @@ def validate_options(
 ) -> OptionsT:
     """``raw`` validated into ``model``, for adapters built from a plain mapping.
 
-    Every problem is told on one line, ``LABEL option FIELD must be ..., got VALUE``
-    (several are joined by ``; ``), raised as ``error``.
+    Keys the model does not know are told first, ``unknown LABEL option(s) A, B; valid:
+    ...``; else every problem is told on one line, ``LABEL option FIELD must be ...,
+    got VALUE`` (several are joined by ``; ``), raised as ``error``.
     """
+    unknown = sorted(set(raw) - set(model.model_fields))
+    if unknown:
+        raise error(
+            f"unknown {label} option(s) {', '.join(map(str, unknown))}; "
+            f"valid: {', '.join(model.model_fields)}"
+        )
     try:
         return model.model_validate(dict(raw))
     except ValidationError as exc:

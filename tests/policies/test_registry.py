@@ -174,7 +174,7 @@ def test_plugin_disappears_with_its_distribution(plugin_dist, monkeypatch):
 def test_a_published_plugin_declares_its_options_and_capabilities(plugin_dist):
     (plugin_dist / "capped_policy.py").write_text(
         textwrap.dedent(
-            '''
+            """
             from elasticsite.model import Decision
             from elasticsite.plugins import PluginOptions, PolicyPlugin
 
@@ -185,7 +185,7 @@ def test_a_published_plugin_declares_its_options_and_capabilities(plugin_dist):
                 return Decision()
 
             plugin = PolicyPlugin(decide, Options, typed_nodes=True)
-            '''
+            """
         )
     )
     eps = next(plugin_dist.glob("*.dist-info")) / "entry_points.txt"
@@ -201,8 +201,13 @@ def test_a_published_plugin_declares_its_options_and_capabilities(plugin_dist):
             parse_config({"policy": {"name": "capped", "limit": "x"}, "clouds": [{"name": "a"}]})
         with pytest.raises(ConfigError, match=r"policy\.limitt: unknown setting"):
             parse_config({"policy": {"name": "capped", "limitt": 1}, "clouds": [{"name": "a"}]})
-        assert parse_config(
-            {"policy": {"name": "capped", "bursts_factor": 3}, "clouds": [{"name": "a"}]}
-        ).policy_settings().bursts_factor == 3
+        assert (
+            parse_config(
+                {"policy": {"name": "capped", "bursts_factor": 3}, "clouds": [{"name": "a"}]}
+            )
+            .policy_settings()
+            .bursts_factor
+            == 3
+        )
     finally:
         sys.modules.pop("capped_policy", None)
