@@ -150,6 +150,10 @@ class BatchPlugin(Generic[OptionsT]):
     """``(system, finished) -> (jobs, count per state)`` for a system that keeps every
     job it ran, finished ones included (the embedded one); None: the manager lists
     what one snapshot shows."""
+    cloud_partition: Callable[[OptionsT], str | None] | None = None
+    """``options -> the partition its cloud workers' nodes are in`` (None: the options
+    do not fix one), so a redirecting policy's target is checked against it when the
+    configuration is loaded; None: the system does not say."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,5 +54,9 @@ def _ledger(batch: BatchSystem, finished: bool) -> tuple[list[Job], dict[str, in
     return batch.jobs(None if finished else UNFINISHED), dict(batch.counts())
 
 
-plugin = BatchPlugin(LocalBatchOptions, _create, ledger=_ledger)
+def _cloud_partition(options: LocalBatchOptions) -> str:
+    return options.node_partition
+
+
+plugin = BatchPlugin(LocalBatchOptions, _create, ledger=_ledger, cloud_partition=_cloud_partition)
 """The ``local`` entry point of ``elasticsite.batch``."""

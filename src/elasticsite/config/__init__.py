@@ -98,7 +98,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
         config = SiteConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(explain(exc, source)) from None
-    from elasticsite import policies
+    from elasticsite import plugins, policies
 
     if policies.get(config.policy.name).redirects:
         settings = config.policy_settings()
@@ -111,11 +111,12 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
                 f"{source}: policy.provision: {settings.provision!r} redirects jobs "
                 "itself; name a provisioning policy (on_demand, bursts, core_demand ...)"
             )
-        partition = getattr(config.batch.options, "node_partition", None)
+        said = plugins.batch_systems.get(config.batch.type).cloud_partition
+        partition = None if said is None else said(config.batch.options)
         if partition is not None and partition != settings.redirect_to:
             raise ConfigError(
                 f"{source}: policy.redirect_to: {settings.redirect_to!r} is not the "
-                f"partition of the cloud workers' nodes (batch.node_partition = {partition!r}):"
+                f"partition of the cloud workers' nodes ({partition!r}, as [batch] sets it):"
                 " redirected jobs would never run; make them the same"
             )
     return config
