@@ -164,13 +164,17 @@ class PolicyPlugin(Generic[OptionsT]):
     ``redirects``: it moves queued jobs to the partition the cloud workers serve
     (``redirect_to``), so jobs elsewhere are not cloud demand. ``typed_nodes``: it
     launches a worker for one VM type's jobs, so each cloud node is declared for its
-    type. Calling the plug-in calls ``decide``.
+    type. ``preboot``: it keeps a pool the workload waits for. Calling the plug-in
+    calls ``decide``.
     """
 
     decide: Callable[[SiteSnapshot, PolicySettings], Decision]
     options: type[OptionsT] = PluginOptions  # type: ignore[assignment]
     redirects: bool = False
     typed_nodes: bool = False
+    preboot: Callable[[PolicySettings], int] | None = None
+    """``settings -> workers booted and joined before the first job is submitted`` (a
+    fixed pool's size); None: none."""
 
     def __call__(self, snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
         return self.decide(snapshot, settings)

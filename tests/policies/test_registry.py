@@ -57,6 +57,8 @@ def test_capabilities_and_options_are_declared_on_the_plugin():
     }
     assert set(get("on_demand").options.model_fields) == set()
     assert isinstance(get("bursts"), PolicyPlugin)
+    # the dedicated baseline's pool boots before the workload; no other built-in has one
+    assert get("dedicated").preboot is not None and get("bursts").preboot is None
 
 
 def test_unknown_policy_names_every_available_one():

@@ -92,9 +92,11 @@ class PolicySettings:
 
 
 def preboot_workers(policy: str, settings: PolicySettings) -> int:
-    """Workers booted and joined before the first job is submitted: the dedicated
-    baseline's pool (paper 000 launched its 10 VMs and joined them first); 0 otherwise."""
-    return settings.dedicated_workers if policy == "dedicated" else 0
+    """Workers booted and joined before the first job is submitted, as policy ``policy``
+    declares (the dedicated baseline's pool: paper 000 launched its 10 VMs and joined
+    them first); 0 for a policy that declares none."""
+    preboot = get(policy).preboot
+    return 0 if preboot is None else preboot(settings)
 
 
 _BOOTING = ("requested", "booting")
@@ -158,12 +160,13 @@ def register(
     options: type[PluginOptions] = PluginOptions,
     redirects: bool = False,
     typed_nodes: bool = False,
+    preboot: Callable[[PolicySettings], int] | None = None,
 ) -> Callable[[Decide], Decide]:
     """Decorator: make ``fn`` available as policy ``name``, with its options model and
     capabilities (see :class:`~elasticsite.plugins.PolicyPlugin`)."""
 
     def wrap(fn: Decide) -> Decide:
-        registry.add(name, PolicyPlugin(fn, options, redirects, typed_nodes))
+        registry.add(name, PolicyPlugin(fn, options, redirects, typed_nodes, preboot))
         if options is not PluginOptions and options not in _BUILTIN_OPTIONS:
             _BUILTIN_OPTIONS.append(options)
         return fn

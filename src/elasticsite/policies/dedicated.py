@@ -17,7 +17,11 @@ class DedicatedOptions(PluginOptions):
     dedicated_workers: int = Field(10, ge=0)
 
 
-@register("dedicated", options=DedicatedOptions)
+def _pool(settings: PolicySettings) -> int:
+    return settings.dedicated_workers
+
+
+@register("dedicated", options=DedicatedOptions, preboot=_pool)
 def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     cen = census(snapshot)
     target = settings.dedicated_workers
