@@ -211,6 +211,19 @@ def test_a_cloud_serves_the_jobs_its_selector_names() -> None:
         parse_config({"clouds": [{"name": "c", "serves": {"Partition": ["x"]}}]})
 
 
+def test_a_policys_options_may_also_go_in_their_own_table() -> None:
+    table = parse_config({"policy": {"name": "dedicated", "options": {"dedicated_workers": 4}},
+                          "clouds": [{"name": "a"}]})  # fmt: skip
+    assert table.policy_settings().dedicated_workers == 4
+    with pytest.raises(ConfigError, match=r"dedicated_workers: given both in \[policy\] and"):
+        parse_config({"policy": {"dedicated_workers": 1, "options": {"dedicated_workers": 4}},
+                      "clouds": [{"name": "a"}]})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"policy\.dedicated_workers: .*greater than or equal"):
+        parse_config({"policy": {"dedicated_workers": -1}, "clouds": [{"name": "a"}]})
+    with pytest.raises(ConfigError, match=r"policy\.burst_factor: unknown setting"):
+        parse_config({"policy": {"burst_factor": 2}, "clouds": [{"name": "a"}]})
+
+
 def test_selective_categories_and_thresholds_are_checked_at_load() -> None:
     policy = {"name": "selective", "params": {
         "selective_categories": {"runtime_cuts": [1800, 7200], "width_cuts": [4]},

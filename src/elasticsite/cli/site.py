@@ -321,9 +321,9 @@ def list_policies() -> None:
     from elasticsite import policies
 
     for name in policies.available():
-        fn = policies.get(name)
+        fn = policies.get(name).decide
         # a module holding several policies describes each on its function
         module_doc = sys.modules[fn.__module__].__doc__
-        own = fn.__doc__ if getattr(fn, "redirects", False) else None
+        own = fn.__doc__ if policies.get(name).redirects else None
         doc = (own or module_doc or fn.__doc__ or "").strip().splitlines()
         console.print(f"[bold]{name}[/]: {doc[0] if doc else ''}", highlight=False, soft_wrap=True)

@@ -22,14 +22,8 @@ from pydantic import Field, ValidationError, model_validator
 from elasticsite.clouds.bootstrap import BootstrapConfig
 from elasticsite.config.advisor import AdvisorConfig, AdvisorRepository, AdvisorResource
 from elasticsite.config.common import ConfigError, Strict, explain
-from elasticsite.config.plugged import BatchConfig, CloudConfig, VMTypeConfig
-from elasticsite.config.sections import (
-    BudgetConfig,
-    ContextConfig,
-    ManagerConfig,
-    PolicyConfig,
-    SiteSection,
-)
+from elasticsite.config.plugged import BatchConfig, CloudConfig, PolicyConfig, VMTypeConfig
+from elasticsite.config.sections import BudgetConfig, ContextConfig, ManagerConfig, SiteSection
 from elasticsite.config.urgent import UrgentConfig
 from elasticsite.model import CloudSpec
 from elasticsite.policies.base import PolicySettings
@@ -91,25 +85,8 @@ class SiteConfig(Strict):
         return p if p.is_absolute() or base is None else base / p
 
     def policy_settings(self) -> PolicySettings:
-        p = self.policy
-        return PolicySettings(
-            steady_up_factor=p.steady_up_factor,
-            steady_down_factor=p.steady_down_factor,
-            steady_min_workers=p.steady_min_workers,
-            bursts_factor=p.bursts_factor,
-            dedicated_workers=p.dedicated_workers,
-            spend_cap_per_hour=p.spend_cap_per_hour,
-            urgent_extra_instances=p.urgent_extra_instances,
-            urgent_extra_spend_per_hour=p.urgent_extra_spend_per_hour,
-            budget=None if p.budget is None else p.budget.budget(),
-            cloud_rule=p.cloud_rule,
-            billing_margin=p.billing_margin,
-            redirect_to=p.redirect_to,
-            provision=p.provision,
-            rebalance=p.rebalance,
-            stall_timeout=self.manager.stall_timeout,
-            params=dict(p.params),
-        )
+        """What the policy decides with: ``[policy]`` and the manager's stall timeout."""
+        return self.policy.settings(stall_timeout=self.manager.stall_timeout)
 
     def cloud_specs(self) -> list[CloudSpec]:
         return [c.spec() for c in self.clouds]
@@ -121,27 +98,25 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
         config = SiteConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(explain(exc, source)) from None
-    from elasticsite import policies
+    from elasticsite import plugins, policies
 
-    try:
-        chosen = policies.get(config.policy.name)
-    except policies.UnknownPolicy as exc:
-        raise ConfigError(f"{source}: policy.name: {exc}") from None
-    if getattr(chosen, "redirects", False):
+    if policies.get(config.policy.name).redirects:
+        settings = config.policy_settings()
         try:
-            provision = policies.get(config.policy.provision)
+            provision = policies.get(settings.provision)
         except policies.UnknownPolicy as exc:
             raise ConfigError(f"{source}: policy.provision: {exc}") from None
-        if getattr(provision, "redirects", False):
+        if provision.redirects:
             raise ConfigError(
-                f"{source}: policy.provision: {config.policy.provision!r} redirects jobs "
+                f"{source}: policy.provision: {settings.provision!r} redirects jobs "
                 "itself; name a provisioning policy (on_demand, bursts, core_demand ...)"
             )
-        partition = getattr(config.batch.options, "node_partition", None)
-        if partition is not None and partition != config.policy.redirect_to:
+        said = plugins.batch_systems.get(config.batch.type).cloud_partition
+        partition = None if said is None else said(config.batch.options)
+        if partition is not None and partition != settings.redirect_to:
             raise ConfigError(
-                f"{source}: policy.redirect_to: {config.policy.redirect_to!r} is not the "
-                f"partition of the cloud workers' nodes (batch.node_partition = {partition!r}):"
+                f"{source}: policy.redirect_to: {settings.redirect_to!r} is not the "
+                f"partition of the cloud workers' nodes ({partition!r}, as [batch] sets it):"
                 " redirected jobs would never run; make them the same"
             )
     return config

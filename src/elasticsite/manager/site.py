@@ -25,10 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from elasticsite import plugins, policies
 from elasticsite.batch.base import BatchError, BatchSystem, BatchView, JobDetail
-from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import CloudDriver
-from elasticsite.clouds.local import LocalCloud
-from elasticsite.clouds.local_registry import worker_log
 from elasticsite.config import CloudConfig, ConfigError, SiteConfig
 from elasticsite.files import StateFileError, private_dir
 from elasticsite.manager.loop import Manager
@@ -104,20 +101,15 @@ class Site:
     def userdata(self) -> dict[str, str]:
         """What every worker is told at launch about joining the batch system."""
         batch = self.config.batch
-        if batch.type != "slurm":
-            return {"batch": batch.type}
-        return {
-            "batch": "slurm",
-            # External mode adds dynamic nodes; power saving starts declared CLOUD nodes.
-            "slurm_node_mode": "cloud" if batch.mode == "power_save" else "dynamic",
-            "slurm_feature": str(getattr(self.batch, "node_feature", "elastic")),
-        }
+        told = plugins.batch_systems.get(batch.type).userdata
+        more = {} if told is None else told(batch.options, batch.mode)
+        return {"batch": batch.type, **more}
 
     @property
     def lists_finished_jobs(self) -> bool:
-        """Whether :meth:`queue` can list finished jobs: only the embedded batch system
-        keeps them; others are asked through their own tools."""
-        return isinstance(self.batch, LocalBatch)
+        """Whether :meth:`queue` can list finished jobs: only a batch system that keeps
+        them (the embedded one); others are asked through their own tools."""
+        return plugins.batch_systems.get(self.config.batch.type).ledger is not None
 
     def queue(self, *, finished: bool = False) -> QueueView:
         """The queued and running jobs (with ``finished``, every job), and the count per
@@ -128,9 +120,9 @@ class Site:
         ``finished`` where :attr:`lists_finished_jobs` is false.
         """
         marks = {job: why for job, (why, _) in self.store.unservable().items()}
-        if isinstance(self.batch, LocalBatch):
-            jobs = self.batch.jobs(None if finished else UNFINISHED)
-            return QueueView(jobs, dict(self.batch.counts()), marks)
+        ledger = plugins.batch_systems.get(self.config.batch.type).ledger
+        if ledger is not None:
+            return QueueView(*ledger(self.batch, finished), marks)
         if finished:
             raise ValueError(f"the {self.config.batch.type} batch system keeps no finished jobs")
         view = self.batch.snapshot()
@@ -181,8 +173,10 @@ class Site:
         if record is None:
             return job
         log_path = job.worker_log
-        if not log_path and isinstance(self.clouds.get(record.worker.cloud), LocalCloud):
-            log_path = str(worker_log(self.state_dir, record.worker.id))
+        cloud = next((c for c in self.config.clouds if c.name == record.worker.cloud), None)
+        kept = None if cloud is None else plugins.clouds.get(cloud.driver).worker_log
+        if not log_path and kept is not None:
+            log_path = str(kept(self.state_dir, record.worker.id))
         return dataclasses.replace(job, worker=record.worker.id, worker_log=log_path)
 
     def cancel(self, job_id: str) -> Cancelled:
@@ -195,8 +189,9 @@ class Site:
 
     def _count_jobs(self) -> dict[str, int]:
         """Jobs per state, counted as :meth:`queue` counts them."""
-        if isinstance(self.batch, LocalBatch):
-            return dict(self.batch.counts())
+        ledger = plugins.batch_systems.get(self.config.batch.type).ledger
+        if ledger is not None:
+            return ledger(self.batch, False)[1]
         return _snapshot_counts(self.batch.snapshot())
 
     def manager(self, **kwargs: Any) -> Manager:
@@ -214,8 +209,9 @@ class Site:
                 self.config.context,
                 self.store,
                 self.config.manager.site_id,
-                # The local cloud's instances publish addresses in 127.0.0.0/8.
-                loopback_workers=any(c.driver == "local" for c in self.config.clouds),
+                loopback_workers=any(
+                    plugins.clouds.get(c.driver).loopback for c in self.config.clouds
+                ),
             )
             try:
                 userdata.update(context.ensure())
@@ -270,10 +266,6 @@ class Site:
             currency=self.config.site.currency,
             **kwargs,
         )
-
-
-UNFINISHED = (JobState.QUEUED, JobState.HELD, JobState.REQUEUED, JobState.RUNNING)
-"""What ``queue`` lists without ``finished``: every job still to run or running."""
 
 
 def _snapshot_counts(view: BatchView) -> dict[str, int]:
