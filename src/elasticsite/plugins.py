@@ -15,7 +15,9 @@ with entry points::
 A plug-in's module is imported only when a configuration names it (as Libcloud's
 provider registry does), so a site that uses Slurm never imports the HTCondor
 bindings. Options are validated when the configuration is loaded: extra keys are
-refused, numbers must be finite, and a bad value is one line naming its field.
+refused, numbers must be finite, and a bad value is one line naming its field. A file
+or directory an option names (:data:`FilePath`) is taken relative to the directory of
+the configuration file that names it, wherever the command runs.
 """
 
 from __future__ import annotations
@@ -25,9 +27,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+)
 
 if TYPE_CHECKING:
     from elasticsite.batch.base import BatchSystem
@@ -38,6 +47,7 @@ if TYPE_CHECKING:
     from elasticsite.snapshot import SiteSnapshot
 
 __all__ = [
+    "BASE_DIR",
     "BATCH_GROUP",
     "CLOUD_GROUP",
     "DEFAULT_BATCH_SYSTEM",
@@ -45,6 +55,7 @@ __all__ = [
     "POLICY_GROUP",
     "BatchPlugin",
     "CloudPlugin",
+    "FilePath",
     "PluginOptions",
     "PolicyPlugin",
     "Registry",
@@ -300,6 +311,25 @@ def number(what: str, low: float = -math.inf, high: float = math.inf, *, text: b
         return float(value)
 
     return BeforeValidator(check)
+
+
+BASE_DIR = "base_dir"
+"""The validation context's key for the directory relative paths are taken from: the
+configuration file's (:func:`elasticsite.config.load_config` sets it)."""
+
+
+def _from_base(value: str, info: ValidationInfo) -> str:
+    path = Path(value).expanduser()
+    base = (info.context or {}).get(BASE_DIR)
+    if path.is_absolute() or base is None:
+        return str(path)
+    return str(Path(base) / path)
+
+
+FilePath = Annotated[str, AfterValidator(_from_base)]
+"""A file or directory a configuration names: ``~`` expanded, and a relative path taken
+from the configuration file's directory (not from wherever a command runs), so every
+command, service and hook finds the same file."""
 
 
 def integer(what: str = "an integer") -> Any:

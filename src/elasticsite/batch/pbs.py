@@ -78,7 +78,7 @@ from elasticsite.batch.pbs_output import (
     time_zone,
 )
 from elasticsite.model import JobState, state_text
-from elasticsite.plugins import BatchPlugin, PluginOptions, number, validate_options
+from elasticsite.plugins import BatchPlugin, FilePath, PluginOptions, number, validate_options
 
 if TYPE_CHECKING:
     from elasticsite.plugins import SiteInfo
@@ -130,7 +130,7 @@ class PbsOptions(PluginOptions):
     timezone: str = "UTC"
     default_walltime: Annotated[float, number("seconds", text=True)] = Field(3600.0, gt=0)
     job_name: str = "elasticsite"
-    script_dir: str | None = None
+    script_dir: FilePath | None = None
 
     @field_validator("flavour")
     @classmethod

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
+from rich.text import Text
 
 from elasticsite.cli.common import PositiveInt, console, fail
 from elasticsite.cli.status import ProgressOpt, StatusLine
@@ -79,7 +79,7 @@ def reproduce(
 
     def say(text: str) -> None:
         line.clear()
-        console.print(f"[dim]{escape(text)}[/]")
+        console.print(Text(text, style="dim"))
         part[0] = text.split(":")[0]
 
     def status(s: RunStatus) -> None:
@@ -112,12 +112,13 @@ def reproduce(
             hint = ""
             if trace is not None and "cannot run" in str(exc):
                 hint = " (a job wider than the 144-node site: check --procs-per-unit)"
-            raise fail(escape(f"{exc}{hint}")) from None
+            raise fail(f"{exc}{hint}") from None
     report = write_report(repro, target)
     for claim in repro.claims:
         style = _STYLE.get(claim.verdict.value, "")
         console.print(
-            f"[{style}]{claim.verdict.value:>17}[/]  {escape(claim.key)}: {escape(claim.measured)}",
+            Text.assemble((f"{claim.verdict.value:>17}", style), f"  {claim.key}: ")
+            + claim.measured,
             highlight=False,
         )
     counts = repro.verdicts()

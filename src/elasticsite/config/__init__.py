@@ -5,6 +5,10 @@ A bad file never starts a half-configured manager: :func:`load_config` raises
 
     examples/local.toml: clouds[0].max_instances: must be >= 0 (got -3)
 
+A file or directory the configuration names (``state_dir``, a key, a certificate, a
+credentials file) is taken relative to the configuration file's directory, whatever
+directory a command runs in (:data:`elasticsite.plugins.FilePath`).
+
 A cloud's ``driver`` and the ``[batch] type`` name plug-ins (:mod:`elasticsite.plugins`);
 their ``options`` are checked here too, by each plug-in's own model, e.g.::
 
@@ -26,6 +30,7 @@ from elasticsite.config.plugged import BatchConfig, CloudConfig, PolicyConfig, V
 from elasticsite.config.sections import BudgetConfig, ContextConfig, ManagerConfig, SiteSection
 from elasticsite.config.urgent import UrgentConfig
 from elasticsite.model import CloudSpec
+from elasticsite.plugins import BASE_DIR
 from elasticsite.policies.base import PolicySettings
 
 __all__ = [
@@ -66,6 +71,15 @@ class SiteConfig(Strict):
     urgent: UrgentConfig | None = None
     """The urgent services this site's submit path asks (``docs/urgent.md``)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _manager(cls, data: Any) -> Any:
+        """A file without ``[manager]`` gets one validated like any other, so its default
+        ``state_dir`` is taken from the file's directory too."""
+        if isinstance(data, dict) and "manager" not in data:
+            return {**data, "manager": {}}
+        return data
+
     @model_validator(mode="after")
     def _unique(self) -> SiteConfig:
         seen: set[str] = set()
@@ -74,6 +88,7 @@ class SiteConfig(Strict):
                 raise ValueError(f"two clouds are named {c.name!r}; names must be unique")
             seen.add(c.name)
         if self.batch.mode == "power_save" and not Path(self.manager.state_dir).is_absolute():
+            # Only without a file to take it from: slurmctld runs the hooks elsewhere.
             raise ValueError(
                 "manager.state_dir must be an absolute path when batch.mode is 'power_save' "
                 f"(slurmctld runs the hooks from its own directory; got {self.manager.state_dir!r})"
@@ -81,6 +96,8 @@ class SiteConfig(Strict):
         return self
 
     def state_dir(self, base: Path | None = None) -> Path:
+        """The state directory: as loaded from a file, absolute already; else relative
+        to ``base`` (when given)."""
         p = Path(self.manager.state_dir).expanduser()
         return p if p.is_absolute() or base is None else base / p
 
@@ -92,10 +109,14 @@ class SiteConfig(Strict):
         return [c.spec() for c in self.clouds]
 
 
-def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
-    """Validate already-parsed TOML data."""
+def parse_config(
+    data: dict[str, Any], source: str = "<config>", base_dir: Path | None = None
+) -> SiteConfig:
+    """Validate already-parsed TOML data; relative paths in it are taken from
+    ``base_dir`` when given (else left relative, to whatever directory uses them)."""
+    context = {BASE_DIR: base_dir} if base_dir is not None else None
     try:
-        config = SiteConfig.model_validate(data)
+        config = SiteConfig.model_validate(data, context=context)
     except ValidationError as exc:
         raise ConfigError(explain(exc, source)) from None
     from elasticsite import plugins, policies
@@ -123,7 +144,8 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
 
 
 def load_config(path: str | Path) -> SiteConfig:
-    """Read and validate a TOML site configuration."""
+    """Read and validate a TOML site configuration; the paths it names are taken from
+    its directory."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -133,4 +155,4 @@ def load_config(path: str | Path) -> SiteConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, str(path))
+    return parse_config(data, str(path), path.absolute().parent)

@@ -137,7 +137,7 @@ class CloudConfig(Strict):
         if driver is None:  # the driver is reported instead
             return PluginOptions()
         model = plugins.clouds.get(driver).options
-        return _plugin_options(model, v, {"cloud": dict(info.data)})
+        return _plugin_options(model, v, {**(info.context or {}), "cloud": dict(info.data)})
 
     def spec(self) -> CloudSpec:
         return CloudSpec(
@@ -210,7 +210,7 @@ class BatchConfig(Strict):
         if kind is None:  # the type is reported instead
             return PluginOptions()
         model = plugins.batch_systems.get(kind).options
-        return _plugin_options(model, v, {"batch": dict(info.data)})
+        return _plugin_options(model, v, {**(info.context or {}), "batch": dict(info.data)})
 
 
 class PolicyConfig(Strict):

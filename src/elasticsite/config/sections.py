@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from elasticsite.config.common import DAY, HOUR, WEEK, Strict
+from elasticsite.plugins import FilePath
 from elasticsite.spend import Budget, Period
 
 __all__ = ["BudgetConfig", "ContextConfig", "ManagerConfig", "SiteSection"]
@@ -58,10 +59,12 @@ class ContextConfig(Strict):
     """
 
     broker: str = Field(description="base URL, e.g. https://head:8443")
-    token_file: str | None = Field(
+    token_file: FilePath | None = Field(
         None, description="file holding the broker's admin token; default $ELASTICSITE_BROKER_TOKEN"
     )
-    ca: str | None = Field(None, description="PEM file the broker's certificate is checked against")
+    ca: FilePath | None = Field(
+        None, description="PEM file the broker's certificate is checked against"
+    )
     name: str | None = Field(None, description="context name; default: the site id")
     reserved: list[str] = Field(
         default_factory=list,
@@ -87,7 +90,8 @@ class ManagerConfig(Strict):
     """The decision loop itself."""
 
     site_id: str = "elasticsite"
-    state_dir: str = "elasticsite-state"
+    state_dir: FilePath = Field("elasticsite-state", validate_default=True)
+    """Relative: to the configuration file's directory, like every path it names."""
     # Durations, in seconds, bounded so that every wait and deadline stays computable.
     interval: float = Field(10.0, gt=0, le=HOUR)
     launch_threads: int = Field(10, ge=1, le=256)

@@ -4,7 +4,9 @@ The batch system and each cloud driver are plug-ins found by name
 (:mod:`elasticsite.plugins`), built from the options the configuration validated. The
 state directory is created for its owner alone (it holds the broker context's secret).
 What a plug-in refuses as it starts becomes one :class:`ConfigError`; a state file that
-cannot be used raises :class:`~elasticsite.files.StateFileError`.
+cannot be used raises :class:`~elasticsite.files.StateFileError`. Opened to be read
+(``create=False``, what ``status``, ``queue``, ``job`` and ``cancel`` do), a site
+creates nothing: with no state yet, :class:`NoSiteState` says where it looked.
 
 A :class:`Site` also answers what the command line shows of it (:meth:`Site.queue`,
 :meth:`Site.status`, :meth:`Site.job`) and cancels jobs (:meth:`Site.cancel`),
@@ -38,9 +40,26 @@ if TYPE_CHECKING:
     from elasticsite.manager.store import WorkerRecord
     from elasticsite.model import Job, Transition
 
-__all__ = ["Cancelled", "QueueView", "Site", "SiteStatus", "open_site", "request_power"]
+__all__ = [
+    "Cancelled",
+    "NoSiteState",
+    "QueueView",
+    "Site",
+    "SiteStatus",
+    "open_site",
+    "request_power",
+]
 
 log = logging.getLogger(__name__)
+
+
+class NoSiteState(LookupError):
+    """The site has no state where its configuration puts it: its manager never ran
+    there and no job was submitted. ``state_dir`` is where it looked."""
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(f"no site state at {state_dir}")
+        self.state_dir = state_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,22 +317,44 @@ def _batch(config: SiteConfig, site: plugins.SiteInfo) -> BatchSystem:
     return batch
 
 
-def open_site(config: SiteConfig, base_dir: Path | None = None) -> Site:
-    """Open (creating if needed) the state directory and every part of the site."""
-    state_dir = private_dir(config.state_dir(base_dir).resolve())
+def _missing(path: Path) -> bool:
+    """Whether ``path`` is not there; one that cannot be looked at (a directory without
+    rights) is there, and opening it says why it cannot be used."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def open_site(config: SiteConfig, base_dir: Path | None = None, *, create: bool = True) -> Site:
+    """Open (creating if needed) the state directory and every part of the site.
+
+    Without ``create``, to read the site and act on its jobs: nothing is created, and
+    no cloud driver is built (``clouds`` is empty); a site with no state store raises
+    :class:`NoSiteState`, and on the embedded batch system one with no queue file too.
+    """
+    state_dir = config.state_dir(base_dir).resolve()
     batch_path = Path(config.batch.path)
     if not batch_path.is_absolute():
         batch_path = state_dir / batch_path
+    if create:
+        private_dir(state_dir)
+    elif _missing(state_dir / "manager.db") or (
+        config.batch.type == "local" and _missing(batch_path)
+    ):
+        raise NoSiteState(state_dir)
     site = plugins.SiteInfo(config.manager.site_id, state_dir, batch_path, config)
     batch = _batch(config, site)
-    clouds = {cfg.name: _cloud(cfg, site) for cfg in config.clouds}
+    clouds = {cfg.name: _cloud(cfg, site) for cfg in config.clouds} if create else {}
     store = StateStore(state_dir / "manager.db")
     return Site(config, state_dir, batch, clouds, store)
 
 
 def request_power(
     config: SiteConfig,
-    base_dir: Path,
     action: str,
     nodes: Sequence[str],
     *,
@@ -329,9 +370,7 @@ def request_power(
     but the state directory and store (slurmctld waits on this). Raises
     :class:`~elasticsite.files.StateFileError` when either cannot be used.
     """
-    # Absolute in power_save mode (the configuration insists); else next to the config.
-    state_dir = config.state_dir(base_dir)
-    private_dir(state_dir)
+    state_dir = private_dir(config.state_dir())  # absolute, as loaded from its file
     if config.batch.mode == "power_save":
         store = StateStore(state_dir / "manager.db")
         try:
