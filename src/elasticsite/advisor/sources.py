@@ -17,7 +17,7 @@ can look up):
   The resource is the job's partition; ``qos_policies`` maps a QOS (``urgent``) to the
   advisor policy its jobs ran under (``next_to_run``); others are ``default``.
 - **SWF** (:func:`read_swf_waits`): the queue waits of a Parallel Workloads Archive
-  trace, read with :mod:`elasticsite.sim.swf`. Processors become nodes through the
+  trace, read with :mod:`elasticsite.traces.swf`. Processors become nodes through the
   header's ``MaxProcs``/``MaxNodes`` when it gives both; each queue is its own resource.
 """
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from elasticsite.advisor.history import Observation
-from elasticsite.sim.swf import CleaningRules, SWFError, SWFReader
+from elasticsite.traces.swf import CleaningRules, SWFError, SWFReader
 
 __all__ = [
     "CSV_COLUMNS",
