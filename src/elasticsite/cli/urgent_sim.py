@@ -42,9 +42,9 @@ def simulate(
     simulation adds is which VMs each policy hits and what that costs their owners.
     Migration needs room elsewhere: with ``--free-cores 0`` it falls back to waiting.
     """
+    from elasticsite.clouds.capacity import CloudPolicy
+    from elasticsite.clouds.capacity_delays import reference
     from elasticsite.sim.urgent_cloud import Scenario, summarize
-    from elasticsite.urgent.capacity import CloudPolicy
-    from elasticsite.urgent.cloud_delays import reference
 
     chosen = policy or list(_POLICIES)
     rows = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from elasticsite.urgent.capacity import CloudPolicy
+from elasticsite.clouds.capacity import CloudPolicy
 
 __all__ = [
     "MIGRATION_UNAVAILABLE",
