@@ -55,7 +55,7 @@ def drill(
     import shlex
 
     from elasticsite.advisor.history import HistoryStore, store_path
-    from elasticsite.urgent.batch_policies import BATCH_POLICIES
+    from elasticsite.batch.urgency import BATCH_POLICIES
     from elasticsite.urgent.drill import drill as run_drill
 
     site = open_configured_site(config)
