@@ -37,12 +37,12 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from elasticsite.dashboard.routes import PAGE_HEADERS, read_form
 from elasticsite.urgent.principals import key_digest
 from elasticsite.urgent.refusals import principal_subject, source_subject, token_subject
 from elasticsite.urgent.routes import UrgentService, client_host, refused
 from elasticsite.urgent.store import HELD_BACK, RATE_LIMITED
 from elasticsite.urgent.tokens import TokenState, check_identities
+from elasticsite.web.pages import PAGE_HEADERS, read_form
 
 __all__ = ["PORTAL", "Portal", "Visitor", "install"]
 
