@@ -27,7 +27,7 @@ from elasticsite import core, policies
 from elasticsite.batch.urgency import URGENT_PRIORITY
 from elasticsite.clouds.base import WORKER_TAG, Instance
 from elasticsite.core import CoreConfig, CoreState, Outcome, Plan
-from elasticsite.manager.commands import CommandRunner
+from elasticsite.core.runner import CommandRunner
 from elasticsite.metrics import WorkloadMetrics, workload_metrics
 from elasticsite.model import Decision, Job, Transition, Worker, WorkerState
 from elasticsite.sim.batch import SimBatch
