@@ -1,6 +1,6 @@
 """Reading history for the advisor: CSV files, ``sacct --json`` output and SWF traces.
 
-Each reader yields :class:`~elasticsite.advisor.history.Observation` objects and stops
+Each reader yields :class:`~elasticsite.history.observations.Observation` objects and stops
 at the first thing it cannot read with one :class:`SourceError`, ``FILE:LINE: what``
 (``FILE: jobs[3] (job 1234): what`` in JSON, where a job, not a line, is what a person
 can look up):
@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from elasticsite.advisor.history import Observation
+from elasticsite.history.observations import Observation
 from elasticsite.traces.swf import CleaningRules, SWFError, SWFReader
 
 __all__ = [

@@ -3,8 +3,8 @@
 ``/dashboard`` (the site at a glance), ``/dashboard/live`` (its changing part, which the
 page fetches every few seconds: no reload, no JavaScript framework), ``/dashboard/workers``
 (every unfinished worker). They read the manager's state store read-only
-(:class:`~.history.HistoryReader`), so they work as well while the manager is stopped,
-saying how old what they show is.
+(:class:`~elasticsite.history.samples.HistoryReader`), so they work as well while the
+manager is stopped, saying how old what they show is.
 
 Who may look: the holder of the broker's admin token. A browser signs in once with it
 at ``/dashboard/login`` and gets a session cookie (random, 12 hours, HttpOnly,
@@ -30,8 +30,8 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from elasticsite.dashboard.history import HistoryReader
 from elasticsite.dashboard.views import STATES, age_text, overview
+from elasticsite.history.samples import HistoryReader
 from elasticsite.spend import utc
 from elasticsite.web.pages import PAGE_HEADERS, read_form
 

@@ -50,7 +50,7 @@ from elasticsite.model import CloudSpec, Decision, Job
 from elasticsite.policies import Policy, PolicySettings, evaluate
 
 if TYPE_CHECKING:
-    from elasticsite.advisor.recorder import Recorder
+    from elasticsite.history.recorder import Recorder
     from elasticsite.manager.context_link import ContextLink
     from elasticsite.manager.exporter import ManagerMetrics
 

@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 
-from elasticsite.advisor.history import Observation
 from elasticsite.batch.base import BatchError, BatchSystem, JobRequest
 from elasticsite.batch.urgency import BATCH_POLICIES, elevate
+from elasticsite.history.observations import Observation
 
 __all__ = ["DrillResult", "drill"]
 
