@@ -24,9 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from elasticsite import core, policies
+from elasticsite.batch.urgency import URGENT_PRIORITY
 from elasticsite.clouds.base import WORKER_TAG, Instance
 from elasticsite.core import CoreConfig, CoreState, Outcome, Plan
-from elasticsite.manager.commands import CommandRunner
+from elasticsite.core.runner import CommandRunner
 from elasticsite.metrics import WorkloadMetrics, workload_metrics
 from elasticsite.model import Decision, Job, Transition, Worker, WorkerState
 from elasticsite.sim.batch import SimBatch
@@ -40,7 +41,6 @@ from elasticsite.sim.watch import (
     exploded_workers,
 )
 from elasticsite.spend import Ledger, bill
-from elasticsite.urgent.batch_policies import URGENT_PRIORITY
 
 __all__ = [
     "SIM_SITE",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from elasticsite.batch.base import BatchError, BatchSystem, UnknownJob
 from elasticsite.clouds.base import (
@@ -41,12 +41,16 @@ from elasticsite.core import (
 )
 from elasticsite.model import CloudSpec
 
-if TYPE_CHECKING:
-    from elasticsite.manager.context_link import ContextLink
-
-__all__ = ["CommandRunner"]
+__all__ = ["CommandRunner", "Departures"]
 
 log = logging.getLogger(__name__)
+
+
+class Departures(Protocol):
+    """Where a node that left is told to the broker (the manager's broker link)."""
+
+    def send(self, host: str) -> None:
+        """Tell the broker ``host`` left; raises when the broker cannot be told."""
 
 
 class CommandRunner:
@@ -61,7 +65,7 @@ class CommandRunner:
         site_id: str,
         userdata: Mapping[str, str],
         clock: Callable[[], float],
-        context: ContextLink | None = None,
+        context: Departures | None = None,
     ) -> None:
         self.batch = batch
         self.clouds = clouds
@@ -168,10 +172,8 @@ class CommandRunner:
         return found[0].id if found else None
 
     def _forget(self, host: str) -> None:
-        from elasticsite.context.client import ContextError
-
         assert self.context is not None
         try:
             self.context.send(host)
-        except ContextError as exc:
+        except Exception as exc:  # the broker's refusal or silence: an outcome like a cloud's
             raise CloudError(f"broker: {exc}") from exc
