@@ -20,6 +20,7 @@ WasteEstimate = Literal["observed", "fixed"]
 its workers (starting from the configured times), or the configured times alone."""
 
 __all__ = [
+    "Assign",
     "Cause",
     "CloudSpec",
     "Decision",
@@ -233,6 +234,9 @@ class Worker:
     reclaim_at: float | None = None
     """When the cloud takes this spot instance back, once it has said so (not stored:
     the cloud says it again after a restart)."""
+    owner: str = ""
+    """The user whose jobs alone its node runs (Cloud Scheduler mode: the user whose
+    share it serves); ``""``: anyone's."""
 
     def __post_init__(self) -> None:
         if self.node is None:
@@ -339,6 +343,19 @@ class Launch:
     urgency: str = ""
     """``red``, ``orange`` or ``yellow`` when launched for an urgent job: a finite cloud
     gives the launch that urgency's policy."""
+    user: str = ""
+    """The user whose share the workers are for: their nodes run that user's jobs only
+    (:attr:`Worker.owner`); ``""``: anyone's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """Make a worker's node run ``user``'s jobs only from now on (``""``: anyone's). A
+    job already running there goes on."""
+
+    worker_id: str
+    user: str
+    cause: Cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +405,8 @@ class Decision:
     """Queued jobs to keep from starting (fair share: their user has more than theirs)."""
     release: list[str] = field(default_factory=list)
     """Ids of jobs held before that may start again."""
+    assign: list[Assign] = field(default_factory=list)
+    """Workers handed to another user (fair share: lent, or given back)."""
 
     def launched(self, cloud: str | None = None) -> int:
         return sum(x.count for x in self.launch if cloud is None or x.cloud == cloud)
@@ -395,7 +414,7 @@ class Decision:
     def __bool__(self) -> bool:
         return bool(
             self.launch or self.drain or self.undrain or self.terminate or self.redirect
-            or self.hold or self.release
+            or self.hold or self.release or self.assign
         )  # fmt: skip
 
     def extend(self, other: Decision) -> None:
@@ -406,6 +425,7 @@ class Decision:
         self.redirect.extend(other.redirect)
         self.hold.extend(other.hold)
         self.release.extend(other.release)
+        self.assign.extend(other.assign)
 
     def summary(self) -> str:
         parts = []
@@ -420,6 +440,7 @@ class Decision:
             ("redirect", self.redirect),
             ("hold", self.hold),
             ("release", self.release),
+            ("assign", self.assign),
         ):
             if items:
                 parts.append(f"{label} {len(items)}")

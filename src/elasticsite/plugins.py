@@ -109,13 +109,16 @@ class BatchPlugin(Generic[OptionsT]):
 
     ``modes`` are the ``[batch] mode`` values it supports: ``external`` (the
     manager's policy decides) and, for a system that can ask for nodes itself,
-    ``power_save``. ``create`` may raise ValueError, TypeError or
+    ``power_save``. ``owners`` says whether it can keep a node for one user's jobs
+    (:meth:`~elasticsite.batch.base.BatchSystem.set_owner`), which the fair share of
+    the ``cloud_scheduler`` policy needs. ``create`` may raise ValueError, TypeError or
     :class:`~elasticsite.batch.base.BatchError`, reported as a configuration error.
     """
 
     options: type[OptionsT]
     create: Callable[[OptionsT, SiteInfo], BatchSystem]
     modes: tuple[str, ...] = ("external",)
+    owners: bool = True
 
 
 class UnknownPlugin(LookupError):

@@ -2,8 +2,9 @@
 
 Version 2 added job attributes and partitions: ``jobs.attributes`` (JSON object),
 ``jobs.partition`` (the job's one partition, ``''`` for the default one) and
-``nodes.partition``. A version-1 file is migrated in place when opened; nothing in
-it is lost (its jobs and nodes are in the default partition, as before).
+``nodes.partition``. Version 3 added ``nodes.owner``, the user whose jobs alone a
+node runs (``''``: anyone's). An older file is migrated in place when opened; nothing
+in it is lost (its jobs and nodes are in the default partition and nobody's, as before).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ __all__ = [
     "job_key",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -66,7 +67,8 @@ CREATE TABLE IF NOT EXISTS nodes (
     heartbeat_at REAL,
     registered_at REAL,
     declared_at REAL NOT NULL,
-    partition TEXT NOT NULL DEFAULT ''
+    partition TEXT NOT NULL DEFAULT '',
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -76,6 +78,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE jobs ADD COLUMN attributes TEXT NOT NULL DEFAULT '{}'",
         "ALTER TABLE nodes ADD COLUMN partition TEXT NOT NULL DEFAULT ''",
     ),
+    2: ("ALTER TABLE nodes ADD COLUMN owner TEXT NOT NULL DEFAULT ''",),
 }
 """Statements taking a file from version N to N + 1."""
 

@@ -38,6 +38,7 @@ from elasticsite.batch.base import (
     UnknownNode,
 )
 from elasticsite.batch.command import CommandError, CommandResult, Runner, run
+from elasticsite.batch.identity import USER_NAME
 from elasticsite.batch.slurm_output import (
     SQUEUE_FORMAT_ARGV,
     jobs_per_node,
@@ -262,9 +263,41 @@ class SlurmBatch:
                 raise UnknownNode(f"no node {name!r} in slurm")
             raise BatchError(f"node {name}: scontrol update {' '.join(settings)} failed: {out}")
 
-    def remove_node(self, name: str) -> None:
-        """Requeue what still runs there, then ``scontrol delete``; an unknown node: no-op."""
+    def set_owner(self, name: str, user: str) -> None:
+        """A ``MAGNETIC`` reservation of the node for ``user`` (``elasticsite-NODE``):
+        their jobs are drawn to it without asking for it, and no one else's starts
+        there; handed to another user by updating it, deleted for ``""``."""
         _check_name(name)
+        if not isinstance(user, str) or (user and not USER_NAME.fullmatch(user)):
+            raise BatchError(f"set_owner: {user!r} is not a user name")
+        held = f"reservationname={RESERVATION_PREFIX}{name}"
+        if not user:
+            self._unreserve(name)
+            return
+        ok, out = self._try("scontrol", "update", held, f"users={user}")
+        if ok:
+            return
+        if "invalid" not in out.lower():
+            raise BatchError(f"set_owner {name}: scontrol update reservation failed: {out}")
+        if not self._node_exists(name):
+            raise UnknownNode(f"no node {name!r} in slurm")
+        ok, out = self._try(
+            "scontrol", "create", "reservation", held, f"nodes={name}", f"users={user}",
+            "starttime=now", "duration=infinite", "flags=magnetic",
+        )  # fmt: skip
+        if not ok:
+            raise BatchError(f"set_owner {name}: scontrol create reservation failed: {out}")
+
+    def _unreserve(self, name: str) -> None:
+        ok, out = self._try("scontrol", "delete", f"reservationname={RESERVATION_PREFIX}{name}")
+        if not ok and "invalid" not in out.lower():
+            raise BatchError(f"node {name}: scontrol delete reservation failed: {out}")
+
+    def remove_node(self, name: str) -> None:
+        """Requeue what still runs there, then ``scontrol delete`` (and its owner's
+        reservation); an unknown node: no-op."""
+        _check_name(name)
+        self._unreserve(name)  # Slurm deletes the node but keeps a reservation naming it
         if not self._node_exists(name):  # already gone (and see _node_update)
             return
         deadline = time.monotonic() + self.remove_timeout
@@ -405,6 +438,8 @@ class SlurmBatch:
         self._cmd("scancel", job_id)
 
 
+RESERVATION_PREFIX = "elasticsite-"
+"""A node kept for one user is in the reservation of this prefix and its name."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _JOB = re.compile(r"\d+(_\d+)?")
 

@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS workers (
     attempts INTEGER NOT NULL DEFAULT 0,
     next_attempt_at REAL NOT NULL DEFAULT 0,
     instance_gone INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT NOT NULL DEFAULT ''
+    last_error TEXT NOT NULL DEFAULT '',
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS workers_state ON workers(state);
 CREATE TABLE IF NOT EXISTS transitions (
@@ -83,6 +84,10 @@ CREATE TABLE IF NOT EXISTS power_requests (
 """
 
 
+_ADDED_COLUMNS = (("workers", "owner", "TEXT NOT NULL DEFAULT ''"),)
+"""Columns added since the first release: (table, column, definition)."""
+
+
 class StateStore:
     """One SQLite file holding the manager's state; safe to open from several processes."""
 
@@ -97,6 +102,20 @@ class StateStore:
             # opening the store to read works while another process writes.
             with db.transaction(immediate=False):
                 db.execute(statement)
+        self._add_columns(db)
+
+    @staticmethod
+    def _add_columns(db: Connection) -> None:
+        """Give a store written by an older elasticsite the columns it lacks (each with
+        the default its rows meant); a store that has them takes no write lock."""
+        for table, column, definition in _ADDED_COLUMNS:
+            with db.transaction(immediate=False) as tx:
+                known = {row[1] for row in tx.execute(f"PRAGMA table_info({table})")}
+            if column in known:
+                continue
+            with db.transaction() as tx:  # another process may have added it meanwhile
+                if column not in {row[1] for row in tx.execute(f"PRAGMA table_info({table})")}:
+                    tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     def _db(self) -> Connection:
         """This thread's connection, opened (private, WAL, ``synchronous=FULL``) on first use."""
@@ -294,8 +313,8 @@ class StateStore:
             db.execute(
                 "INSERT OR REPLACE INTO workers(id, cloud, vm_type, cores, node, instance_id, "
                 "state, requested_at, joined_at, state_since, running_jobs, attempts, "
-                "next_attempt_at, instance_gone, last_error) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "next_attempt_at, instance_gone, last_error, owner) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     w.id,
                     w.cloud,
@@ -312,6 +331,7 @@ class StateStore:
                     rec.next_attempt_at,
                     int(rec.instance_gone),
                     rec.last_error,
+                    w.owner,
                 ),
             )
 
@@ -339,7 +359,7 @@ class StateStore:
         sql = (
             "SELECT id, cloud, vm_type, cores, node, instance_id, state, requested_at, "
             "joined_at, state_since, running_jobs, attempts, next_attempt_at, instance_gone, "
-            "last_error FROM workers"
+            "last_error, owner FROM workers"
         )
         if not include_done:
             sql += " WHERE state != 'terminated' AND NOT (state = 'failed' AND instance_gone = 1)"
@@ -358,6 +378,7 @@ class StateStore:
                 joined_at=row[8],
                 state_since=row[9],
                 running_jobs=row[10],
+                owner=row[15],
             )
             out.append(WorkerRecord(w, row[11], row[12], bool(row[13]), row[14]))
         if history and out:

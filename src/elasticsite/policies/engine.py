@@ -66,12 +66,10 @@ def evaluate(policy: Policy, snapshot: SiteSnapshot, settings: PolicySettings) -
         relabelled: list[Launch] = []
         for launch in decision.launch:
             n = min(left, launch.count)
-            if n:
-                relabelled.append(Launch(launch.cloud, launch.vm_type, n, Cause.REPLACEMENT))
+            if n:  # whatever else it carries (the user it is for) stays
+                relabelled.append(replace(launch, count=n, cause=Cause.REPLACEMENT))
             if launch.count - n:
-                relabelled.append(
-                    Launch(launch.cloud, launch.vm_type, launch.count - n, launch.cause)
-                )
+                relabelled.append(replace(launch, count=launch.count - n))
             left -= n
         decision.launch = relabelled
 
