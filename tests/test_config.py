@@ -227,3 +227,17 @@ def test_selective_categories_and_thresholds_are_checked_at_load() -> None:
     for params, message in bad:
         with pytest.raises(ConfigError, match=r"<config>: policy.params: .*" + message):
             parse_config({"policy": {"name": "selective", "params": params}, **CLOUD})
+
+
+def test_cloud_scheduler_mode_is_refused_on_a_batch_system_without_per_user_nodes() -> None:
+    clouds = {"clouds": [{"name": "c"}]}
+    for kind in ("local", "slurm", "htcondor"):
+        parse_config({"policy": {"name": "cloud_scheduler"}, "batch": {"type": kind}, **clouds})
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {"policy": {"name": "cloud_scheduler"}, "batch": {"type": "pbs"}, **clouds}, "s.toml"
+        )
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("s.toml: policy.name: 'cloud_scheduler' keeps each VM")
+    assert "batch type 'pbs' cannot" in message and "use slurm, htcondor or local" in message

@@ -110,12 +110,18 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
         config = SiteConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(explain(exc, source)) from None
-    from elasticsite import policies
+    from elasticsite import plugins, policies
 
     try:
         chosen = policies.get(config.policy.name)
     except policies.UnknownPolicy as exc:
         raise ConfigError(f"{source}: policy.name: {exc}") from None
+    if getattr(chosen, "owners", False) and not plugins.batch_systems.get(config.batch.type).owners:
+        raise ConfigError(
+            f"{source}: policy.name: {config.policy.name!r} keeps each VM for the user whose "
+            f"share it serves, which batch type {config.batch.type!r} cannot do (no per-user "
+            "nodes); use slurm, htcondor or local"
+        )
     if getattr(chosen, "redirects", False):
         try:
             provision = policies.get(config.policy.provision)

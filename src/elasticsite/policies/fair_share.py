@@ -1,0 +1,189 @@
+"""Fair shares of a site's VMs among its users, counted as paper 003's Cloud Scheduler
+counts them: pure functions of a snapshot, for :mod:`.cloud_scheduler`.
+
+* **Who holds a VM.** The user it serves: its owner (the user whose share booted it,
+  or to whom it was handed since), else the user whose job it runs. Every live VM
+  counts against its holder, booting, idle, busy and draining alike; only one the
+  cloud is already taking back (terminating) does not.
+* **Demand.** A user's running jobs and their queued and held ones, each wanting one
+  VM of the type it names.
+* **Shares.** The site's VMs divided evenly among the users with demand or VMs, none
+  getting more than their demand (what one leaves goes to the others).
+* **Wants.** Per user and VM type, the queued jobs their own spare VMs (requested,
+  booting, idle) will not take: what a launch or a hand-over must supply.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from elasticsite.model import Job, Worker, WorkerState
+
+__all__ = ["Book", "fair_shares"]
+
+S = WorkerState
+SPARE = (S.REQUESTED, S.BOOTING, S.IDLE)
+"""A holder's workers that take their next queued job of the type without a launch."""
+
+
+def fair_shares(
+    capacity: int, demand: dict[str, int], held: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """VMs per user: ``capacity`` divided evenly among the users with demand, none
+    getting more than they need (what one leaves goes to the others). When the
+    division leaves a remainder, one more goes to each user holding the most VMs now
+    (``held``: so no VM changes hands for a remainder), then in name order."""
+    held = held or {}
+    share = dict.fromkeys(demand, 0)
+    left = max(0, capacity)
+    pending = sorted((d, u) for u, d in demand.items() if d > 0)
+    while pending:
+        each = left // len(pending)
+        need, user = pending[0]
+        if need <= each:  # the smallest demand is met in full; the rest share what is left
+            share[user] = need
+            left -= need
+            pending.pop(0)
+            continue
+        extra = left - each * len(pending)
+        for i, name in enumerate(
+            sorted((u for _, u in pending), key=lambda u: (-held.get(u, 0), u))
+        ):
+            share[name] = each + (1 if i < extra else 0)
+        break
+    return share
+
+
+@dataclass
+class Book:
+    """Who holds which worker, each user's share, and what each still wants; the
+    policy moves workers between holders on it as it decides."""
+
+    workers: dict[str, Worker]
+    """The workers that count: live and not terminating, by id."""
+    holder: dict[str, str]
+    """Worker id -> the user it serves (``""``: nobody yet)."""
+    shares: dict[str, int]
+    wants: dict[str, Counter[str]] = field(default_factory=dict)
+    """User -> VM type -> VMs more their queued jobs need."""
+    started: dict[str, float] = field(default_factory=dict)
+    """Worker id -> when the oldest job running there started."""
+    walltime: dict[str, float] = field(default_factory=dict)
+    """Worker id -> the walltime of that job."""
+    next_walltime: dict[tuple[str, str], float] = field(default_factory=dict)
+    """(user, VM type) -> the shortest walltime of their jobs waiting for one."""
+    planned: Counter[str] = field(default_factory=Counter)
+    """User -> VMs launched for them by this decision."""
+
+    @classmethod
+    def of(
+        cls,
+        workers: Iterable[Worker],
+        running: Sequence[Job],
+        queued: Sequence[Job],
+        held: Sequence[Job],
+        types: dict[str, str],
+        capacity: int,
+    ) -> Book:
+        """Count ``workers`` against their holders; ``queued`` are the jobs that may
+        start (not held), ``types`` each typed job's VM type by id."""
+        on_node: dict[str, Job] = {}
+        for job in running:
+            if job.node and job.node not in on_node:
+                on_node[job.node] = job
+        counted = {w.id: w for w in workers if w.state.live and w.state is not S.TERMINATING}
+        holder: dict[str, str] = {}
+        started: dict[str, float] = {}
+        walltime: dict[str, float] = {}
+        for w in counted.values():
+            there = on_node.get(w.node or w.id)
+            holder[w.id] = w.owner or (there.user if there is not None else "")
+            if there is not None:
+                started[w.id] = there.started_at if there.started_at is not None else 0.0
+                walltime[w.id] = there.walltime
+        demand: Counter[str] = Counter()
+        for job in (*running, *queued, *held):
+            if job.id in types:
+                demand[job.user] += 1
+        for user in holder.values():
+            if user:
+                demand[user] += 0  # a holder without demand has a share of none
+        holds = Counter(u for u in holder.values() if u)
+        shares = fair_shares(capacity, dict(demand), holds)
+        book = cls(counted, holder, shares, started=started, walltime=walltime)
+        spare: Counter[tuple[str, str]] = Counter(
+            (holder[w.id], w.vm_type) for w in counted.values() if w.state in SPARE
+        )
+        for job in (*queued, *held):
+            key = (job.user, types[job.id])
+            book.next_walltime[key] = min(job.walltime, book.next_walltime.get(key, job.walltime))
+        for job in queued:
+            key = (job.user, types[job.id])
+            if spare[key] > 0:
+                spare[key] -= 1
+            else:
+                book.wants.setdefault(job.user, Counter())[types[job.id]] += 1
+        return book
+
+    def holds(self, user: str) -> int:
+        return sum(1 for u in self.holder.values() if u == user) + self.planned[user]
+
+    def plan(self, user: str, vm_type: str) -> None:
+        """Count a VM launched for ``user`` now, meeting one of their wants."""
+        self.planned[user] += 1
+        self.wants[user][vm_type] -= 1
+
+    def room(self, user: str) -> int:
+        """VMs ``user`` may still gain (negative: how many they hold beyond their share)."""
+        return self.shares.get(user, 0) - self.holds(user)
+
+    def over(self) -> dict[str, int]:
+        """Users holding more than their share, and by how many."""
+        held: Counter[str] = Counter(u for u in self.holder.values() if u)
+        held.update(self.planned)
+        return {u: n - self.shares.get(u, 0) for u, n in held.items() if n > self.shares.get(u, 0)}
+
+    def takers(self) -> list[str]:
+        """Users below their share who want a VM, the furthest below first."""
+        found = [u for u, w in self.wants.items() if +w and self.room(u) > 0]
+        return sorted(found, key=lambda u: (-self.room(u), u))
+
+    def hand(self, worker_id: str, user: str, vm_type: str) -> None:
+        """Count ``worker_id`` as ``user``'s from now on, meeting one of their wants."""
+        self.holder[worker_id] = user
+        self.wants[user][vm_type] -= 1
+
+    def unmet(self) -> Counter[tuple[str, str]]:
+        """(user, VM type) -> VMs still wanted by users below their share."""
+        out: Counter[tuple[str, str]] = Counter()
+        for user, wanted in self.wants.items():
+            room = self.room(user)
+            for vm_type, n in sorted(wanted.items()):
+                take = min(n, room)
+                if take > 0:
+                    out[user, vm_type] = take
+                    room -= take
+        return out
+
+    def of_user(self, user: str) -> list[Worker]:
+        return [self.workers[wid] for wid, u in self.holder.items() if u == user]
+
+    def young(self, w: Worker, now: float) -> bool:
+        """Whether ``w`` may not have run a whole job yet: joined less than a job's
+        walltime ago (the one it runs, or the shortest its holder waits with). Taking
+        it back for another user's share would waste its boot."""
+        joined = w.joined_at if w.joined_at is not None else w.requested_at
+        length = self.walltime.get(w.id)
+        if length is None:
+            length = self.next_walltime.get((self.holder[w.id], w.vm_type), 0.0)
+        return now - joined < length
+
+
+def by_user(jobs: Iterable[Job], types: dict[str, str]) -> defaultdict[tuple[str, str], int]:
+    """(user, VM type) -> how many of ``jobs`` there are."""
+    out: defaultdict[tuple[str, str], int] = defaultdict(int)
+    for job in jobs:
+        out[job.user, types[job.id]] += 1
+    return out
