@@ -48,8 +48,8 @@ def decide(snap: SiteSnapshot, rebalance: str = "graceful") -> Decision:
     return get("cloud_scheduler")(snap, PolicySettings(rebalance=rebalance))
 
 
-def full_of(user: str, n: int = 4, started: float = 0.0) -> tuple[list[Worker], list[Job]]:
-    """``n`` busy small VMs of ``user``, each running one of their jobs."""
+def full_of(user: str, n: int = 4, started: float = 100.0) -> tuple[list[Worker], list[Job]]:
+    """``n`` busy small VMs of ``user``, each running one of their jobs (not their first)."""
     workers = [busy(i, owner=user) for i in range(1, n + 1)]
     running = [job(i, user, "small", node=w.id) for i, w in enumerate(workers, 1)]
     for i, j in enumerate(running):
@@ -80,6 +80,8 @@ def test_demand_is_counted_per_vm_type_and_unknown_types_are_not_served() -> Non
 def test_a_newcomer_makes_the_user_over_share_hold_and_drain_gracefully() -> None:
     workers = [busy(i) for i in range(1, 5)]
     running = [job(i, "alice", "small", node=w.id) for i, w in enumerate(workers, 1)]
+    for j in running:
+        j.started_at = 100.0 + float(j.submitted_at)  # each VM's second job, at least
     queued = [job(9, "alice", "small"), job(1, "bob", "large"), job(2, "bob", "large")]
     snap = SiteSnapshot(LATER, queued, running, workers, [CLOUD])
     d = get("cloud_scheduler")(snap, PolicySettings())
@@ -213,8 +215,8 @@ def test_a_vm_of_a_user_below_their_share_is_never_taken() -> None:
 
 def test_a_vm_on_its_first_job_is_not_taken_back_for_another_share() -> None:
     workers, running = full_of("ann")
-    for w in workers[:2]:
-        w.joined_at = LATER - 10.0  # joined just now for ann: its boot is not wasted
+    for w, j in zip(workers[:2], running, strict=False):
+        w.joined_at = j.started_at  # still on the job it took when it joined: its first
     queued = [job(9, "ann", "small"), job(1, "bob", "large"), job(2, "bob", "large")]
     for mode in ("graceful", "immediate"):
         d = decide(SiteSnapshot(LATER, queued, running, workers, [CLOUD]), mode)

@@ -22,8 +22,9 @@ jobs only (its node is declared for the type: the policy sets ``typed_nodes``).
 * **Re-balancing across types**, on a full site while someone below their share still
   waits: the queued jobs of the users above theirs are held, and as many of their VMs
   as the waiting need go: ``graceful`` drains each (retired after its current job);
-  ``immediate`` terminates it now and the batch system requeues its job. Held jobs are
-  released once their user holds no more than their share, or nobody waits any more.
+  ``immediate`` terminates it now and the batch system requeues its job; never a VM
+  still on its first job (its boot would be wasted). Held jobs are released once
+  their user holds no more than their share, or nobody waits any more.
 * **VMs in error** fail and are given back by the core; their jobs are still queued,
   so replacements are launched.
 """

@@ -25,6 +25,8 @@ __all__ = ["Book", "fair_shares"]
 
 S = WorkerState
 SPARE = (S.REQUESTED, S.BOOTING, S.IDLE)
+FIRST_JOB = 5.0
+"""Seconds after a worker joins within which the job it starts is its first."""
 """A holder's workers that take their next queued job of the type without a launch."""
 
 
@@ -70,8 +72,6 @@ class Book:
     """User -> VM type -> VMs more their queued jobs need."""
     started: dict[str, float] = field(default_factory=dict)
     """Worker id -> when the oldest job running there started."""
-    walltime: dict[str, float] = field(default_factory=dict)
-    """Worker id -> the walltime of that job."""
     next_walltime: dict[tuple[str, str], float] = field(default_factory=dict)
     """(user, VM type) -> the shortest walltime of their jobs waiting for one."""
     planned: Counter[str] = field(default_factory=Counter)
@@ -96,13 +96,11 @@ class Book:
         counted = {w.id: w for w in workers if w.state.live and w.state is not S.TERMINATING}
         holder: dict[str, str] = {}
         started: dict[str, float] = {}
-        walltime: dict[str, float] = {}
         for w in counted.values():
             there = on_node.get(w.node or w.id)
             holder[w.id] = w.owner or (there.user if there is not None else "")
             if there is not None:
                 started[w.id] = there.started_at if there.started_at is not None else 0.0
-                walltime[w.id] = there.walltime
         demand: Counter[str] = Counter()
         for job in (*running, *queued, *held):
             if job.id in types:
@@ -112,7 +110,7 @@ class Book:
                 demand[user] += 0  # a holder without demand has a share of none
         holds = Counter(u for u in holder.values() if u)
         shares = fair_shares(capacity, dict(demand), holds)
-        book = cls(counted, holder, shares, started=started, walltime=walltime)
+        book = cls(counted, holder, shares, started=started)
         spare: Counter[tuple[str, str]] = Counter(
             (holder[w.id], w.vm_type) for w in counted.values() if w.state in SPARE
         )
@@ -171,14 +169,17 @@ class Book:
         return [self.workers[wid] for wid, u in self.holder.items() if u == user]
 
     def young(self, w: Worker, now: float) -> bool:
-        """Whether ``w`` may not have run a whole job yet: joined less than a job's
-        walltime ago (the one it runs, or the shortest its holder waits with). Taking
-        it back for another user's share would waste its boot."""
+        """Whether ``w`` has not run a whole job yet: it runs the job it took when it
+        joined, or it has been idle since it joined (then for no longer than the
+        shortest walltime its holder waits with, so held jobs cannot keep it forever).
+        Taking it back for another user's share would waste its boot."""
         joined = w.joined_at if w.joined_at is not None else w.requested_at
-        length = self.walltime.get(w.id)
-        if length is None:
-            length = self.next_walltime.get((self.holder[w.id], w.vm_type), 0.0)
-        return now - joined < length
+        started = self.started.get(w.id)
+        if started is not None:
+            return started - joined <= FIRST_JOB
+        never_used = w.state is S.IDLE and w.state_since == joined  # idle since it joined
+        length = self.next_walltime.get((self.holder[w.id], w.vm_type), 0.0)
+        return never_used and now - joined < length
 
 
 def by_user(jobs: Iterable[Job], types: dict[str, str]) -> defaultdict[tuple[str, str], int]:
