@@ -106,7 +106,9 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     if unmet and over:
         waiting = sum(unmet.values()) - given_back
         _rebalance(decision, book, snapshot.now, settings, moved, over, waiting)
-    held_users = set(over) if unmet else set()
+    # Held while above their share and someone waits, unless a VM of theirs would idle.
+    now = snapshot.now
+    held_users = {u for u in over if not book.unused(u, now, moved)} if unmet else set()
     decision.hold.extend(j for j in served if j.user in held_users)
     decision.release.extend(j.id for j in held if j.user not in held_users)
     return decision
@@ -227,7 +229,8 @@ def _rebalance(
             return
         mine = [w for w in book.of_user(user) if w.id not in moved]
         going = sum(1 for w in mine if w.state is S.DRAINING)
-        victims = [w for w in mine if w.state in _JOINED and not book.young(w, now)]
+        killing = settings.rebalance == "immediate"
+        victims = [w for w in mine if w.state in _JOINED and not book.young(w, now, killing)]
         victims.sort(key=lambda w: (_FREE_FIRST.get(w.state, 2), book.started.get(w.id, 0.0), w.id))
         for w in victims[: max(0, min(excess - going, need))]:
             if settings.rebalance == "immediate":

@@ -168,18 +168,30 @@ class Book:
     def of_user(self, user: str) -> list[Worker]:
         return [self.workers[wid] for wid, u in self.holder.items() if u == user]
 
-    def young(self, w: Worker, now: float) -> bool:
-        """Whether ``w`` has not run a whole job yet: it runs the job it took when it
-        joined, or it has been idle since it joined (then for no longer than the
-        shortest walltime its holder waits with, so held jobs cannot keep it forever).
-        Taking it back for another user's share would waste its boot."""
+    def young(self, w: Worker, now: float, killing: bool) -> bool:
+        """Whether taking ``w`` back for another user's share now would waste its boot:
+        it has been idle since it joined (for no longer than the shortest walltime its
+        holder waits with, so it cannot be kept forever), or, when ``killing``, it runs
+        the job it took when it joined. (Drained, a busy VM finishes its job first.)"""
         joined = w.joined_at if w.joined_at is not None else w.requested_at
         started = self.started.get(w.id)
         if started is not None:
-            return started - joined <= FIRST_JOB
-        never_used = w.state is S.IDLE and w.state_since == joined  # idle since it joined
-        length = self.next_walltime.get((self.holder[w.id], w.vm_type), 0.0)
-        return never_used and now - joined < length
+            return killing and started - joined <= FIRST_JOB
+        return w.state is S.IDLE and w.state_since == joined and now - joined < self.wait(w)
+
+    def wait(self, w: Worker) -> float:
+        """The shortest walltime of the jobs ``w``'s holder waits with for its type."""
+        return self.next_walltime.get((self.holder[w.id], w.vm_type), 0.0)
+
+    def unused(self, user: str, now: float, moved: set[str]) -> bool:
+        """Whether ``user`` has a VM that is coming (requested, booting) or has not run a
+        job yet, not being taken back: holding their jobs would leave it idle."""
+        for w in self.of_user(user):
+            if w.id in moved:
+                continue
+            if w.state in (S.REQUESTED, S.BOOTING) or self.young(w, now, killing=False):
+                return True
+        return False
 
 
 def by_user(jobs: Iterable[Job], types: dict[str, str]) -> defaultdict[tuple[str, str], int]:
