@@ -81,6 +81,10 @@ class Conn:
             f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Basic {auth}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode() + body
+        if self.writer is None or self.writer.is_closing():  # the broker closed it while idle
+            self.close()
+            self.reconnects += 1
+            await self._connect()
         try:
             return await self._exchange(head)
         except (ConnectionError, asyncio.IncompleteReadError):

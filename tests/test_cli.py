@@ -56,10 +56,15 @@ def test_submit_queue_status_share_the_site(tmp_path: Path) -> None:
     run("submit", "-c", str(cfg), "--cores", "2", "--count", "2", "--", "sleep", "5", cwd=tmp_path)
     q = run("queue", "-c", str(cfg), cwd=tmp_path).stdout
     assert "echo 'hello world'" in q
-    assert q.strip().splitlines()[-1] == "cancelled 0, done 0, queued 3, running 0"
+    assert q.strip().splitlines()[-1] == (
+        "cancelled 0, completed 0, failed 0, held 0, queued 3, requeued 0, running 0"
+    )
     status = run("status", "-c", str(cfg), cwd=tmp_path).stdout
     assert "site local" in status and "queued 3" in status
     assert "recent transitions" not in status  # no manager has run yet
+    assert "\nspending: 0.00 USD per hour now\n" in status
+    assert "\nspent: 0.00 USD so far (private 0.00 USD, public 0.00 USD)\n" in status
+    assert "budget" not in status
     assert (tmp_path / "elasticsite-state" / "batch.db").exists()
 
 
@@ -143,6 +148,29 @@ def test_bad_config_gives_one_clear_error(tmp_path: Path) -> None:
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
     assert "clouds[0].max_instances" in lines[0] and "-1" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ('[site]\ncurrency = "euros"\n',
+         "site.currency: must be a three-letter currency code such as USD or EUR (got 'euros')"),
+        ('[policy]\nbudget = { amount = 500, period = "year" }\n',
+         "policy.budget.period: Input should be 'day', 'week' or 'month' (got 'year')"),
+        ("[policy]\nbudget = 500\n",
+         'policy.budget: must be a table like { amount = 500, period = "month" } (periods: day, '
+         "week, month; got 500)"),
+    ],
+)  # fmt: skip
+def test_a_bad_currency_or_budget_is_one_error_line(
+    tmp_path: Path, section: str, message: str
+) -> None:
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(section + '[[clouds]]\nname = "c"\n')
+    for command in ("run", "status"):
+        out = run(command, "-c", str(cfg), cwd=tmp_path, check=False)
+        assert out.returncode == 2
+        assert out.stderr.strip() == f"error: {cfg}: {message}", out.stderr
 
 
 def test_policies_lists_every_builtin(tmp_path: Path) -> None:

@@ -241,3 +241,41 @@ def test_cloud_scheduler_mode_is_refused_on_a_batch_system_without_per_user_node
     assert "\n" not in message
     assert message.startswith("s.toml: policy.name: 'cloud_scheduler' keeps each VM")
     assert "batch type 'pbs' cannot" in message and "use slurm, htcondor or local" in message
+
+
+def test_the_currency_is_the_sites_and_usd_by_default() -> None:
+    assert parse_config({"clouds": [{"name": "a"}]}).site.currency == "USD"
+    cfg = parse_config({"site": {"currency": "EUR"}, "clouds": [{"name": "a"}]})
+    assert cfg.site.currency == "EUR"
+    for bad in ("dollars", "usd", "", "U$D"):
+        with pytest.raises(ConfigError) as err:
+            parse_config({"site": {"currency": bad}, "clouds": [{"name": "a"}]}, "x.toml")
+        assert str(err.value) == (
+            "x.toml: site.currency: must be a three-letter currency code such as USD or EUR "
+            f"(got {bad!r})"
+        )
+
+
+def test_a_budget_is_an_amount_per_calendar_period() -> None:
+    from elasticsite.spend import Budget
+
+    def budget(value: object) -> Budget | None:
+        data = {"policy": {"budget": value}, "clouds": [{"name": "a"}]}
+        return parse_config(data, "x.toml").policy_settings().budget
+
+    assert parse_config({"clouds": [{"name": "a"}]}).policy_settings().budget is None
+    assert budget({"amount": 500}) == Budget(500.0, "month", 0.0)
+    assert budget({"amount": 20, "period": "day", "urgent_extra": 5}) == Budget(20.0, "day", 5.0)
+    for value, where, what in [
+        ({"amount": 0}, "policy.budget.amount", "greater than 0"),
+        ({"amount": math.inf}, "policy.budget.amount", "finite"),
+        ({"amount": 5, "period": "year"}, "policy.budget.period", "'day', 'week' or 'month'"),
+        ({"amount": 5, "urgent_extra": -1}, "policy.budget.urgent_extra", "(got -1)"),
+        ({"period": "day"}, "policy.budget.amount", "Field required"),
+        ({"amount": 5, "per": "day"}, "policy.budget.per", "unknown setting"),
+        (500, "policy.budget", 'must be a table like { amount = 500, period = "month" }'),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            budget(value)
+        assert str(err.value).startswith(f"x.toml: {where}: "), str(err.value)
+        assert what in str(err.value) and "\n" not in str(err.value)

@@ -17,7 +17,6 @@ from pathlib import Path
 from elasticsite import policies
 from elasticsite.batch.base import JobRequest
 from elasticsite.batch.local import LocalBatch
-from elasticsite.boottime import PAPER000
 from elasticsite.config import SiteConfig, parse_config
 from elasticsite.manager.report import StepReport
 from elasticsite.manager.site import open_site
@@ -38,8 +37,11 @@ class DemoOptions:
     max_instances: int = 10
     boot_time: float = 60.0
     boot_jitter: float = 10.0
-    boot_slowdown: float = PAPER000["uchicago"].slowdown
-    """Seconds each other booting worker adds to a boot (paper 000's contention)."""
+    image_transfer: float = 0.0
+    """Seconds of a boot alone that move its image over a link the boots share (paper
+    000's contention; ``docs/boot-model.md``): 0, none."""
+    parallel_boots: int = 0
+    """Boots in progress at once, the rest waiting (0: no limit)."""
     shutdown_time: float = 6.0
     interval: float = 10.0
     price_per_hour: float = 0.10
@@ -103,7 +105,8 @@ def demo_config(opts: DemoOptions, state_dir: Path) -> SiteConfig:
                     "shutdown_time": opts.shutdown_time / s,
                     "options": {
                         "boot_jitter": opts.boot_jitter / s,
-                        "boot_slowdown": opts.boot_slowdown / s,
+                        "image_transfer": opts.image_transfer / s,
+                        "parallel_boots": opts.parallel_boots,
                         "poll_interval": min(1.0, max(0.05, 1.0 / s)),
                         "seed": opts.seed,
                     },
@@ -174,7 +177,7 @@ def run_demo(
             now = time.monotonic()
             submit_due(now - start)
             counts = batch.counts()
-            done = counts.get("done", 0)
+            done = counts.get("completed", 0) + counts.get("failed", 0)
             report = latest[-1] if latest else None
             live = sum(
                 n for k, n in (report.workers.items() if report else ()) if k not in ("terminated",)

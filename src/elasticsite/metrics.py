@@ -159,8 +159,9 @@ class WorkloadMetrics:
 
 
 def job_done(job: Job) -> bool:
-    """A job ran to completion (whatever its exit code); cancelled jobs never count."""
-    if job.state is JobState.DONE:
+    """A job ran to its end (completed or failed, whatever its exit code); cancelled
+    jobs never count."""
+    if job.state in (JobState.COMPLETED, JobState.FAILED):
         return True
     return (
         job.state is not JobState.CANCELLED

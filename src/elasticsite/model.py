@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from elasticsite.attributes import EMPTY as EMPTY_ATTRIBUTES
 from elasticsite.attributes import EVERY_JOB, Selector
+from elasticsite.jobs import Job, JobState, outcome, signal_name, state_text
 
 WasteEstimate = Literal["observed", "fixed"]
 """Where a cloud's boot and shutdown estimates come from: what the core observed of
@@ -30,6 +30,7 @@ __all__ = [
     "JobState",
     "Launch",
     "Redirect",
+    "Refusal",
     "Terminate",
     "Transition",
     "Undrain",
@@ -38,47 +39,10 @@ __all__ = [
     "Worker",
     "WorkerState",
     "billed_cost",
+    "outcome",
+    "signal_name",
+    "state_text",
 ]
-
-
-class JobState(enum.StrEnum):
-    """Where a batch job is in its life."""
-
-    QUEUED = "queued"
-    """Waiting in the batch queue for cores."""
-    RUNNING = "running"
-    """Dispatched to a node and started."""
-    DONE = "done"
-    """Finished (any exit code)."""
-    CANCELLED = "cancelled"
-    """Removed from the queue before it finished."""
-
-
-@dataclass(slots=True)
-class Job:
-    """A batch job as the site's batch system reports it.
-
-    ``walltime`` is the user's requested limit (what schedulers plan with);
-    ``runtime`` is the actual run time when known (simulator, finished jobs).
-    ``attributes`` holds what the batch system says beyond these fields (partition,
-    QOS, account, requested VM type ...), keyed as in :mod:`elasticsite.attributes`;
-    jobs without any share one empty, read-only mapping.
-    """
-
-    id: str
-    cores: int
-    walltime: float
-    submitted_at: float
-    state: JobState = JobState.QUEUED
-    command: str = ""
-    runtime: float | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    node: str | None = None
-    exit_code: int | None = None
-    priority: int = 0
-    user: str = ""
-    attributes: Mapping[str, str] = EMPTY_ATTRIBUTES
 
 
 class WorkerState(enum.StrEnum):
@@ -303,6 +267,9 @@ class CloudSpec:
     waste_estimate: WasteEstimate = "observed"
     """``observed``: the core replaces ``boot_time`` and ``shutdown_time`` with the running
     means of what it saw (once it saw any); ``fixed``: they stay as configured."""
+    images: tuple[tuple[str, str], ...] = ()
+    """``(vm type, image)``: what a worker of each type boots, as far as the cloud's
+    driver says (a job asking for another image is not served there); empty: unknown."""
 
     @property
     def waste_time(self) -> float:
@@ -392,6 +359,19 @@ class Redirect:
     cause: Cause | str = Cause.REDIRECTED
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Launches a limit held back, and why: the budget (``limit``), which the period's
+    ``forecast`` spend would have passed with them (``allowed``: the budget, plus the
+    urgent extra for urgent launches), to the period's end ``until``."""
+
+    launch: Launch
+    limit: Literal["budget"]
+    forecast: float
+    allowed: float
+    until: float
+
+
 @dataclass(slots=True)
 class Decision:
     """What one policy evaluation asks the driver (manager or simulator) to do."""
@@ -407,6 +387,11 @@ class Decision:
     """Ids of jobs held before that may start again."""
     assign: list[Assign] = field(default_factory=list)
     """Workers handed to another user (fair share: lent, or given back)."""
+    refused: list[Refusal] = field(default_factory=list)
+    """Launches the budget held back (nothing to carry out: for reports and logs)."""
+    unservable: dict[str, str] = field(default_factory=dict)
+    """Queued jobs no cloud could run, and why (job id -> reason): nothing is launched
+    for them (:mod:`elasticsite.feasibility`). Not an action: the manager shows them."""
 
     def launched(self, cloud: str | None = None) -> int:
         return sum(x.count for x in self.launch if cloud is None or x.cloud == cloud)
@@ -426,6 +411,8 @@ class Decision:
         self.hold.extend(other.hold)
         self.release.extend(other.release)
         self.assign.extend(other.assign)
+        self.refused.extend(other.refused)
+        self.unservable.update(other.unservable)
 
     def summary(self) -> str:
         parts = []
@@ -444,6 +431,8 @@ class Decision:
         ):
             if items:
                 parts.append(f"{label} {len(items)}")
+        if self.refused:
+            parts.append(f"refused {sum(r.launch.count for r in self.refused)} (budget)")
         return "; ".join(parts) or "nothing"
 
 

@@ -67,6 +67,19 @@ class PluginOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
+    def image_of(self, vm_type: str) -> str | None:
+        """The image a worker of ``vm_type`` boots, as a cloud driver's options say it:
+        ``images[vm_type]``, else ``image`` or ``image_id``; None when they do not say.
+        A driver whose options name images otherwise overrides this."""
+        per_type = getattr(self, "images", None)
+        if isinstance(per_type, Mapping) and isinstance(per_type.get(vm_type), str):
+            return str(per_type[vm_type])
+        for name in ("image", "image_id"):
+            value = getattr(self, name, None)
+            if isinstance(value, str) and value:
+                return value
+        return None
+
 
 OptionsT = TypeVar("OptionsT", bound=PluginOptions)
 

@@ -24,18 +24,13 @@ from fastapi import FastAPI
 from uvicorn.config import STARTUP_FAILURE
 
 from elasticsite import __version__
-from elasticsite.connlimits import (
-    Acceptor,
-    ConnectionGuard,
-    ConnectionLimits,
-    GuardedH11Protocol,
-    GuardedHttpToolsProtocol,
-)
+from elasticsite.connlimits import Acceptor, ConnectionGuard, ConnectionLimits
 from elasticsite.context.admission import BrokerLimits
 from elasticsite.context.broker import Broker, open_broker
 from elasticsite.context.middleware import BodyLimit, UpdatesFastPath
 from elasticsite.context.models import MAX_BODY
 from elasticsite.context.routes import install
+from elasticsite.httpdeadlines import GuardedH11Protocol, GuardedHttpToolsProtocol
 
 if TYPE_CHECKING:
     from elasticsite.advisor.service import Advisor
@@ -70,13 +65,24 @@ def create_app(
     advisor_token: str | None = None,
     dashboard: Dashboard | None = None,
     urgent: UrgentService | None = None,
+    docs: bool = False,
 ) -> FastAPI:
     """The application: the broker (state in ``state_dir``) at ``/``; with ``advisor``,
     the deadline advisor at ``/advisor``, for bearers of ``advisor_token`` or the
     broker's admin token; with ``dashboard``, the site's dashboard at ``/dashboard``,
     for the admin; with ``urgent``, the urgent-computing services at ``/urgent`` and
-    their portals at ``/urgent/portal``."""
-    app = FastAPI(title="elasticsite", version=__version__)
+    their portals at ``/urgent/portal``.
+
+    The API's description (``/openapi.json``, ``/docs``, ``/redoc``) is served only
+    with ``docs``, and then to anyone who reaches the server: it holds no secret, but
+    it is a map of every route, not something to hand every stranger by default."""
+    app = FastAPI(
+        title="elasticsite",
+        version=__version__,
+        openapi_url="/openapi.json" if docs else None,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+    )
     broker = open_broker(
         state_dir, admin_token=admin_token, public_url=public_url, history=history, limits=limits
     )

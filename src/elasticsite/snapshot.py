@@ -11,11 +11,15 @@ import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from elasticsite.attributes import EMPTY as EMPTY_ATTRIBUTES
 from elasticsite.attributes import Selector
 from elasticsite.model import CloudSpec, Job, Worker, WorkerState
 
 _WALLTIME = operator.attrgetter("walltime")
 _CORES = operator.attrgetter("cores")
+_ATTRIBUTES = operator.attrgetter("attributes")
+_PLAIN = ("plain",)
+_CORE_LIST = ("cores",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +58,24 @@ class SiteSnapshot:
     operator fixes them, or protected after repeated boot failures)."""
     held: Sequence[Job] = ()
     """Queued jobs this site holds (Cloud Scheduler's fair share), not in ``queued``."""
+    spent_in_period: float = 0.0
+    """Money already billed in the budget's current period (``PolicySettings.budget``),
+    by every worker finished or live, as the driver's ledger counts it at ``now``."""
     queued_walltime: float = field(init=False)
     queued_cores: int = field(init=False)
+    waiting: Sequence[Job] = field(init=False, repr=False, compare=False)
+    """Every queued job in queue order, ``queued`` or not: the policy is shown only the
+    jobs the clouds could serve (:mod:`elasticsite.feasibility`), and a policy modelling
+    the site's own queue (redirection) needs the rest too."""
     _groups: dict[object, object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self.waiting = self.queued
         # map + attrgetter run in C: about twice as fast as a Python loop at 100,000 jobs.
         self.queued_walltime = float(sum(map(_WALLTIME, self.queued)))
-        self.queued_cores = sum(map(_CORES, self.queued))
-        self._groups = {}
+        cores = list(map(_CORES, self.queued))  # kept: the queue's shape is read from it
+        self.queued_cores = sum(cores)
+        self._groups = {_CORE_LIST: cores}
 
     def with_workers(self, workers: Sequence[Worker]) -> SiteSnapshot:
         """The same instant with another set of workers (aggregates are reused, not recounted)."""
@@ -75,10 +88,44 @@ class SiteSnapshot:
         view.site_cores = self.site_cores
         view.closed = self.closed
         view.held = self.held
+        view.spent_in_period = self.spent_in_period
         view.queued_walltime = self.queued_walltime
         view.queued_cores = self.queued_cores
+        view.waiting = self.waiting
         view._groups = self._groups
         return view
+
+    def with_queue(self, queued: Sequence[Job]) -> SiteSnapshot:
+        """The same instant with another queue (its aggregates counted again)."""
+        if queued is self.queued:
+            return self
+        view = self.with_workers(self.workers)
+        view.queued = queued
+        view.queued_walltime = float(sum(map(_WALLTIME, queued)))
+        cores = list(map(_CORES, queued))
+        view.queued_cores = sum(cores)
+        view._groups = {_CORE_LIST: cores}
+        return view
+
+    def queue_cores(self) -> list[int]:
+        """Each queued job's cores, in queue order."""
+        return self._groups[_CORE_LIST]  # type: ignore[return-value]
+
+    def plain_cores(self) -> int | None:
+        """The most cores a queued job asks for when no queued job carries attributes
+        (0 for an empty queue); None when some job does. Computed once, in C (and at
+        the first job with attributes, for a batch system that gives every job some)."""
+        found = self._groups.get(_PLAIN)
+        if found is None:
+            queued = self.queued
+            # countOf compares by identity first: one pointer test a job for plain ones.
+            plain = not queued or (
+                queued[0].attributes is EMPTY_ATTRIBUTES
+                and operator.countOf(map(_ATTRIBUTES, queued), EMPTY_ATTRIBUTES) == len(queued)
+            )
+            found = (max(self.queue_cores(), default=0),) if plain else (None,)
+            self._groups[_PLAIN] = found
+        return found[0]  # type: ignore[index]
 
     @property
     def queued_demand(self) -> Demand:

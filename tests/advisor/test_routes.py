@@ -72,7 +72,9 @@ def serve(tmp_path: Path, settings: dict[str, Any]) -> Served:
     advisor = Advisor(HistoryStore(store_path(site)), AdvisorConfig.model_validate(settings))
     broker_state = tmp_path / "broker"
     cert, key = ensure_certificate(broker_state, ["127.0.0.1"])
-    app = create_app(broker_state, admin_token=TOKEN, advisor=advisor, advisor_token=token)
+    app = create_app(
+        broker_state, admin_token=TOKEN, advisor=advisor, advisor_token=token, docs=True
+    )
     port = free_port()
     server = build_server(app, host="127.0.0.1", port=port, certfile=cert, keyfile=key)
     thread = threading.Thread(target=server.run, daemon=True)

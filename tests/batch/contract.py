@@ -11,7 +11,9 @@ A concrete test class inherits :class:`BatchContract` and provides:
   system (a real scheduler) to reach the expected state; fakes and the embedded system
   act synchronously and keep the default 0 (a single look);
 - optionally :meth:`BatchContract.node_name` and :meth:`BatchContract.request`, when a
-  system needs particular node names or job scripts.
+  system needs particular node names or job scripts;
+- optionally :attr:`BatchContract.cancel_recorded`: False for a system whose record of
+  a cancelled running job tells only the signal that ended it (Torque).
 
 Every rule here is something :mod:`elasticsite.batch.base` promises in a docstring; the
 tests use only the contract's methods, never the adapter's extras.
@@ -29,6 +31,7 @@ from elasticsite.batch.base import (
     BatchError,
     BatchSystem,
     BatchView,
+    JobDetail,
     JobRequest,
     Node,
     NodeState,
@@ -55,6 +58,9 @@ class BatchContract:
     owners: ClassVar[bool] = True
     """Whether the system can keep a node for one user's jobs (else ``set_owner`` must
     refuse any user with a BatchError, and take ``""``)."""
+    cancel_recorded: ClassVar[bool] = True
+    """Whether a cancelled running job's record says cancelled (else: failed by the
+    signal that ended it, all Torque keeps)."""
 
     # -- hooks ---------------------------------------------------------------------------
 
@@ -96,6 +102,17 @@ class BatchContract:
     @staticmethod
     def job(jobs: list[Job], job_id: str) -> Job | None:
         return next((j for j in jobs if j.id == job_id), None)
+
+    def settle_job(
+        self, batch: BatchSystem, job_id: str, check: Callable[[JobDetail], bool]
+    ) -> JobDetail:
+        """The first detail of ``job_id`` for which ``check`` holds, or the last one."""
+        deadline = time.monotonic() + self.settle_timeout
+        while True:
+            detail = batch.job(job_id)
+            if check(detail) or time.monotonic() >= deadline:
+                return detail
+            time.sleep(self.settle_poll)
 
     def queue(self, batch: BatchSystem, priorities: list[int]) -> list[str]:
         ids = [batch.submit(self.request(priority=p)) for p in priorities]
@@ -185,6 +202,8 @@ class BatchContract:
             lambda: batch.set_priority(UNKNOWN_JOB, 1),
             lambda: batch.move_to_front(UNKNOWN_JOB),
             lambda: batch.preempt(UNKNOWN_JOB),
+            lambda: batch.cancel(UNKNOWN_JOB),
+            lambda: batch.job(UNKNOWN_JOB),
         ):
             with pytest.raises(UnknownJob, match=UNKNOWN_JOB):
                 call()
@@ -378,3 +397,70 @@ class BatchContract:
         assert self.node(view, name) is None
         assert self.job(view.queued, job_id) is not None
         batch.remove_node(name)
+
+    # -- one job's detail, and cancelling -------------------------------------------------
+
+    def test_job_tells_a_queued_job_with_its_shape(self, batch: BatchSystem) -> None:
+        (job_id,) = self.queue(batch, [0])
+        job = self.settle_job(batch, job_id, lambda j: j.state is JobState.QUEUED)
+        assert isinstance(job, JobDetail)
+        assert job.state is JobState.QUEUED and job.state.waiting
+        assert job.id.split(".")[0] == job_id.split(".")[0]
+        assert (job.cores, job.attempts, job.exit_code, job.signal) == (1, 0, None, None)
+        assert job.submitted_at > 0 and job.started_at is None and job.finished_at is None
+
+    def test_job_tells_a_held_job(self, batch: BatchSystem) -> None:
+        (job_id,) = self.queue(batch, [0])
+        batch.hold(job_id)
+        job = self.settle_job(batch, job_id, lambda j: j.state is JobState.HELD)
+        assert job.state is JobState.HELD
+
+    def test_job_tells_a_running_job_where_it_runs(self, batch: BatchSystem) -> None:
+        job_id, name = self.running_job(batch)
+        job = self.settle_job(batch, job_id, lambda j: j.state is JobState.RUNNING)
+        assert (job.state, job.node) == (JobState.RUNNING, name)
+        assert job.started_at is not None and job.attempts >= 1
+
+    def test_a_preempted_job_is_requeued_and_counts_its_run(self, batch: BatchSystem) -> None:
+        job_id, name = self.running_job(batch)
+        batch.drain(name, "contract: keep the preempted job waiting")
+        batch.preempt(job_id)
+        job = self.settle_job(batch, job_id, lambda j: j.state is JobState.REQUEUED)
+        assert job.state is JobState.REQUEUED, job
+        assert job.attempts >= 1 and job.node is None
+
+    def test_cancel_removes_a_queued_job_and_is_idempotent(self, batch: BatchSystem) -> None:
+        ids = self.queue(batch, [0, 0])
+        batch.cancel(ids[0])
+        view = self.settle(batch, lambda v: self.queued_ids(v) == ids[1:])
+        assert self.queued_ids(view) == ids[1:]
+        job = self.settle_job(batch, ids[0], lambda j: j.state is JobState.CANCELLED)
+        assert job.state is JobState.CANCELLED and job.state.finished
+        batch.cancel(ids[0])  # cancelled already: no-op
+        assert batch.job(ids[1]).state is JobState.QUEUED
+
+    def test_cancel_removes_a_held_job(self, batch: BatchSystem) -> None:
+        (job_id,) = self.queue(batch, [0])
+        batch.hold(job_id)
+        self.settle_job(batch, job_id, lambda j: j.state is JobState.HELD)
+        batch.cancel(job_id)
+        job = self.settle_job(batch, job_id, lambda j: j.state is JobState.CANCELLED)
+        assert job.state is JobState.CANCELLED
+
+    def test_cancel_stops_a_running_job_and_frees_its_node(self, batch: BatchSystem) -> None:
+        job_id, name = self.running_job(batch)
+        batch.cancel(job_id)
+        view = self.settle(
+            batch,
+            lambda v: (
+                self.job(v.running, job_id) is None and self._state(v, name) is NodeState.IDLE
+            ),
+        )
+        assert self.job([*view.running, *view.queued], job_id) is None
+        assert self._state(view, name) is NodeState.IDLE
+        job = self.settle_job(batch, job_id, lambda j: j.state.finished)
+        if self.cancel_recorded:
+            assert job.state is JobState.CANCELLED, job
+            batch.cancel(job_id)  # cancelled already: no-op
+        else:
+            assert job.state is JobState.FAILED and job.signal is not None, job

@@ -15,6 +15,13 @@ contract suite drives :class:`FakeCondorPool`. Provenance of the ads it answers 
   ``TotalSlotCpus``, ``Cpus``, ``State``/``Activity``, ``Draining`` as ``condor_drain``
   sets it), as the HTCondor manual describes them.
 
+A job that completes or is removed leaves the queue for the schedd's history, its ad
+then carrying what the HTCondor manual lists for an ended job (``JobStatus`` 4 or 3,
+``ExitBySignal``, ``ExitCode`` or ``ExitSignal``, ``RemoveReason``,
+``CompletionDate``, ``EnteredCurrentStatus``); the recorded ad's ``JobRunCount``
+counts the job's starts. ``act`` answers with the counts a schedd returns
+(``TotalSuccess``, ``TotalNotFound``, ``TotalPermissionDenied``).
+
 Its negotiator is simple: after every change, idle jobs in ``JobPrio`` then cluster order
 get the first startd with enough free cores that is not draining.
 """
@@ -55,6 +62,12 @@ class FakeJob:
     status: int = 1
     machine: str | None = None
     started: float | None = None
+    last_machine: str | None = None
+    runs: int = 0
+    ended: float | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    remove_reason: str = ""
 
 
 @dataclass
@@ -78,6 +91,10 @@ class FakeCondorPool:
         self.startds: dict[str, FakeStartd] = {}
         self.next_cluster = 1
         self.calls: list[tuple[str, ...]] = []
+        self.ended: dict[int, FakeJob] = {}
+        """Jobs that left the queue (completed, removed): the schedd's history."""
+        self.denied: set[int] = set()
+        """Clusters this caller may not act on (another user's, no queue superuser)."""
         self.owners: dict[int, str] = {}
         """Cluster -> the user it was submitted as, when not the caller."""
         self.job_template = _template("7.4/condor_q-long.txt")
@@ -90,12 +107,31 @@ class FakeCondorPool:
         self.startds[machine] = FakeStartd(machine, cores, self.now)
         self._negotiate()
 
+    def job_ends(self, job_id: str, code: int = 0, signal: int | None = None) -> None:
+        """A running job exits with ``code``, or is killed by ``signal``."""
+        job = self._job(job_id)
+        assert job.status == 2, job
+        job.exit_code, job.exit_signal = (None, signal) if signal else (code, None)
+        self._leave(job, 4)
+        self._negotiate()
+
+    def _leave(self, job: FakeJob, status: int) -> None:
+        if job.machine is not None:
+            self.startds[job.machine].jobs.remove(job.cluster)
+        job.status, job.machine, job.ended = status, None, self.now
+        self.ended[job.cluster] = self.queue.pop(job.cluster)
+
     # -- queries ------------------------------------------------------------------------
 
     def jobs(self, constraint: str) -> list[Any]:
         self.calls.append(("jobs", constraint))
         expr = classad2.ExprTree(constraint)
         return [ad for ad in map(self._job_ad, self.queue.values()) if expr.eval(ad) is True]
+
+    def history(self, constraint: str) -> list[Any]:
+        self.calls.append(("history", constraint))
+        expr = classad2.ExprTree(constraint)
+        return [ad for ad in map(self._job_ad, self.ended.values()) if expr.eval(ad) is True][:1]
 
     def slots(self) -> list[Any]:
         self.calls.append(("slots",))
@@ -131,12 +167,26 @@ class FakeCondorPool:
         ad["Arguments"] = job.arguments
         ad["AllowedExecuteDuration"] = job.walltime
         ad["Owner"] = self.owners.get(job.cluster, "elastic")
-        if job.status == 2 and job.machine is not None and job.started is not None:
+        ad["JobRunCount"] = job.runs
+        ad["EnteredCurrentStatus"] = int(job.ended or job.started or job.qdate)
+        if job.last_machine is not None:
+            ad["LastRemoteHost"] = f"slot1_1@{job.last_machine}"
+        if job.status == 4:
+            ad["CompletionDate"] = int(job.ended or self.now)
+            ad["ExitBySignal"] = job.exit_signal is not None
+            if job.exit_signal is not None:
+                ad["ExitSignal"] = job.exit_signal
+            else:
+                ad["ExitCode"] = job.exit_code
+        if job.status == 3:
+            ad["RemoveReason"] = job.remove_reason
+        if job.started is not None:  # kept in the history once it ended
+            ad["JobCurrentStartDate"] = int(job.started)
+            ad["JobStartDate"] = int(job.started)
+        if job.status == 2 and job.machine is not None:
             ad["RemoteHost"] = (
                 f"slot1_{self.startds[job.machine].jobs.index(job.cluster) + 1}@{job.machine}"
             )
-            ad["JobCurrentStartDate"] = int(job.started)
-            ad["JobStartDate"] = int(job.started)
         return ad
 
     def _slot_ad(
@@ -202,17 +252,26 @@ class FakeCondorPool:
             self._job(job_id).prio = int(value)
         self._negotiate()
 
-    def act(self, action: str, job_ids: Sequence[str], reason: str) -> None:
+    def act(self, action: str, job_ids: Sequence[str], reason: str) -> dict[str, int]:
         self.calls.append(("act", action, *job_ids))
+        done = {"TotalSuccess": 0, "TotalPermissionDenied": 0}
         for job_id in job_ids:
             job = self._job(job_id)
-            if action == "Hold":
+            if job.cluster in self.denied:
+                done["TotalPermissionDenied"] += 1
+                continue
+            done["TotalSuccess"] += 1
+            if action == "Remove":
+                job.remove_reason = reason
+                self._leave(job, 3)
+            elif action == "Hold":
                 if job.machine is not None:
                     self.startds[job.machine].jobs.remove(job.cluster)
                 job.status, job.machine, job.started = 5, None, None
             elif action == "Release" and job.status == 5:
                 job.status = 1
         self._negotiate()
+        return done
 
     def drain(self, machine: str, mode: str, reason: str) -> None:
         self.calls.append(("drain", machine, mode))
@@ -251,5 +310,7 @@ class FakeCondorPool:
                     continue
                 if not startd.draining and startd.cores - used >= job.cores:
                     job.status, job.machine, job.started = 2, startd.machine, self.now
+                    job.last_machine = startd.machine
+                    job.runs += 1
                     startd.jobs.append(job.cluster)
                     break

@@ -15,6 +15,13 @@ the contract suite drives :class:`FakePbs` instead. Provenance of what it prints
   server prints nothing, as Torque's ``qstat -x`` does.
 - Error messages (``Unknown Job Id``, ``Unknown node``) follow the recorded
   ``fixtures/pbs/torque-6/pbsnodes-x-unknown-node.txt`` and the PBS man pages.
+- Finished jobs as ``fixtures/pbs/openpbs-22/qstat-f-F-json-finished.json`` shows one
+  (state ``F``, ``substate`` 92, ``Exit_status``, ``obittime``, ``run_count``) and as
+  ``torque-6/qstat-f-x.xml`` does (state ``C``, ``exit_status``, ``comp_time``,
+  ``start_count``): OpenPBS lists them only for ``qstat -x`` (job history on), Torque
+  in every ``qstat -x`` (its XML flag; ``keep_completed`` set). ``qdel`` of a job ends
+  it in substate 91 on OpenPBS (a running one with exit status 256 + SIGTERM) and
+  without an exit status on Torque if it never ran.
 
 Its scheduler is deliberately simple: after every change it starts queued jobs in
 priority order (server order among equals) on the first up, non-offline node with
@@ -50,6 +57,9 @@ class FakeJob:
     node: str | None = None
     stime: float | None = None
     run_count: int = 0
+    exit_status: int | None = None
+    substate: int | None = None
+    ended: float | None = None
 
 
 @dataclass
@@ -81,6 +91,20 @@ class FakePbs:
         self.nodes[name].up = True
         self._schedule()
 
+    def job_ends(self, job_id: str, exit_status: int) -> None:
+        """A running job's script ends with ``exit_status`` (256 + N: killed by signal N;
+        negative: one of PBS's JOB_EXEC codes)."""
+        job = self._job(job_id, "test")
+        assert job.state == "R", job
+        self._end(job, exit_status, 93 if exit_status else 92)
+        self._schedule()
+
+    def _end(self, job: FakeJob, exit_status: int | None, substate: int) -> None:
+        if job.node is not None:
+            self.nodes[job.node].jobs.remove(job.id)
+        job.state = "F" if self.flavour == "openpbs" else "C"
+        job.exit_status, job.substate, job.ended = exit_status, substate, self.now
+
     # -- the Runner -----------------------------------------------------------------------
 
     def __call__(self, argv: Sequence[str]) -> CommandResult:
@@ -101,7 +125,7 @@ class FakePbs:
         if cmd == "qstat" and rest == ["--version"]:
             return "pbs_version = 22.05.11\n" if self.flavour == "openpbs" else "Version: 6.1.3\n"
         if cmd == "qstat":
-            return self._qstat_json() if self.flavour == "openpbs" else self._qstat_xml()
+            return self._qstat(rest)
         if cmd == "pbsnodes" and rest in (["-a", "-F", "json"], ["-x"]):
             return self._nodes_json() if self.flavour == "openpbs" else self._nodes_xml()
         if cmd == "pbsnodes":
@@ -122,9 +146,28 @@ class FakePbs:
             return self._qhold(rest)
         if cmd == "qrls":
             return self._qrls(rest)
+        if cmd == "qdel":
+            return self._qdel(rest)
         raise _Fail(127, f"{cmd}: command not found")
 
     # -- state changes ------------------------------------------------------------------
+
+    def _qstat(self, rest: list[str]) -> str:
+        listing = ["-f", "-F", "json"] if self.flavour == "openpbs" else ["-f", "-x"]
+        if rest == listing:  # the queue: finished jobs only in Torque's (keep_completed)
+            shown = [j for j in self.jobs.values() if j.state != "F"]
+        else:
+            assert rest[:-1] == ([*listing, "-x"] if self.flavour == "openpbs" else listing), rest
+            shown = [self._job(rest[-1], "qstat")]
+        return self._qstat_json(shown) if self.flavour == "openpbs" else self._qstat_xml(shown)
+
+    def _qdel(self, rest: list[str]) -> str:
+        job = self._job(rest[0], "qdel")
+        if job.state in ("F", "C"):
+            raise _Fail(35, f"qdel: Job has finished {job.id}")
+        self._end(job, 271 if job.state == "R" else None, 91)
+        self._schedule()
+        return ""
 
     def _job(self, job_id: str, tool: str) -> FakeJob:
         for job in self.jobs.values():
@@ -269,10 +312,10 @@ class FakePbs:
     def _header(self) -> dict[str, object]:
         return {"timestamp": int(self.now), "pbs_version": "22.05.11", "pbs_server": SERVER}
 
-    def _qstat_json(self) -> str:
+    def _qstat_json(self, shown: list[FakeJob]) -> str:
         data = self._header()
         jobs = {}
-        for job in self.jobs.values():
+        for job in shown:
             attrs: dict[str, object] = {
                 "Job_Name": job.name,
                 "Job_Owner": f"pbsuser@{SERVER}",
@@ -291,25 +334,34 @@ class FakePbs:
                     "select": f"1:ncpus={job.ncpus}",
                     "walltime": job.walltime,
                 },
-                "substate": 42 if job.state == "R" else 10,
+                "substate": job.substate or (42 if job.state == "R" else 10),
                 "project": "_pbs_project_default",
                 "Submit_Host": SERVER,
+                "Output_Path": f"{SERVER}:/home/pbsuser/{job.name}.o{job.id.split('.')[0]}",
+                "Error_Path": f"{SERVER}:/home/pbsuser/{job.name}.e{job.id.split('.')[0]}",
+                "Join_Path": "n",
             }
-            if job.state == "R" and job.node is not None and job.stime is not None:
+            if job.run_count:
+                attrs["run_count"] = job.run_count
+            if job.state == "F":
+                attrs["group_list"] = "pbsuser"
+                attrs["obittime"] = self._ctime(job.ended or self.now)
+                if job.exit_status is not None:
+                    attrs["Exit_status"] = job.exit_status
+            if job.node is not None and job.stime is not None:
                 attrs["exec_host"] = f"{job.node}/0*{job.ncpus}"
                 attrs["exec_vnode"] = f"({job.node}:ncpus={job.ncpus})"
                 attrs["stime"] = self._ctime(job.stime)
-                attrs["run_count"] = job.run_count
             jobs[job.id] = attrs
         if jobs:
             data["Jobs"] = jobs
         return json.dumps(data, indent=4) + "\n"
 
-    def _qstat_xml(self) -> str:
-        if not self.jobs:
+    def _qstat_xml(self, shown: list[FakeJob]) -> str:
+        if not shown:
             return ""
         parts = ["<Data>"]
-        for job in self.jobs.values():
+        for job in shown:
             fields = [
                 ("Job_Id", job.id),
                 ("Job_Name", job.name),
@@ -320,11 +372,21 @@ class FakePbs:
                 ("ctime", str(int(job.qtime))),
                 ("Priority", str(job.priority)),
                 ("qtime", str(int(job.qtime))),
+                ("Output_Path", f"{SERVER}:/home/pbsuser/{job.name}.o{job.id.split('.')[0]}"),
+                ("Error_Path", f"{SERVER}:/home/pbsuser/{job.name}.e{job.id.split('.')[0]}"),
+                ("Join_Path", "n"),
+                ("egroup", "pbsuser"),
             ]
-            if job.state == "R" and job.node is not None and job.stime is not None:
+            if job.node is not None and job.stime is not None:
                 cores = f"0-{job.ncpus - 1}" if job.ncpus > 1 else "0"
                 fields += [("exec_host", f"{job.node}/{cores}")]
                 fields += [("start_time", str(int(job.stime)))]
+            if job.run_count:
+                fields += [("start_count", str(job.run_count))]
+            if job.state == "C":
+                if job.exit_status is not None:
+                    fields += [("exit_status", str(job.exit_status))]
+                fields += [("comp_time", str(int(job.ended or self.now)))]
             body = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in fields)
             resources = (
                 f"<Resource_List><nodect>1</nodect><nodes>1:ppn={job.ncpus}</nodes>"

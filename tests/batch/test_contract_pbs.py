@@ -39,6 +39,7 @@ class TestOpenPbsContract(_PbsContract):
 
 class TestTorqueContract(_PbsContract):
     flavour = "torque"
+    cancel_recorded = False  # Torque keeps only the SIGTERM that ended a deleted job
 
 
 def test_the_flavour_is_detected_from_qstat_version() -> None:

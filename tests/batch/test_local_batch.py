@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import sqlite3
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from elasticsite.batch import local_schema
 from elasticsite.batch.base import (
     BatchError,
     BatchSystem,
@@ -123,7 +125,9 @@ def test_leave_is_remove_node(batch: LocalBatch) -> None:
     batch.register_node("w1", 1)
     batch.submit(req())
     batch.leave("w1")
-    assert batch.counts()["queued"] == 1 and batch.snapshot().nodes == []
+    assert batch.counts()["requeued"] == 1 and batch.snapshot().nodes == []
+    job = batch.job("1")
+    assert (job.state, job.attempts, job.reason) == (JobState.REQUEUED, 1, "node w1 removed")
 
 
 def test_preempt_requeues_and_a_late_finish_is_ignored(batch: LocalBatch) -> None:
@@ -139,7 +143,8 @@ def test_preempt_requeues_and_a_late_finish_is_ignored(batch: LocalBatch) -> Non
     assert [j.id for j in view.queued] == ["1"]
     assert [a.job_id for a in batch.worker_poll("w1")] == ["2"]  # the worker kills job 1
     assert not batch.finish_job("1", "w1", 137, attempt=old.attempt)
-    assert batch.job("1").state is JobState.QUEUED
+    job = batch.job("1")
+    assert (job.state, job.attempts, job.reason) == (JobState.REQUEUED, 1, "preempted")
 
 
 def test_a_requeued_job_restarting_on_the_same_node_is_a_new_attempt(batch: LocalBatch) -> None:
@@ -211,7 +216,8 @@ def test_cancel_removes_queued_and_running_jobs(batch: LocalBatch) -> None:
     batch.cancel("2")
     batch.cancel("1")  # running: the worker kills it, the next job may start
     batch.cancel("1")  # idempotent
-    assert batch.counts() == {"queued": 0, "running": 0, "done": 0, "cancelled": 2}
+    assert {state: n for state, n in batch.counts().items() if n} == {"cancelled": 2}
+    assert set(batch.counts()) == {s.value for s in JobState} - {"unknown"}
     assert batch.worker_poll("w1") == []
     assert {j.id for j in batch.jobs(["cancelled"])} == {"1", "2"}
 
@@ -234,9 +240,9 @@ def test_errors_name_the_job_or_node(batch: LocalBatch) -> None:
     batch.register_node("w1", 1)
     batch.submit(req())
     batch.finish_job("1", "w1", 0)
-    with pytest.raises(BatchError, match="already done"):
+    with pytest.raises(BatchError, match="already completed"):
         batch.move_to_front("1")
-    with pytest.raises(BatchError, match="already finished"):
+    with pytest.raises(BatchError, match=r"job 1 already ended \(completed\)"):
         batch.cancel("1")
 
 
@@ -334,8 +340,14 @@ def _damage(path: Path, *statements: str) -> None:
         (lambda b: b.set_priority("1", "high"), r"^set_priority: priority must be an integer"),
         (lambda b: b.jobs(["bogus"]), r"^local batch .*batch\.db: jobs: 'bogus' is not a valid"),
         (lambda b: b.jobs(5), r"^local batch .*batch\.db: jobs: "),
-        (lambda b: b.worker_poll("w1", [("1", 0)]), r"^local batch .*: worker_poll: not enough"),
-        (lambda b: b.record_pids("w1", [("1", 2)]), r"^local batch .*: record_pids: not enough"),
+        (
+            lambda b: b.worker_poll("w1", [("1", 0)]),
+            r"^local batch .*: worker_poll: expected \(",
+        ),
+        (
+            lambda b: b.record_pids("w1", [("1", 2)]),
+            r"^local batch .*: record_pids: expected \(",
+        ),
     ],
 )
 def test_a_bad_argument_is_a_batch_error_naming_the_call(
@@ -387,3 +399,75 @@ def test_a_job_id_that_int_would_take_names_no_job(batch: LocalBatch, job_id: ob
     with pytest.raises(UnknownJob, match="no job"):
         batch.cancel(job_id)  # type: ignore[arg-type]
     assert {j.state for j in batch.jobs()} == {JobState.QUEUED}  # job 1 or 10 untouched
+
+
+def test_a_state_this_version_does_not_know_is_unknown_with_one_warning(
+    batch: LocalBatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    batch.submit(req())
+    with sqlite3.connect(batch.path) as conn:  # as a newer elasticsite might write it
+        conn.execute("UPDATE jobs SET state = 'teleported' WHERE id = 1")
+    with caplog.at_level(logging.WARNING, logger="elasticsite.batch.local"):
+        assert [j.state for j in batch.jobs()] == [JobState.UNKNOWN]
+        job = batch.job("1")
+    assert (job.state, job.native_state) == (JobState.UNKNOWN, "teleported")
+    assert batch.counts()["unknown"] == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "local batch: unknown job state 'teleported': shown as unknown"
+    ]
+
+
+def test_a_version_2_file_keeps_its_ended_jobs_as_completed_or_failed(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        for statement in filter(str.strip, local_schema._SCHEMA.split(";")):
+            conn.execute(statement)
+        for column in ("signal", "reason", "workdir", "worker_log"):
+            conn.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+        conn.execute("ALTER TABLE nodes DROP COLUMN owner")
+        rows = [(0, "done"), (3, "done"), (-9, "done"), (None, "cancelled")]
+        for code, state in rows:
+            conn.execute(
+                "INSERT INTO jobs (command, cores, walltime, state, submitted_at, exit_code) "
+                "VALUES ('[\"true\"]', 1, 60, ?, 1, ?)",
+                (state, code),
+            )
+        conn.execute("PRAGMA user_version = 2")
+    jobs = LocalBatch(path).jobs()
+    assert [(j.state, j.exit_code, j.signal) for j in jobs] == [
+        (JobState.COMPLETED, 0, None),
+        (JobState.FAILED, 3, None),
+        (JobState.FAILED, None, 9),
+        (JobState.CANCELLED, None, None),
+    ]
+
+
+def test_a_requeued_job_says_why_its_run_ended(batch: LocalBatch, clock: FakeClock) -> None:
+    batch.register_node("w1", 1)
+    batch.submit(req())
+    batch.register_node("w1", 1)  # its worker started again: the job's process is gone
+    job = batch.job("1")  # requeued, and started again at once on the one node there is
+    assert (job.state, job.attempts) == (JobState.RUNNING, 2)
+    assert job.reason == "node lost (w1 started again without its jobs)"  # its last run
+    clock.advance(31)  # the worker stops reporting
+    batch.remove_node("w1")
+    job = batch.job("1")
+    assert (job.state, job.attempts, job.reason) == (
+        JobState.REQUEUED, 2, "node lost (w1 stopped reporting)"
+    )  # fmt: skip
+    batch.register_node("w2", 1)
+    batch.register_node("w2", 1)
+    assert batch.job("1").attempts == 4
+
+
+def test_a_job_that_ends_records_its_signal_reason_and_outcome(batch: LocalBatch) -> None:
+    batch.register_node("w1", 3)
+    for _ in range(3):
+        batch.submit(req())
+    batch.worker_poll("w1", [("1", 1, 0), ("2", 1, -9, "walltime exceeded"), ("3", 1, 126)])
+    ended = {j.id: (j.state, j.exit_code, j.signal, j.reason) for j in batch.jobs()}
+    assert ended == {
+        "1": (JobState.COMPLETED, 0, None, ""),
+        "2": (JobState.FAILED, None, 9, "walltime exceeded"),
+        "3": (JobState.FAILED, 126, None, "command cannot run"),
+    }

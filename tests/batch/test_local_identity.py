@@ -1,9 +1,10 @@
 """Whose job it is on the embedded batch system: another user's job is taken from root
 only, for a real user with a home; anyone else is refused at submission, in one line,
-and nothing is queued."""
+and nothing is queued. Such a job is cancelled by root only too."""
 
 from __future__ import annotations
 
+import grp
 import os
 
 import pytest
@@ -12,6 +13,7 @@ from tests.users import real_users
 from elasticsite.batch.base import BatchError, JobRequest
 from elasticsite.batch.identity import own_account
 from elasticsite.batch.local import LocalBatch
+from elasticsite.model import JobState
 
 
 @pytest.fixture
@@ -69,3 +71,24 @@ def test_root_takes_a_real_users_job_for_them(batch: LocalBatch) -> None:
         job = batch.submit(JobRequest(["id"], user=ann.pw_name))
     assert batch.job(job).user == ann.pw_name
     assert batch.job(batch.submit(JobRequest(["id"], user=own_account()))).user == "root"
+
+
+def test_another_users_job_is_cancelled_by_root_only(
+    batch: LocalBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with real_users() as (ann,):
+        theirs = batch.submit(JobRequest(["sleep", "60"], user=ann.pw_name))
+        own = batch.submit(JobRequest(["sleep", "60"]))
+        with monkeypatch.context() as unprivileged:
+            unprivileged.setattr("os.geteuid", lambda: 4242)  # the site's account, not root
+            with pytest.raises(BatchError) as refused:
+                batch.cancel(theirs)
+            assert str(refused.value) == (
+                f"cancel: job {theirs} is {ann.pw_name}'s; only root may cancel another "
+                "user's job (this runs as 4242)"
+            )
+            assert batch.job(theirs).state is JobState.QUEUED
+            batch.cancel(own)  # no one's in particular: the site's own
+        batch.cancel(theirs)  # as root
+        assert batch.job(theirs).state is JobState.CANCELLED
+        assert batch.job(theirs).group == grp.getgrgid(ann.pw_gid).gr_name

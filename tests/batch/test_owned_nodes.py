@@ -91,12 +91,12 @@ def test_set_owner_refuses_a_bad_name_and_an_unknown_node(batch: LocalBatch) -> 
         batch.set_owner("w2", "ann")
 
 
-def test_a_version_2_file_gets_nodes_of_nobody(tmp_path: Path) -> None:
-    path = tmp_path / "v2.db"
+def test_a_version_3_file_gets_nodes_of_nobody(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
     LocalBatch(path).add_node("w1", 2)
     with sqlite3.connect(path) as db:
         db.execute("ALTER TABLE nodes DROP COLUMN owner")
-        db.execute("PRAGMA user_version = 2")
+        db.execute("PRAGMA user_version = 3")
     db.close()
     (node,) = LocalBatch(path).snapshot().nodes
     assert (node.name, node.owner) == ("w1", "")

@@ -181,6 +181,20 @@ class CloudContract:
             harness, "w1 gone after terminate", lambda: gone(self.described(harness.driver, "w1"))
         )
 
+    def test_many_instances_go_in_one_terminate_call(self, harness: CloudHarness) -> None:
+        names = ("w1", "w2", "w3")
+        launched = self.launch(harness, *names)
+        for name in names:
+            self.shown(harness, name)
+        # the manager gives a driver a step's terminations at once, unknown ids among them
+        harness.driver.terminate([UNKNOWN_ID, *(i.id for i in launched)])
+
+        def all_gone() -> bool:
+            shown = {i.name: i for i in harness.driver.describe()}
+            return all(gone(shown.get(name)) for name in names)
+
+        self.eventually(harness, "w1, w2 and w3 gone after one terminate", all_gone)
+
     def test_terminate_ignores_unknown_ids(self, harness: CloudHarness) -> None:
         (launched,) = self.launch(harness, "w1")
         harness.driver.terminate([UNKNOWN_ID])

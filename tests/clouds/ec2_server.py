@@ -33,6 +33,12 @@ ERROR_STATUS = {
 }
 
 
+_ANSWER = threading.Event()
+_ANSWER.set()
+_MOTO_NAMESPACE = b'xmlns="http://ec2.amazonaws.com/doc/2016-11-15"'
+_EC2_NAMESPACE = b'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"'
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -82,15 +88,23 @@ class FaultyEc2:
         self.upstream = urllib.parse.urlsplit(upstream)
         self.faults: dict[str, tuple[str, int | None, str]] = {}
         self.delays: dict[str, float] = {}
+        self.held: dict[str, threading.Event] = {}
         self.seen: list[str] = []
+        self.forms: list[str] = []
         self.lock = threading.Lock()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                action = urllib.parse.parse_qs(body.decode()).get("Action", [""])[0]
-                fault = proxy.take(action, body.decode())
+                self.forward("POST", body, body.decode())
+
+            def do_GET(self) -> None:  # libcloud's EC2 driver asks by GET
+                self.forward("GET", None, urllib.parse.urlsplit(self.path).query)
+
+            def forward(self, method: str, body: bytes | None, form: str) -> None:
+                action = urllib.parse.parse_qs(form).get("Action", [""])[0]
+                fault = proxy.take(action, form)
                 if fault is not None:
                     self.reply(ERROR_STATUS.get(fault, 400), error_xml(fault))
                     return
@@ -98,10 +112,13 @@ class FaultyEc2:
                     proxy.upstream.hostname or "127.0.0.1", proxy.upstream.port, timeout=30
                 )
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                conn.request("POST", self.path, body, headers)
+                conn.request(method, self.path, body, headers)
                 answer = conn.getresponse()
-                data = answer.read()
+                # EC2 names its namespace with a trailing slash (moto leaves it out),
+                # which libcloud's EC2 driver matches exactly
+                data = answer.read().replace(_MOTO_NAMESPACE, _EC2_NAMESPACE)
                 time.sleep(proxy.delays.get(action, 0.0))  # done upstream, answer held back
+                proxy.held.get(action, _ANSWER).wait()  # a cloud that does not answer
                 self.reply(answer.status, data, answer.getheader("Content-Type"))
                 conn.close()
 
@@ -132,14 +149,28 @@ class FaultyEc2:
         with self.lock:
             self.delays[action] = seconds
 
+    def hold(self, action: str) -> None:
+        """Give no answer to ``action`` until :meth:`release` (as a hung API would)."""
+        with self.lock:
+            self.held.setdefault(action, threading.Event())
+
+    def release(self) -> None:
+        """Answer every request held back, and hold none from now on."""
+        with self.lock:
+            held, self.held = self.held, {}
+        for event in held.values():
+            event.set()
+
     def clear(self) -> None:
         with self.lock:
             self.faults.clear()
             self.delays.clear()
+        self.release()
 
     def take(self, action: str, form: str = "") -> str | None:
         with self.lock:
             self.seen.append(action)
+            self.forms.append(form)
             fault = self.faults.get(action)
             if fault is None:
                 return None
@@ -154,6 +185,7 @@ class FaultyEc2:
             return code
 
     def close(self) -> None:
+        self.release()
         self.server.shutdown()
         self.server.server_close()
 

@@ -4,7 +4,9 @@ libcloud's own DigitalOcean driver talks to it over HTTP. Droplets live in memor
 responses in ``recorded/digitalocean/``, errors included.
 
 :meth:`DigitalOceanServer.fail` makes the next calls of one operation (``create``,
-``list``, ``delete``, ``sizes``, ``images``, ``regions``) answer with a recorded error.
+``list``, ``delete``, ``sizes``, ``images``, ``regions``) answer with a recorded error;
+``seen`` lists the operations asked for and ``queries`` their query strings. The
+droplet list honours ``tag_name`` as DigitalOcean's does.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class DigitalOceanServer:
         self.droplets: dict[int, dict[str, Any]] = {}
         self.faults: dict[str, list[str]] = {}
         self.seen: list[str] = []
+        self.queries: list[str] = []
         self.lock = threading.Lock()
         self._next = 301_000_001
         owner = self
@@ -78,6 +81,7 @@ class DigitalOceanServer:
         }.get((kind, method), kind)
         with self.lock:
             self.seen.append(op)
+            self.queries.append(parsed.query)
             queued = self.faults.get(op)
             error = queued.pop(0) if queued else None
         if req.headers.get("Authorization") != f"Bearer {TOKEN}":
@@ -90,7 +94,7 @@ class DigitalOceanServer:
             if op == "create":
                 self._create(req, body)
             elif op == "list":
-                self._list(req)
+                self._list(req, urllib.parse.parse_qs(parsed.query).get("tag_name", [None])[0])
             elif op == "delete":
                 self._delete(req, int(parts[2]))
             elif op in ("sizes", "images", "regions"):
@@ -131,12 +135,11 @@ class DigitalOceanServer:
         shown = {k: v for k, v in droplet.items() if k != "user_data"}
         self.reply(req, 202, {"droplet": shown, "links": {"actions": []}})
 
-    def _list(self, req: BaseHTTPRequestHandler) -> None:
+    def _list(self, req: BaseHTTPRequestHandler, tag: str | None = None) -> None:
         with self.lock:
-            shown = [
-                {k: v for k, v in d.items() if k != "user_data"} for d in self.droplets.values()
-            ]
-            for d in self.droplets.values():
+            listed = [d for d in self.droplets.values() if tag is None or tag in d["tags"]]
+            shown = [{k: v for k, v in d.items() if k != "user_data"} for d in listed]
+            for d in listed:
                 d["status"] = "active"
         self.reply(req, 200, {"droplets": shown, "links": {}, "meta": {"total": len(shown)}})
 

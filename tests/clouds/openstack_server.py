@@ -5,13 +5,15 @@ send them) and keeping servers in memory (BUILD, then ACTIVE on the next look).
 
 :meth:`OpenStackServer.fail` makes the next calls of one operation answer with a
 recorded error; :meth:`OpenStackServer.no_valid_host` makes the next servers Nova
-cannot place (``ERROR`` with its fault), as a cloud out of capacity does.
+cannot place (``ERROR`` with its fault), as a cloud out of capacity does; ``delay``
+holds every answer back that many seconds, as a busy cloud does.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -40,6 +42,7 @@ class OpenStackServer:
         self.servers: dict[str, dict[str, Any]] = {}
         self.faults: dict[str, list[str]] = {}
         self.unplaceable = 0
+        self.delay = 0.0
         self.seen: list[str] = []
         self.lock = threading.Lock()
         owner = self
@@ -91,6 +94,7 @@ class OpenStackServer:
             self.seen.append(op)
             queued = self.faults.get(op)
             error = queued.pop(0) if queued else None
+        time.sleep(self.delay)
         if error is not None:
             status, payload = recorded("errors.json")[error]
             self.reply(req, status, payload)

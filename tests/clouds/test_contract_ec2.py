@@ -4,6 +4,7 @@ through boto3 over HTTP; its errors carry the kind the manager acts on."""
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -230,3 +231,97 @@ def test_an_instance_ec2_took_back_is_reported_reclaimed() -> None:
     assert inst.reclaimed and inst.name == "w1"
     raw["StateReason"] = {"Code": "Client.UserInitiatedShutdown", "Message": "..."}
     assert not Ec2Cloud._instance(raw).reclaimed
+
+
+def test_terminating_what_a_describe_showed_is_one_call_per_thousand_ids(
+    endpoint: str, creds: Path
+) -> None:
+    proxy = FaultyEc2(endpoint)
+    try:
+        site = f"site-{next(_sites)}"
+        cloud = driver(proxy.url, creds, site, batch_size=30)
+        launched = cloud.launch(VMType("t3.micro"), [f"w{i}" for i in range(30)], {}, {})
+        cloud.describe()  # what the manager does every step
+        proxy.seen.clear()
+        cloud.terminate([i.id for i in launched])
+        assert proxy.seen == ["TerminateInstances"], "looked up or split up"
+        assert {i.state.value for i in cloud.describe()} <= {"stopping", "terminated"}
+        # ids it has not seen are looked up first: one filtered describe per 200
+        proxy.seen.clear()
+        fresh = driver(proxy.url, creds, site)
+        fresh.terminate([i.id for i in launched] + ["i-0123456789abcdef0"])
+        assert proxy.seen == ["DescribeInstances"], "terminated ones asked for again"
+    finally:
+        proxy.close()
+
+
+def test_an_id_ec2_has_forgotten_does_not_keep_the_others_up(endpoint: str, creds: Path) -> None:
+    proxy = FaultyEc2(endpoint)
+    try:
+        site = f"site-{next(_sites)}"
+        cloud = driver(proxy.url, creds, site, api_attempts=1)
+        first, second = cloud.launch(VMType("t3.micro"), ["w1", "w2"], {}, {})
+        cloud.describe()
+        proxy.fail("TerminateInstances", "InvalidInstanceID.NotFound", times=1)
+        cloud.terminate([first.id, second.id])
+        assert proxy.seen.count("TerminateInstances") == 2  # refused, then the ones found
+        assert {i.state.value for i in cloud.describe()} <= {"stopping", "terminated"}
+    finally:
+        proxy.close()
+
+
+def test_twenty_launch_threads_find_a_connection_each(
+    endpoint: str, creds: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from elasticsite import plugins
+    from elasticsite.config import parse_config
+
+    proxy = FaultyEc2(endpoint)
+    try:
+        proxy.delay("RunInstances", 0.2)  # a busy API: the threads' calls overlap
+        config = parse_config({
+            "manager": {"site_id": "pooled", "launch_threads": 20},
+            "clouds": [{"name": "aws", "driver": "ec2", "options": {
+                "image_id": IMAGE, "endpoint_url": proxy.url, "credentials_file": str(creds),
+            }}],
+        })  # fmt: skip
+        [spec] = config.clouds
+        site = plugins.SiteInfo("pooled", tmp_path, tmp_path / "batch.db", config)
+        cloud = plugins.clouds.get("ec2").create(spec.options, spec, site)
+        caplog.set_level(logging.WARNING, logger="urllib3")
+        with ThreadPoolExecutor(20) as pool:
+            names = [f"w{i:02d}" for i in range(40)]
+            launched = list(
+                pool.map(lambda n: cloud.launch(VMType("t3.micro"), [n], {}, {}), names)
+            )
+        assert sorted(i.name for (i,) in launched) == names
+        assert "Connection pool is full" not in caplog.text
+    finally:
+        proxy.close()
+
+
+def test_a_launch_looks_its_name_up_only_after_a_failed_launch_of_it(
+    endpoint: str, creds: Path
+) -> None:
+    proxy = FaultyEc2(endpoint)
+    try:
+        site = f"site-{next(_sites)}"
+        cloud = driver(proxy.url, creds, site, api_attempts=1)
+        cloud.describe()
+        cloud.known.clock = lambda: time.monotonic() + 3600  # the last listing long ago
+        proxy.seen.clear()
+        cloud.launch(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site})
+        assert proxy.seen == ["RunInstances"], "a slow listing made a launch look up"
+        proxy.fail("RunInstances", "InternalError", times=1)  # its answer may be lost
+        with pytest.raises(CloudError):
+            cloud.launch(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site})
+        proxy.seen.clear()
+        cloud.launch(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site})
+        assert proxy.seen == ["DescribeInstances", "RunInstances"]
+        proxy.seen.clear()
+        cloud.launch(VMType("t3.micro"), ["w3"], {}, {SITE_TAG: site})
+        assert proxy.seen == ["RunInstances"]
+    finally:
+        proxy.close()

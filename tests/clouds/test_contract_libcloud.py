@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -169,3 +170,112 @@ def test_the_key_never_shows_in_errors_reprs_or_logs(
         do.launch(SIZE, ["w1"], {}, {})
     seen = " ".join([str(err.value), repr(do), repr(do.options), caplog.text])
     assert TOKEN not in seen
+
+
+def test_the_node_list_is_narrowed_to_the_sites_tag(
+    cloud: DigitalOceanServer, secrets: Path
+) -> None:
+    site = f"site-{next(_sites)}"
+    driver(cloud, secrets, "another-site").launch(SIZE, ["theirs"], {}, {})
+    do = driver(cloud, secrets, site)
+    do.launch(SIZE, ["ours"], {}, {})
+    cloud.queries.clear()
+    assert [i.name for i in do.describe()] == ["ours"]
+    [query] = cloud.queries
+    assert f"tag_name=elasticsite-site%3A{site}" in query.split("&")
+
+
+def test_sizes_images_and_regions_are_listed_once_and_refreshed_when_stale(
+    cloud: DigitalOceanServer, secrets: Path
+) -> None:
+    do = driver(cloud, secrets, f"site-{next(_sites)}")
+    cloud.seen.clear()
+    for i in range(4):
+        do.launch(SIZE, [f"w{i}"], {}, {})
+    for _ in range(2):  # a size the provider lacks: listed again only after a while
+        with pytest.raises(CloudError, match="no size 'g-64vcpu'"):
+            do.launch(VMType("g-64vcpu"), ["big"], {}, {})
+    assert [cloud.seen.count(op) for op in ("sizes", "images", "regions")] == [1, 1, 1]
+    assert cloud.seen.count("create") == 4
+    stale = driver(cloud, secrets, f"site-{next(_sites)}", catalog_ttl=0)
+    cloud.seen.clear()
+    stale.launch(SIZE, ["w1"], {}, {})
+    stale.launch(SIZE, ["w2"], {}, {})
+    assert [cloud.seen.count(op) for op in ("sizes", "images", "regions")] == [2, 2, 2]
+
+
+def test_launches_after_a_describe_do_not_list_the_nodes_again(
+    cloud: DigitalOceanServer, secrets: Path
+) -> None:
+    site = f"site-{next(_sites)}"
+    do = driver(cloud, secrets, site)
+    do.describe()  # what the manager does every step
+    cloud.seen.clear()
+    launched = [do.launch(SIZE, [f"w{i}"], {}, {})[0] for i in range(3)]
+    assert [i.id for i in do.launch(SIZE, ["w0"], {}, {})] == [launched[0].id]  # idempotent
+    do.describe()
+    cloud.seen.clear()
+    for inst in launched:  # one node per destroy_node: the manager runs them side by side
+        do.terminate([inst.id])
+    assert cloud.seen == ["delete"] * 3 and do.terminate_batch == 1
+    assert driver(cloud, secrets, site).describe() == []
+
+
+def test_launches_from_many_threads_each_get_their_own_node(
+    cloud: DigitalOceanServer, secrets: Path
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    site = f"site-{next(_sites)}"
+    do = driver(cloud, secrets, site)
+    names = [f"w{i:02d}" for i in range(48)]
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as on a busy machine
+    try:
+        with ThreadPoolExecutor(12) as pool:
+            found = list(pool.map(lambda n: do.launch(SIZE, [n], {}, {})[0], names))
+    finally:
+        sys.setswitchinterval(switching)
+    assert [i.name for i in found] == names
+    assert {cloud.droplets[int(i.id)]["name"]: i.id for i in found} == {i.name: i.id for i in found}
+
+
+def test_an_ec2_launch_through_libcloud_carries_a_client_token_and_a_tag_filter(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("moto")
+    import hashlib
+
+    import boto3
+    from tests.clouds.ec2_server import FaultyEc2, moto_server
+
+    creds = tmp_path / "aws.toml"
+    creds.write_text('key = "testing"\nsecret = "testing"\n')
+    creds.chmod(0o600)
+    with moto_server() as url:
+        proxy = FaultyEc2(url)  # answers with EC2's own namespace, as libcloud expects
+        try:
+            settings = LibcloudOptions.model_validate({
+                "provider": "ec2", "image": "ami-03cf127a", "credentials_file": str(creds),
+                "driver_args": {"region": "us-east-1", "signature_version": "4",
+                                "host": "127.0.0.1", "port": proxy.url.rsplit(":", 1)[1],
+                                "secure": False},
+            })  # fmt: skip
+            ec2 = LibcloudCloud.connect("aws", "site-a", settings)
+            assert ec2.style == "ec2"
+            (inst,) = ec2.launch(VMType("t3.micro"), ["w1"], {"node": "w1"}, {})
+            shown = {i.name: i for i in ec2.describe()}
+            assert shown["w1"].tags[SITE_TAG] == "site-a" and shown["w1"].id == inst.id
+        finally:
+            proxy.close()
+        token = hashlib.sha256(b"site-a\0w1").hexdigest()
+        client = boto3.client(
+            "ec2", endpoint_url=url, region_name="us-east-1",
+            aws_access_key_id="testing", aws_secret_access_key="testing",
+        )  # fmt: skip
+        [reservation] = client.describe_instances()["Reservations"]
+        assert reservation["Instances"][0]["ClientToken"] == token
+    runs = [f for f in proxy.forms if "Action=RunInstances" in f]
+    assert len(runs) == 1 and f"ClientToken={token}" in runs[0]
+    lists = [f for f in proxy.forms if "Action=DescribeInstances" in f]
+    assert lists and all("Filter.1.Name=tag%3Aelasticsite-site" in f for f in lists), lists

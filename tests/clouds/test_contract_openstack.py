@@ -165,3 +165,47 @@ def test_the_password_never_shows_in_errors_reprs_or_logs(
         os_cloud.launch(SMALL, ["w1"], {}, {})
     seen = " ".join([str(err.value), repr(os_cloud), repr(os_cloud.options), caplog.text])
     assert PASSWORD not in seen
+
+
+def test_servers_a_describe_showed_are_deleted_without_listing_again(
+    cloud: OpenStackServer, rc: Path
+) -> None:
+    site = f"site-{next(_sites)}"
+    os_cloud = driver(rc, site)
+    launched = os_cloud.launch(SMALL, ["w1", "w2", "w3"], {}, {SITE_TAG: site})
+    os_cloud.describe()  # what the manager does every step
+    cloud.seen.clear()
+    for inst in launched:  # Nova deletes one per call: the manager runs them side by side
+        os_cloud.terminate([inst.id])
+    assert cloud.seen.count("delete") == 3 and "list" not in cloud.seen
+    assert [i.name for i in os_cloud.describe()] == []
+    assert os_cloud.terminate_batch == 1
+
+
+def test_twenty_launch_threads_find_a_connection_each(
+    cloud: OpenStackServer, rc: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from elasticsite import plugins
+    from elasticsite.config import parse_config
+
+    config = parse_config({
+        "manager": {"site_id": "pooled", "launch_threads": 20},
+        "clouds": [{"name": "science", "driver": "openstack", "options": {
+            "image": "debian-12", "credentials_file": str(rc), "api_attempts": 1,
+        }}],
+    })  # fmt: skip
+    [spec] = config.clouds
+    site = plugins.SiteInfo(f"site-{next(_sites)}", tmp_path, tmp_path / "b.db", config)
+    os_cloud = plugins.clouds.get("openstack").create(spec.options, spec, site)
+    caplog.set_level(logging.WARNING, logger="urllib3")
+    cloud.delay = 0.1  # a busy cloud: the threads' calls overlap
+    try:
+        with ThreadPoolExecutor(20) as pool:
+            names = [f"w{i:02d}" for i in range(40)]
+            found = list(pool.map(lambda n: os_cloud.launch(SMALL, [n], {}, {}), names))
+    finally:
+        cloud.delay = 0.0
+    assert sorted(i.name for (i,) in found) == names
+    assert "Connection pool is full" not in caplog.text

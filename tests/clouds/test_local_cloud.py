@@ -64,8 +64,8 @@ def test_a_worker_boots_joins_and_runs_a_job(
     assert states(cloud) == {"w1": InstanceState.RUNNING}
     script = "import json, os, sys; print(json.dumps(dict(os.environ))); sys.exit(3)"
     job_id = batch.submit(JobRequest(["python3", "-c", script], walltime=30))
-    job = wait_for("the job to finish", lambda: batch.jobs(["done"]))[0]
-    assert (job.id, job.node, job.exit_code) == (job_id, "w1", 3)
+    job = wait_for("the job to finish", lambda: batch.jobs(["failed"]))[0]
+    assert (job.id, job.node, job.exit_code, job.signal) == (job_id, "w1", 3, None)
     out = tmp_path / "state" / "jobs" / job_id / "stdout"
     env = json.loads(out.read_text())  # its own, not the worker's (user data, keys, ...)
     assert set(env) == {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "ELASTICSITE_JOB_ID",
@@ -128,8 +128,8 @@ def test_a_job_over_its_walltime_is_killed(make_cloud: MakeCloud, batch: LocalBa
     cloud = make_cloud()
     launch(cloud, "w1")
     batch.submit(JobRequest(["sleep", "60"], walltime=0.5))
-    job = wait_for("the walltime kill", lambda: batch.jobs(["done"]), timeout=20)[0]
-    assert job.exit_code == -9
+    job = wait_for("the walltime kill", lambda: batch.jobs(["failed"]), timeout=20)[0]
+    assert (job.exit_code, job.signal, job.reason) == (None, 9, "walltime exceeded")
     assert 0.5 <= job.runtime < 10
 
 
@@ -234,7 +234,7 @@ def test_a_hundred_workers_at_once(make_cloud: MakeCloud, batch: LocalBatch) -> 
     limit = 120.0
 
     def all_done() -> bool:
-        return batch.counts()["done"] == 200
+        return batch.counts()["completed"] == 200
 
     wait_for("200 jobs to finish", all_done, timeout=limit)
     ran = time.monotonic() - start

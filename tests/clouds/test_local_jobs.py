@@ -13,7 +13,7 @@ from tests.users import real_users
 
 from elasticsite.batch.identity import JOB_PATH, Account
 from elasticsite.batch.local_schema import Assignment
-from elasticsite.clouds.local_jobs import CANNOT_RUN, JobLauncher, JobRun
+from elasticsite.clouds.local_jobs import CANNOT_RUN, NOT_FOUND, JobLauncher, JobRun, Refused
 
 SECRET = "ELASTICSITE_TEST_WORKER_SECRET"
 JOB_VARS = {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "ELASTICSITE_JOB_ID",
@@ -35,9 +35,14 @@ def launcher(tmp_path: Path) -> JobLauncher:
     return JobLauncher(tmp_path / "state" / "jobs", "w1", "lab", preexec=lambda: None)
 
 
-def finished(run: JobRun | int) -> int:
+def finished(run: JobRun | Refused) -> int:
     assert isinstance(run, JobRun), run
     return run.proc.wait()
+
+
+def refused(run: JobRun | Refused) -> int:
+    assert isinstance(run, Refused), run
+    return run.code
 
 
 def test_another_users_job_runs_as_them_in_their_own_directory(
@@ -76,7 +81,7 @@ def test_another_users_job_runs_as_them_in_their_own_directory(
 def test_a_worker_that_is_not_root_runs_no_one_elses_job(tmp_path: Path) -> None:
     jobs = launcher(tmp_path)
     jobs.me = Account("svc", 4242, 4242, (4242,), "/home/svc", "/bin/sh")
-    assert jobs.start(Assignment("3", 1, ["id"], 1, 60.0, "nobody")) == CANNOT_RUN
+    assert refused(jobs.start(Assignment("3", 1, ["id"], 1, 60.0, "nobody"))) == CANNOT_RUN
     told = (tmp_path / "state" / "jobs" / "3" / "stderr").read_text()
     assert "it is nobody's, and this worker runs as svc, not as root" in told
 
@@ -87,12 +92,22 @@ def test_a_job_whose_user_is_gone_or_homeless_does_not_start(
     if os.geteuid() != 0:
         pytest.skip("needs root: runs jobs as other users")
     jobs = launcher(tmp_path)
-    assert jobs.start(Assignment("4", 1, ["id"], 1, 60.0, "es-gone")) == CANNOT_RUN
+    assert refused(jobs.start(Assignment("4", 1, ["id"], 1, 60.0, "es-gone"))) == CANNOT_RUN
     assert "no user 'es-gone'" in (tmp_path / "state" / "jobs" / "4" / "stderr").read_text()
     if os.path.isdir("/nonexistent"):
         return
-    assert jobs.start(Assignment("5", 1, ["id"], 1, 60.0, "nobody")) == CANNOT_RUN
+    assert refused(jobs.start(Assignment("5", 1, ["id"], 1, 60.0, "nobody"))) == CANNOT_RUN
     assert "cannot use /nonexistent/elasticsite-jobs/lab/5" in capfd.readouterr().err
+
+
+def test_a_missing_command_is_refused_with_127_and_says_so_on_stderr(tmp_path: Path) -> None:
+    result = launcher(tmp_path).start(Assignment("9", 1, ["es-no-such-command", "-x"], 1, 60.0))
+    assert isinstance(result, Refused)
+    assert (result.code, result.reason) == (NOT_FOUND, "command not found (es-no-such-command)")
+    assert result.workdir == str(tmp_path / "state" / "jobs" / "9")
+    told = (tmp_path / "state" / "jobs" / "9" / "stderr").read_text()
+    assert told.startswith("elasticsite: cannot start ['es-no-such-command', '-x']: ")
+    assert "No such file or directory" in told
 
 
 def test_the_workers_own_job_gets_a_clean_environment_too(

@@ -5,12 +5,16 @@ member, taking reserved names, flooding a context, crashing a handler."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from elasticsite.context.client import ContextError
+from elasticsite.context.hostkey import sign_challenge
 from elasticsite.context.models import ContextCreated, ContextPolicy
 
 from .conftest import TOKEN, LiveBroker, free_port, node_info, raw, ssh_key
@@ -195,7 +199,7 @@ def test_domain_and_pattern_bound_the_names(live_broker: LiveBroker) -> None:
 
 
 def test_bind_address_ties_a_record_to_where_it_came_from(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker, bind_address=True)
+    ctx = create(live_broker, bind_address=True, allow_loopback=True)
     node = live_broker.node(ctx)
     with pytest.raises(ContextError) as err:
         node.join(node_info("w1", 1))
@@ -218,9 +222,17 @@ def test_replace_on_rejoin_needs_the_same_host_key(live_broker: LiveBroker) -> N
     forged = {**node_info("w1", 1), "ssh_host_key": ssh_key("someone else")}
     with pytest.raises(ContextError) as err:
         impostor.join(forged)
-    assert err.value.status == 409
+    assert err.value.status == 409 and err.value.challenge is None
     again = live_broker.node(ctx)  # the same machine, its credential lost
-    assert again.join(node_info("w1", 1)).entry_id == 3
+    with pytest.raises(ContextError) as err:
+        again.join(node_info("w1", 1))
+    assert err.value.status == 409 and err.value.challenge is not None
+    private = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"w1-1").digest())
+    key_file = live_broker.state_dir.parent / "ssh_host_ed25519_key"
+    key_file.write_bytes(private.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()))
+    proof = sign_challenge(err.value.challenge, node_info("w1", 1)["ssh_host_key"], [key_file])
+    assert proof is not None
+    assert again.join({**node_info("w1", 1), "proof": proof.model_dump()}).entry_id == 3
     assert [(e.op, e.node.node_id) for e in again.updates(since=1).entries] == [
         ("leave", first.node_id),
         ("join", again.node_id),

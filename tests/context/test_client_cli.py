@@ -66,7 +66,7 @@ def test_context_rules_are_set_at_creation_and_shown(broker_process: BrokerProce
     made = cli(
         broker_process, "create", "ruled", "--json", "--domain", "Cloud.Example.org",
         "--host-pattern", "w-*.cloud.example.org", "--reserve", "head.cloud.example.org",
-        "--reserve", "10.1.0.1", "--max-members", "2", "--join-rate", "5",
+        "--reserve", "10.1.0.1", "--max-members", "2", "--join-rate", "5", "--allow-loopback",
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     ctx = json.loads(made.stdout)
@@ -75,11 +75,12 @@ def test_context_rules_are_set_at_creation_and_shown(broker_process: BrokerProce
     assert "pattern     w-*.cloud.example.org" in shown
     assert "reserved    localhost, head.cloud.example.org, 10.1.0.1" in shown
     assert "max members 2" in shown and "join rate   5/s" in shown
+    assert "local addr  loopback taken" in shown
     node = NodeClient(ctx["uri"], ctx["key"], ctx["secret"], ca=broker_process.cert)
     with pytest.raises(ContextError) as err:
         node.join({**node_info("w-1"), "hostname": "w-1.cluster.example.org"})
     assert err.value.status == 422
-    node.join({**node_info("w-1"), "hostname": "w-1.cloud.example.org"})
+    node.join({**node_info("w-1"), "hostname": "w-1.cloud.example.org", "address": "127.0.0.5"})
 
     bad = cli(broker_process, "create", "x", "--reserve", "not a name")
     assert bad.returncode == 2
@@ -113,6 +114,7 @@ def test_context_commands_against_a_running_broker(broker_process: BrokerProcess
     assert "members     3" in shown.stdout.splitlines()
     assert "last entry  3" in shown.stdout.splitlines()
     assert "rejoin      refused while held" in shown.stdout.splitlines()
+    assert "local addr  refused" in shown.stdout.splitlines()
 
     listed = cli(broker_process, "list")
     assert listed.returncode == 0 and ctx["id"] in listed.stdout and "site-b" in listed.stdout

@@ -203,10 +203,13 @@ def test_idle_connections_are_closed_after_keep_alive(
     assert closed is not None and 2.5 <= closed <= 4.5
 
 
-def test_long_poll_outlasts_the_header_timeout(start_broker: Callable[..., LiveBroker]) -> None:
-    """Once a request's headers are in, the deadline is gone: a 3 s long poll, and a
-    second one on the same kept-alive connection, get their 200 answers."""
-    broker = start_broker(header_timeout=1.0)
+def test_long_poll_outlasts_the_header_and_body_timeouts(
+    start_broker: Callable[..., LiveBroker],
+) -> None:
+    """Once a request's headers are in, the header deadline is gone, and a request
+    without a body starts no body deadline: a 3 s long poll, and a second one on the
+    same kept-alive connection, get their 200 answers."""
+    broker = start_broker(header_timeout=1.0, body_timeout=1.0)
     with broker.admin() as admin:
         ctx = admin.create("polls")
     node = broker.node(ctx)
@@ -216,7 +219,8 @@ def test_long_poll_outlasts_the_header_timeout(start_broker: Callable[..., LiveB
         answer = node.updates(since=joined.entry_id, wait=wait)
         assert answer.entries == [] and answer.last_id == joined.entry_id
         assert time.monotonic() - t0 >= wait - 0.5
-    assert broker.server is not None and broker.server.guard.header_timeouts == 0
+    assert broker.server is not None
+    assert (broker.server.guard.header_timeouts, broker.server.guard.body_timeouts) == (0, 0)
 
 
 # --- the connection caps --------------------------------------------------------------
@@ -401,14 +405,11 @@ def test_broker_command_sets_the_open_files_limit_its_cap_needs(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("--header-timeout", "-1", "--header-timeout must be a positive number of seconds, not -1"),
-        ("--keep-alive", "0", "--keep-alive must be at least 1 second, not 0"),
-        ("--max-connections", "0", "--max-connections must be at least 1, not 0"),
-        (
-            "--max-connections-per-address",
-            "-5",
-            "--max-connections-per-address must be 0 (no limit) or more, not -5",
-        ),
+        ("--header-timeout", "-1", "Input should be greater than 0"),
+        ("--body-timeout", "inf", "Input should be a finite number"),
+        ("--keep-alive", "0", "Input should be greater than or equal to 1"),
+        ("--max-connections", "0", "Input should be greater than or equal to 1"),
+        ("--max-connections-per-address", "-5", "Input should be greater than or equal to 0"),
     ],
 )
 def test_broker_refuses_nonsense_limits(
@@ -423,6 +424,8 @@ def test_broker_refuses_nonsense_limits(
         env={**os.environ, "COLUMNS": "200", "ELASTICSITE_BROKER_TOKEN": ""},
     )
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [f"error: {message}"]
+    assert done.stderr.strip().splitlines() == [
+        f"error: Invalid value for '{option}': {message} (see elasticsite broker --help)"
+    ]
     assert done.stdout == ""
     assert not state.exists(), "nothing is created before the options are checked"

@@ -8,10 +8,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticsite.context.models import NodeIn
+from elasticsite.context.admission import BrokerLimits, Refused, admit
+from elasticsite.context.models import ContextPolicy, NodeIn
 from elasticsite.context.store import ContextState, Store
 
 from .conftest import node_info
@@ -150,3 +152,53 @@ def test_any_caller_catches_up_exactly(script: list[tuple[str, int]], history: i
                 state = {}
             assert _apply(state, entries) == final
         store.close()
+
+
+def test_contexts_of_an_older_broker_keep_taking_loopback_addresses(tmp_path: Path) -> None:
+    """A broker.sqlite3 written before loopback and link-local addresses were refused:
+    its contexts keep the rule they were created under, new ones refuse them."""
+    path = tmp_path / "b.sqlite3"
+    store = Store(path)
+    old, _, _ = store.create_context("embedded", ContextPolicy(replace_on_rejoin=True))
+    store.join(old, node("w1", 1, address="127.0.0.9"))
+    store.close()
+    with sqlite3.connect(path) as db:  # as the older broker left it
+        db.execute("PRAGMA user_version = 0")
+        db.execute("UPDATE contexts SET policy = '{\"replace_on_rejoin\":true}'")
+    again = Store(path)
+    kept = again.contexts[old.id].policy
+    assert (kept.allow_loopback, kept.allow_link_local, kept.replace_on_rejoin) == (
+        True,
+        True,
+        True,
+    )
+    assert [m.address for m in again.contexts[old.id].members.values()] == ["127.0.0.9"]
+    new, _, _ = again.create_context("new")
+    again.close()
+    reopened = Store(path)  # migrated once: a new context stays as it was created
+    assert reopened.contexts[old.id].policy.allow_loopback
+    assert not reopened.contexts[new.id].policy.allow_loopback
+    reopened.close()
+
+
+def test_rules_an_older_broker_took_still_load_and_still_bind(tmp_path: Path) -> None:
+    """A stored domain or reserved name that today's checks refuse must not keep the
+    broker from starting; the context keeps refusing what they refuse."""
+    path = tmp_path / "b.sqlite3"
+    store = Store(path)
+    ctx, _, _ = store.create_context("old")
+    store.close()
+    stored = {"domain": "c.1.example.org", "reserved": ["10", "::ffff:10.0.0.254"]}
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE contexts SET policy = ?", (json.dumps(stored),))
+    again = Store(path)
+    loaded = again.contexts[ctx.id]
+    assert loaded.policy.domain == "c.1.example.org"
+    for record, detail in [
+        (node("w1", 1), "hostname: 'w1.cluster.example.org' is not in this context's domain"),
+        (node("w1", 254), "address: '10.0.0.254' is reserved in this context"),
+    ]:
+        with pytest.raises(Refused) as err:
+            admit(loaded, record, 100, BrokerLimits(), 0.0)
+        assert err.value.detail.startswith(detail)
+    again.close()

@@ -62,10 +62,11 @@ def seen_times(state: Any) -> Seen:
 def simulator(
     arrivals: Sequence[Arrival], clouds: Sequence[CloudModel], policy: str, interval: float,
     seed: int, site_cores: int = 0, seen: Seen | None = None,
+    cfg: policies.PolicySettings | None = None,
 ) -> Log:  # fmt: skip
     run = ElasticRun(
-        arrivals, clouds, policies.get(policy), policies.PolicySettings(), interval, "easy", seed,
-        site_cores=site_cores,
+        arrivals, clouds, policies.get(policy), cfg or policies.PolicySettings(), interval,
+        "easy", seed, site_cores=site_cores,
     )  # fmt: skip
     run.sim.run()
     assert not run.state.records, "the simulated site did not wind down"
@@ -77,6 +78,7 @@ def simulator(
 def manager(
     arrivals: Sequence[Arrival], clouds: Sequence[CloudModel], policy: str, interval: float,
     seed: int, db: Path, site_cores: int = 0, seen: Seen | None = None,
+    cfg: policies.PolicySettings | None = None,
 ) -> Log:  # fmt: skip
     first = min(a[0] for a in arrivals)
     sim = Simulation(start=first)
@@ -97,7 +99,7 @@ def manager(
         specs=[c.spec() for c in clouds],
         store=store,
         policy=policies.get(policy),
-        settings=policies.PolicySettings(),
+        settings=cfg or policies.PolicySettings(),
         clock=lambda: sim.now,
         executor=AtOnce(),
     )
@@ -120,8 +122,10 @@ def manager(
 
 
 def models(
-    boots: Sequence[tuple[float, float]], limits: Sequence[int], slowdown: float = 0.0
+    boots: Sequence[tuple[float, float]], limits: Sequence[int], shared: bool = False
 ) -> list[CloudModel]:
+    """Clouds booting in ``low`` to ``low + spread`` s; ``shared``: at most 3 boots at once,
+    each moving its image (15 s alone, or its whole boot if shorter) over one link."""
     return [
         CloudModel(
             name=f"c{i}",
@@ -131,7 +135,8 @@ def models(
             price_per_hour=0.1 * (i + 1),
             billing_increment=1.0 if i else 3600.0,
             cores_per_vm=2,
-            boot_slowdown=slowdown,
+            image_transfer=min(15.0, low) if shared else 0.0,
+            parallel_boots=3 if shared else 0,
         )
         for i, ((low, spread), limit) in enumerate(zip(boots, limits, strict=True))
     ]
@@ -165,7 +170,7 @@ arrival = st.tuples(
     interval=st.sampled_from([5.0, 10.0, 30.0]),
     seed=st.integers(0, 3),
     site_cores=st.sampled_from([0, 2, 4]),
-    slowdown=st.sampled_from([0.0, 15.0]),
+    shared=st.booleans(),
 )
 def test_random_workloads_give_identical_logs(
     tmp_path_factory: pytest.TempPathFactory,
@@ -176,14 +181,32 @@ def test_random_workloads_give_identical_logs(
     interval: float,
     seed: int,
     site_cores: int,
-    slowdown: float,
+    shared: bool,
 ) -> None:
     arrivals = [(at, c, r, max(w, 1.0)) for at, c, r, w in arrivals]
-    clouds = models([(float(b), float(s)) for b, s in boots], [limit] * len(boots), slowdown)
+    clouds = models([(float(b), float(s)) for b, s in boots], [limit] * len(boots), shared)
     db = tmp_path_factory.mktemp("engine") / "m.db"
     assert manager(arrivals, clouds, policy, interval, seed, db, site_cores) == simulator(
         arrivals, clouds, policy, interval, seed, site_cores
     )
+
+
+@pytest.mark.parametrize("policy", ["bursts", "on_demand"])
+def test_a_budget_holds_back_the_same_launches_live_and_simulated(
+    policy: str, tmp_path: Path
+) -> None:
+    """What was spent comes from the manager's bills and from the simulator's ledger;
+    the budget the shared decision enforces on it holds back the same launches."""
+    from elasticsite.spend import Budget
+
+    arrivals = [(a.at, a.cores, a.runtime, a.walltime) for a in get_workload("workload2")]
+    clouds = models([(50.0, 20.0), (30.0, 10.0)], [20, 20])
+    cfg = policies.PolicySettings(budget=Budget(6.0, "day"))
+    live = manager(arrivals, clouds, policy, 10.0, 1, tmp_path / "m.db", cfg=cfg)
+    assert live == simulator(arrivals, clouds, policy, 10.0, 1, cfg=cfg)
+    free = manager(arrivals, clouds, policy, 10.0, 1, tmp_path / "free.db")
+    launched = len({t[0] for t in live})
+    assert 0 < launched < len({t[0] for t in free})
 
 
 @pytest.mark.parametrize("policy", ["naive", "shortest_queue", "weighted_queue", "selective"])

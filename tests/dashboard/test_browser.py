@@ -1,5 +1,5 @@
 """The dashboard clicked through in headless Chromium (Debian's chromium, driven by
-Selenium), with the manager running the embedded site and then stopped.
+Selenium), with the manager running the embedded site, stopped, and started again.
 
 Screenshots of every page are kept in ``test-artifacts/dashboard/`` (or under
 ``$ELASTICSITE_ARTIFACTS``).
@@ -7,6 +7,7 @@ Screenshots of every page are kept in ``test-artifacts/dashboard/`` (or under
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -22,11 +23,15 @@ from elasticsite.batch.identity import own_account
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.manager.site import open_site
+from elasticsite.spend import period_bounds
 
 pytestmark = needs_chromium
 
 ME = own_account()
 SITE = """\
+[site]
+currency = "EUR"
+
 [manager]
 site_id = "browsed"
 state_dir = "{state}"
@@ -38,10 +43,11 @@ on_shutdown = "leave"
 [policy]
 name = "on_demand"
 spend_cap_per_hour = 2.0
+budget = {{ amount = {amount:.4f}, period = "day" }}
 
 [[clouds]]
 name = "lab"
-max_instances = 2
+max_instances = 3
 price_per_hour = 0.5
 billing_increment = 1
 boot_time = 0.3
@@ -65,7 +71,10 @@ def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser
 
     d = browser
     state = tmp_path / "state"
-    (tmp_path / "site.toml").write_text(SITE.format(state=state))
+    # Enough for two workers running to the end of the day, not for three.
+    now = time.time()
+    left = period_bounds(now, "day")[1] - now
+    (tmp_path / "site.toml").write_text(SITE.format(state=state, amount=2.5 * 0.5 * left / 3600))
     site = open_site(load_config(tmp_path / "site.toml"), tmp_path)
     manager = site.manager()
     thread = threading.Thread(target=manager.run, daemon=True)
@@ -90,6 +99,9 @@ def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser
 
         d.get(f"{server.url}/dashboard")  # type: ignore[attr-defined]
         assert d.current_url.endswith("/dashboard/login")  # type: ignore[attr-defined]
+        # The sign-in page offers nothing but signing in.
+        assert d.find_elements(By.TAG_NAME, "nav") == []  # type: ignore[attr-defined]
+        assert d.find_elements(By.ID, "logout") == []  # type: ignore[attr-defined]
         shot(d, "1-sign-in")
         d.find_element(By.ID, "token").send_keys("not-the-token")  # type: ignore[attr-defined]
         d.find_element(By.ID, "signin").click()  # type: ignore[attr-defined]
@@ -103,27 +115,62 @@ def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser
         assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Strict"
 
         # The page updates itself: two busy workers and one queued job show up without a
-        # reload, with the spend rate they cost.
+        # reload, with the spend rate they cost, what they have cost so far, and the
+        # budget that holds back the third.
         wait_for(lambda: "lab 0 0 0 2 0 0 2" in text("workers"), 30, "two busy workers shown")
         assert "Live: updated" in text("freshness")
+        assert d.find_elements(By.TAG_NAME, "nav")  # type: ignore[attr-defined]
         assert text("spend-rate") == "1.00"
+        assert "Spending (EUR)" in text("spend") and "EUR per hour" in text("spend")
+        wait_for(lambda: float(text("spent-total")) > 0, 30, "money spent")
+        assert "lab" in text("spent")
+        assert text("budget").startswith("Budget: ") and "EUR per day" in text("budget")
+        wait_for(lambda: "1 launch held back (1 on lab)" in text("budget-refused"), 30,
+                 "the budget's refusal")  # fmt: skip
+        assert text("budget-refused").startswith("Refusing since ")
         assert "Queue: 1 jobs" in text("queue") and ME in text("queue")
         assert "busy" in text("transitions")
         assert d.find_elements(By.CSS_SELECTOR, "svg.chart polyline")  # type: ignore[attr-defined]
+
+        # Each chart says what its axes measure.
+        def titles(axis: str) -> list[str]:
+            return [e.text for e in d.find_elements(  # type: ignore[attr-defined]
+                By.CSS_SELECTOR, f"svg.chart text.{axis}-title")]  # fmt: skip
+
+        assert titles("y") == ["workers", "jobs", "EUR per hour", "EUR"]
+        assert all(t.startswith("time (") for t in titles("x")) and len(titles("x")) == 4
         shot(d, "2-overview-live")
 
         d.find_element(By.LINK_TEXT, "Workers").click()  # type: ignore[attr-defined]
         assert "2 workers" in text("all-workers") and "lab-" in text("all-workers")
         shot(d, "3-workers")
 
-        # The manager stops: the page says the state is the last known one, and how old.
+        # The manager stops: at once the page says since when its state is stale.
         manager.stop()
         thread.join(30)
         d.find_element(By.LINK_TEXT, "Overview").click()  # type: ignore[attr-defined]
-        wait_for(lambda: "The manager is not running" in text("freshness"), 30, "stale shown")
+        wait_for(lambda: "Stale since" in text("freshness"), 30, "stale shown")
+        assert "the manager stopped" in text("freshness") and "Live" not in text("freshness")
         assert "last known state" in text("freshness")
         assert "lab 0 0 0 2 0 0 2" in text("workers")
         shot(d, "4-overview-manager-stopped")
+
+        # Started again once it was away longer than three samples' time (1.5 s), it is
+        # live again, and the time it was away is a gap in the charts: two lines.
+        def away() -> bool:
+            d.find_element(By.LINK_TEXT, "Overview").click()  # type: ignore[attr-defined]
+            found = re.search(r"\((\d+) s ago\)", text("freshness"))
+            return found is not None and int(found[1]) >= 2
+
+        wait_for(away, 30, "the manager to be away two seconds", every=0.5)
+        manager = site.manager()
+        thread = threading.Thread(target=manager.run, daemon=True)
+        thread.start()
+        wait_for(lambda: "Live: updated" in text("freshness"), 30, "live again")
+        workers_lines = "//section[h2[starts-with(., 'Workers')]]//*[local-name()='polyline']"
+        wait_for(lambda: len(d.find_elements(By.XPATH, workers_lines)) == 2, 30,  # type: ignore[attr-defined]
+                 "the gap in the workers chart")  # fmt: skip
+        shot(d, "5-overview-after-a-gap")
 
         d.find_element(By.ID, "logout").click()  # type: ignore[attr-defined]
         wait_for(lambda: d.current_url.endswith("/dashboard/login"), 10, "sign-in")  # type: ignore[attr-defined]

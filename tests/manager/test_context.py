@@ -76,7 +76,10 @@ def test_workers_join_the_sites_context_learn_each_other_and_leave_when_released
     context_id = r.site.store.get_meta("context.id")
     assert context_id, "the manager created no context"
     with broker.admin() as admin:
-        assert admin.show(context_id).name == "test"
+        shown = admin.show(context_id)
+        assert shown.name == "test"
+        assert shown.allow_loopback, "the local cloud's workers publish 127.x addresses"
+        assert not shown.allow_link_local
         r.submit(3.0, n=3, walltime=20.0)
         wait_for(lambda: admin.members(context_id).members.__len__() == 3, 60, "3 members")
         members = admin.members(context_id).members

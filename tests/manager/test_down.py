@@ -6,6 +6,7 @@ batch system and local cloud, whose workers are processes of their own.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -117,7 +118,9 @@ def test_down_now_terminates_at_once_and_the_jobs_go_back(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert "down: site 'downsite': terminating every worker" in done.stderr
     assert live_instances(state) == 0
-    assert {j.state for j in LocalBatch(state / "batch.db").jobs()} == {JobState.QUEUED}
+    jobs = LocalBatch(state / "batch.db").jobs()
+    assert {(j.state, j.attempts) for j in jobs} == {(JobState.REQUEUED, 1)}  # to run again
+    assert all(re.fullmatch(r"node \S+ removed", j.reason) for j in jobs), jobs
 
 
 def test_down_on_a_site_with_nothing_up_returns_at_once(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ POLICIES = ["on_demand", "steady_stream", "bursts", "core_demand", "dedicated"]
 
 
 def all_done(r: Running, n: int) -> bool:
-    return r.site.batch.counts().get("done", 0) == n
+    return r.site.batch.counts().get("completed", 0) == n
 
 
 def live_workers(r: Running) -> int:

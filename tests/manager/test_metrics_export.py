@@ -140,3 +140,67 @@ def test_the_server_counts_contexts_members_and_waiting_polls(tmp_path: Path) ->
         node.close()
     finally:
         broker.terminate()
+
+
+def test_what_was_spent_is_a_counter_in_the_sites_currency_that_a_restart_keeps(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    text = (
+        SITE.format(port=port)
+        .replace(
+            "spend_cap_per_hour = 5.0", "spend_cap_per_hour = 500.0\nbudget = { amount = 1e6 }"
+        )
+        .replace("price_per_hour = 0.5", "price_per_hour = 36.0")
+    )
+    (tmp_path / "site.toml").write_text('[site]\ncurrency = "CHF"\n\n' + text)
+
+    def run_once(jobs: int) -> list[float]:
+        """Run the manager until ``jobs`` jobs are done and their workers gone; the
+        spent counter as scraped along the way."""
+        site = open_site(load_config(tmp_path / "site.toml"), tmp_path)
+        manager = site.manager()
+        assert manager.metrics is not None
+        listener = serve_metrics(manager.metrics, "127.0.0.1", port)
+        thread = threading.Thread(target=manager.run, daemon=True)
+        thread.start()
+        seen: list[float] = []
+
+        def spent() -> float:
+            seen.append(value(scrape(port), "elasticsite_spent_total", cloud="lab",
+                              currency="CHF"))  # fmt: skip
+            return seen[-1]
+
+        try:
+            wait_for(lambda: value(scrape(port), "elasticsite_step_duration_seconds_count") > 0,
+                     30, "a step")  # fmt: skip
+            spent()
+            ids = [site.batch.submit(JobRequest(["sleep", "1"], 1, 60.0)) for _ in range(jobs)]
+            wait_for(lambda: all(site.batch.job(j).state is JobState.DONE for j in ids), 60,
+                     "jobs")  # fmt: skip
+            wait_for(lambda: not manager.records, 60, "every worker gone")
+            wait_for(lambda: spent() == spent(), 30, "the spending to settle")
+            body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            assert "# HELP elasticsite_spent_total What the site's workers have cost so far" in body
+            assert "in CHF" in body.split("# HELP elasticsite_spent_total")[1].splitlines()[0]
+            assert "# HELP elasticsite_spend_rate_per_hour What the site's workers cost per " \
+                   "hour now, in CHF" in body  # fmt: skip
+            budget = scrape(port)
+            assert value(budget, "elasticsite_budget", period="month", currency="CHF") == 1e6
+            assert value(budget, "elasticsite_budget_spent", period="month", currency="CHF") > 0
+            return seen
+        finally:
+            manager.stop()
+            thread.join(60)
+            listener.shutdown()
+            for cloud in site.clouds.values():
+                assert isinstance(cloud, LocalCloud)
+                cloud.kill_all()
+
+    first = run_once(1)
+    assert first[0] == 0.0 and first[-1] > 0.0
+    assert first == sorted(first)  # a counter: it never goes down
+    again = run_once(1)
+    # The second run starts where the first left off (the bills are in the store).
+    assert again[0] == pytest.approx(first[-1])
+    assert again == sorted(again) and again[-1] > again[0]

@@ -66,7 +66,7 @@ def test_resumed_nodes_boot_under_their_slurm_names_and_suspend_takes_them_down(
     nodes = {n.name for n in r.site.batch.snapshot().nodes if n.state.value == "idle"}
     assert nodes == {"cloud1", "cloud2"}
     r.submit(0.2)
-    wait_for(lambda: r.site.batch.counts().get("done", 0) == 1, 30, "the job to run")
+    wait_for(lambda: r.site.batch.counts().get("completed", 0) == 1, 30, "the job to run")
 
     r.site.store.add_power_requests("suspend", ["cloud1"], time.time())
     wait_for(lambda: "cloud1" not in by_node(r), 30, "cloud1's worker to terminate")

@@ -78,7 +78,7 @@ def test_sigkill_during_scale_up_then_restart(tmp_path: Path) -> None:
 
         proc = _start(cfg, log)
         batch = LocalBatch(state / "batch.db")
-        wait_for(lambda: batch.counts().get("done", 0) == 6, 60, "every job to finish")
+        wait_for(lambda: batch.counts().get("completed", 0) == 6, 60, "every job to finish")
         proc.send_signal(signal.SIGTERM)  # on_shutdown = drain
         assert proc.wait(60) == 0, log.read_text()[-3000:]
 

@@ -15,7 +15,7 @@ from .conftest import Running, fast_cloud, wait_for
 def test_hundred_workers_run_a_burst_and_leave(start_site: Callable[..., Running]) -> None:
     r = start_site(
         "on_demand",
-        clouds=[fast_cloud("local", 100, boot_jitter=0.5, seed=11, poll_interval=0.5)],
+        clouds=[fast_cloud("local", 100, boot_jitter=0.25, seed=11, poll_interval=0.5)],
         manager={"interval": 0.5, "heartbeat_timeout": 30.0},
     )
     r.submit(1.0, n=250, walltime=30.0)
@@ -25,7 +25,7 @@ def test_hundred_workers_run_a_burst_and_leave(start_site: Callable[..., Running
         nonlocal peak
         live = sum(rec.worker.state.live for rec in r.site.store.load())
         peak = max(peak, live)
-        return r.site.batch.counts()["done"] == 250
+        return r.site.batch.counts()["completed"] == 250
 
     wait_for(done, 120, "250 jobs on up to 100 workers", every=0.5)
     wait_for(

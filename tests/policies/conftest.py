@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 
 import pytest
 
+from elasticsite.attributes import EMPTY
 from elasticsite.model import CloudSpec, Decision, Job, VMType, Worker, WorkerState
 from elasticsite.policies import PolicySettings, evaluate, get
 from elasticsite.policies import base as registry
@@ -24,13 +25,19 @@ NOW = 1000.0
 _job_ids = itertools.count(1)
 
 
-def job(walltime: float = 100.0, cores: int = 1, *, submitted_at: float = 0.0) -> Job:
-    """A queued job asking for ``cores`` cores for ``walltime`` seconds."""
-    return Job(f"j{next(_job_ids)}", cores=cores, walltime=walltime, submitted_at=submitted_at)
+def job(
+    walltime: float = 100.0, cores: int = 1, *, submitted_at: float = 0.0, nodes: int = 1
+) -> Job:
+    """A queued job asking for ``cores`` cores (over ``nodes`` nodes) for ``walltime`` s."""
+    attributes = {"node_count": str(nodes)} if nodes > 1 else EMPTY
+    return Job(
+        f"j{next(_job_ids)}", cores=cores, walltime=walltime, submitted_at=submitted_at,
+        attributes=attributes,
+    )  # fmt: skip
 
 
-def jobs(n: int, walltime: float = 100.0, cores: int = 1) -> list[Job]:
-    return [job(walltime, cores) for _ in range(n)]
+def jobs(n: int, walltime: float = 100.0, cores: int = 1, nodes: int = 1) -> list[Job]:
+    return [job(walltime, cores, nodes=nodes) for _ in range(n)]
 
 
 def worker(

@@ -55,8 +55,8 @@ def test_never_more_workers_than_the_queued_jobs_can_fill():
     # 5 jobs of 10,000 s would want 50,000 // 60 = 833 workers; 5 can be used.
     site = snap(jobs(5, walltime=10_000))
     assert decide("bursts", site, bursts_factor=1.0).launched() == 5
-    wide = snap(jobs(3, walltime=10_000, cores=4), clouds=[cloud(max_instances=100)])
-    assert decide("bursts", wide).launched() == 12  # 12 cores on 1-core VMs
+    wide = snap(jobs(3, walltime=10_000, cores=4, nodes=4), clouds=[cloud(max_instances=100)])
+    assert decide("bursts", wide).launched() == 12  # 3 jobs of 4 nodes on 1-core VMs
 
 
 def test_cloud_without_waste_time_gets_one_worker_per_job():

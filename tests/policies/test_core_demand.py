@@ -16,12 +16,12 @@ def test_launches_for_the_cores_queued_jobs_ask_for():
 
 
 def test_one_core_workers_means_one_worker_per_core():
-    site = snap([job(cores=2), job(cores=3)])
+    site = snap([job(cores=2, nodes=2), job(cores=3, nodes=3)])
     assert decide("core_demand", site).launched() == 5
 
 
 def test_core_deficit_is_rounded_up_to_whole_workers():
-    site = snap([job(cores=10)], clouds=[QUAD])
+    site = snap([job(cores=10, nodes=3)], clouds=[QUAD])  # 4, 3 and 3 cores
     assert decide("core_demand", site).launched() == 3
 
 

@@ -10,7 +10,8 @@ from .conftest import S, cloud, job, run, snap, worker
 
 
 def urgent(cores: int = 1, urgency: str = "red") -> Job:
-    return replace(job(cores=cores), attributes={"urgency": urgency})
+    """An urgent job of ``cores`` one-core nodes."""
+    return replace(job(cores=cores), attributes={"urgency": urgency, "node_count": str(cores)})
 
 
 def full(n: int = 4) -> list:

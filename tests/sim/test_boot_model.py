@@ -1,5 +1,6 @@
-"""Boots that slow each other down (paper 000, IV-A), the calibrated clouds, the running
-estimate of boot and shutdown times, and the dedicated baseline booted before its jobs."""
+"""Boots that slow each other down by sharing a finite boot path (paper 000, IV-A), the
+calibrated clouds, the running estimate of boot and shutdown times, and the dedicated
+baseline booted before its jobs."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elasticsite import policies
-from elasticsite.boottime import PAPER000, contended
+from elasticsite.boottime import PAPER000, BootPath, replay
 from elasticsite.config import ConfigError, load_config
 from elasticsite.core import estimates
 from elasticsite.model import Job, VMType, WorkerState
 from elasticsite.policies import PolicySettings
 from elasticsite.policies.bursts import wanted
-from elasticsite.sim.cloud import CloudModel, Durations, SimCloud
+from elasticsite.sim.cloud import CloudModel, Durations, SimCloud, sim_cloud
 from elasticsite.sim.elastic import ElasticRun, simulate_elastic
 from elasticsite.sim.engine import Simulation
 from elasticsite.snapshot import SiteSnapshot
@@ -60,33 +61,107 @@ def boot_times(model: CloudModel, launches: list[tuple[float, int]], seed: int =
     return [batch.at[name] - created[name] for name in names]
 
 
-@given(
-    alone=st.floats(0, 300), slowdown=st.floats(0, 100), booting=st.integers(0, 50),
-    more=st.integers(0, 50),
-)  # fmt: skip
-def test_a_boot_is_no_faster_with_more_boots_in_flight(
-    alone: float, slowdown: float, booting: int, more: int
+boot_list = st.lists(st.tuples(st.integers(0, 400).map(float), st.floats(0, 200)), max_size=10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(transfer=st.floats(0, 100), boots=boot_list, more=boot_list)
+def test_on_a_link_alone_more_boots_never_make_a_boot_end_sooner(
+    transfer: float, boots: list[tuple[float, float]], more: list[tuple[float, float]]
 ) -> None:
-    assert contended(alone, slowdown, booting) <= contended(alone, slowdown, booting + more)
+    # Every boot moving its image shares the link (no limit on places): another boot
+    # only ever takes bandwidth. (With few places it may not: two boots kept apart by a
+    # third move their images one after the other, each at full speed.)
+    path = BootPath(transfer, 0)
+    mine = [(("mine", i), at, rest, None) for i, (at, rest) in enumerate(boots)]
+    theirs = [(("more", i), at, rest, None) for i, (at, rest) in enumerate(more)]
+    alone = replay(sorted(mine, key=lambda b: b[1]), path)
+    shared = replay(sorted(mine + theirs, key=lambda b: b[1]), path)
+    for key, end in alone.items():
+        assert shared[key] >= end - 1e-6
+
+
+@settings(max_examples=200, deadline=None)
+@given(transfer=st.floats(0, 100), parallel=st.integers(1, 5), boots=boot_list)
+def test_each_boot_ends_within_its_bound_from_the_boots_ahead_of_it(
+    transfer: float, parallel: int, boots: list[tuple[float, float]]
+) -> None:
+    # No boot is faster than alone; none waits longer than the rounds of `parallel`
+    # boots ahead of it (each round: its share of the link, then the longest rest),
+    # whatever is launched after it.
+    path = BootPath(transfer, parallel)
+    order = sorted(boots)
+    launches = [(i, at, rest, None) for i, (at, rest) in enumerate(order)]
+    ends = replay(launches, path)
+    longest = max((rest for _, rest in order), default=0.0)
+    for i, at, rest, _ in launches:
+        assert ends[i] >= at + transfer + rest - 1e-6
+        ahead = sum(1 for j, a2, _, _ in launches[:i] if ends[j] > at)
+        rounds = -(-(ahead + 1) // parallel)
+        assert ends[i] <= at + rounds * (parallel * transfer + longest) + 1e-6
 
 
 @settings(max_examples=40, deadline=None)
 @given(
-    base=st.floats(1, 200), slowdown=st.floats(0, 60), n=st.integers(1, 12),
+    base=st.floats(1, 200), transfer=st.floats(0, 60), n=st.integers(1, 12),
     extra=st.integers(1, 6),
 )  # fmt: skip
 def test_boot_times_are_monotone_in_concurrency(
-    base: float, slowdown: float, n: int, extra: int
+    base: float, transfer: float, n: int, extra: int
 ) -> None:
-    model = CloudModel("c", boot=Durations.constant(base), boot_slowdown=slowdown)
+    t = min(transfer, base)
+    model = CloudModel("c", boot=Durations.constant(base), image_transfer=t)
     fewer = boot_times(model, [(0.0, n)])
     more = boot_times(model, [(0.0, n + extra)])
-    # VMs launched together share the slowdown: all take base + slowdown x (others).
-    assert fewer == pytest.approx([base + slowdown * (n - 1)] * n)
+    # VMs launched together share the link: each moves its image in n x t, then boots.
+    assert fewer == pytest.approx([base + t * (n - 1)] * n)
     assert min(more) >= max(fewer) - 1e-9
-    # A boot started later, while these still boot, slows them down too.
+    # A boot started later, while these still move their images, slows them down too.
     late = boot_times(model, [(0.0, n), (base / 2, extra)])
     assert all(a >= b - 1e-9 for a, b in zip(late, fewer, strict=False))
+
+
+def test_a_thousand_boots_at_once_all_end_within_the_bound_whatever_follows() -> None:
+    # UChicago's link and ten places, grown to 2,000 VMs: 1,000 launched at once, then
+    # one more every 10 s for as long. Ten boots move their images together (10 x 35 s),
+    # then boot alone (at most 97 - 35 s); later boots queue behind. So 1,000 need at
+    # most 100 rounds of 412 s, and none of those behind can push them back.
+    uc = CloudModel.paper000("uchicago", vm_limit=2000)
+    bound = 100 * (10 * 35.0 + 97.0 - 35.0)
+    assert uc.boot_bound(1000) == bound
+    times = boot_times(uc, [(0.0, 1000)] + [(10.0 * k, 1) for k in range(1, 1001)])
+    first = times[:1000]
+    assert max(first) <= bound
+    # The link is work-conserving: the last of them cannot be done before 1,000 transfers.
+    assert max(first) >= 1000 * 35.0
+    # A boot alone on the idle cloud is pushed back by later ones at most by sharing the
+    # link with nine others: 10 x 35 s + its rest.
+    one = boot_times(uc, [(0.0, 1), (1.0, 100)])[0]
+    assert one <= 10 * 35.0 + 97.0 - 35.0
+
+
+def test_five_six_and_ten_at_once_are_the_calibration() -> None:
+    # docs/boot-model.md: 59 s of boot past a 35 s transfer, n transfers together.
+    uc, iu = PAPER000["uchicago"], PAPER000["iu"]
+    assert [uc.mean_boot(n) for n in (1, 5, 6, 10)] == [94.0, 234.0, 269.0, 409.0]
+    assert iu.mean_boot(1) == 60.0 and iu.mean_boot(5) == 252.0
+    # Workload 1 (20 jobs of 60 s): bursts' 6 VMs need 4 rounds, on-demand's 10 two,
+    # and 4 x 35 s > 2 x 60 s puts bursts first.
+    assert uc.mean_boot(6) + 4 * 60 < uc.mean_boot(10) + 2 * 60
+
+
+def test_contention_belongs_to_the_calibrated_cloud_as_calibrated() -> None:
+    assert sim_cloud("uchicago").path == BootPath(35.0, 10)
+    assert sim_cloud("iu").path == BootPath(48.0, 10)
+    assert not sim_cloud("ec2").path.shared
+    # A cloud described by its own boots or size shares nothing unless asked to.
+    mine = sim_cloud("uchicago", "74:205", "4", vm_limit=1000)
+    assert not mine.path.shared and mine.spec().boot_time == 139.5
+    assert not sim_cloud("uchicago", vm_limit=20).path.shared
+    asked = sim_cloud("uchicago", "74:205", vm_limit=1000, image_transfer=30.0)
+    assert asked.path == BootPath(30.0, 0)
+    with pytest.raises(ValueError, match="must not exceed the shortest boot alone"):
+        sim_cloud("none", "20", image_transfer=30.0)
 
 
 def test_calibrated_clouds_give_paper_000s_orderings() -> None:
@@ -198,20 +273,40 @@ def test_a_pool_the_cloud_cannot_fill_still_starts_the_workload() -> None:
     assert sum(w.state is WorkerState.TERMINATED for w in r.workers) == 3
 
 
-def test_local_cloud_boot_slowdown_is_a_checked_option(tmp_path: Path) -> None:
+def test_local_cloud_contention_options_are_checked(tmp_path: Path) -> None:
     site = tmp_path / "site.toml"
-    site.write_text('[[clouds]]\nname = "a"\noptions = { boot_slowdown = -1 }\n')
-    with pytest.raises(ConfigError) as err:
-        load_config(site)
-    assert str(err.value) == (
-        f"{site}: clouds[0].options.boot_slowdown: must be a number of seconds in [0, 86400] "
+
+    def error(options: str) -> str:
+        site.write_text(f'[[clouds]]\nname = "a"\noptions = {{ {options} }}\n')
+        with pytest.raises(ConfigError) as err:
+            load_config(site)
+        return str(err.value)
+
+    assert error("image_transfer = -1") == (
+        f"{site}: clouds[0].options.image_transfer: must be a number of seconds in [0, 86400] "
         "(got -1)"
     )
+    assert error("boot_delay = 30, boot_jitter = 5, image_transfer = 26") == (
+        f"{site}: clouds[0].options.image_transfer: must not exceed the shortest boot alone, "
+        "boot_delay - boot_jitter (25 s), which includes it (got 26)"
+    )
+    assert error("parallel_boots = -1") == (
+        f"{site}: clouds[0].options.parallel_boots: must be an integer in [0, 10000] "
+        "(0: no limit) (got -1)"
+    )
+    # The constant per boot in flight is gone; its name says what replaced it.
+    assert error("boot_slowdown = 35") == (
+        f"{site}: clouds[0].options.boot_slowdown: replaced by image_transfer (seconds a "
+        "boot's image takes alone over the cloud's shared link) and parallel_boots (boots "
+        "at once); see docs/boot-model.md (got 35)"
+    )
     site.write_text(
-        '[[clouds]]\nname = "a"\nwaste_estimate = "fixed"\noptions = { boot_slowdown = 35 }\n'
+        '[[clouds]]\nname = "a"\nwaste_estimate = "fixed"\n'
+        "options = { image_transfer = 35, parallel_boots = 10 }\n"
     )
     config = load_config(site)
-    assert config.clouds[0].options.model_dump()["boot_slowdown"] == 35.0
+    dumped = config.clouds[0].options.model_dump()
+    assert (dumped["image_transfer"], dumped["parallel_boots"]) == (35.0, 10)
     assert config.clouds[0].spec().waste_estimate == "fixed"
     site.write_text('[[clouds]]\nname = "a"\nwaste_estimate = "guess"\n')
     with pytest.raises(ConfigError, match=r"clouds\[0\]\.waste_estimate: "):

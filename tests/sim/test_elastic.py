@@ -169,3 +169,38 @@ def test_a_workload_the_policy_can_never_serve_stops_with_a_clear_error() -> Non
 
     with pytest.raises(SimulationStalled, match=r"can never run.*VM type"):
         simulate_elastic([(0.0, 1, 60.0, 120.0)] * 3, [cloud()], "cloud_scheduler")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    jobs=st.lists(
+        st.tuples(st.floats(0, 20_000), st.just(1), st.floats(60, 4 * 3600)),
+        min_size=1,
+        max_size=12,
+    ),
+    amount=st.floats(2.5, 6.0),
+    billing=st.sampled_from([1.0, 3600.0]),
+)
+def test_the_simulator_keeps_within_the_budget_as_the_manager(jobs, amount, billing) -> None:
+    """The budget is enforced in the decision both drivers share: a simulated site
+    spends no more in any period than its budget, however the work arrives."""
+    from elasticsite.spend import Budget, cost_between, period_bounds
+
+    arrivals = [(at, cores, run, run * 2) for at, cores, run in jobs]
+    budget = Budget(amount, "day")
+    result = simulate_elastic(
+        arrivals,
+        [cloud(limit=8, billing=billing)],
+        "on_demand",
+        PolicySettings(budget=budget),
+        interval=60.0,
+    )
+    assert all(j.finished_at is not None for j in result.jobs)
+    ends = [w.history[-1].at for w in result.workers]
+    days = {period_bounds(t, "day") for t in [w.requested_at for w in result.workers] + ends}
+    for lo, hi in days:
+        spent = sum(
+            cost_between(w.requested_at, end, lo, hi, 0.10, billing)
+            for w, end in zip(result.workers, ends, strict=True)
+        )
+        assert spent <= amount + 1e-9, (lo, spent)

@@ -39,7 +39,7 @@ def test_keys_made_on_the_command_line_open_the_served_services(tmp_path: Path) 
     assert (bad.returncode, bad.stderr.strip()) == (
         2, "error: --identity 'cluster': give RESOURCE=IDENTITY")  # fmt: skip
 
-    server = BrokerProcess(state, free_port(), extra=("--urgent",))
+    server = BrokerProcess(state, free_port(), extra=("--urgent", "--docs"))
     server.start()
     try:
         http = httpx.Client(base_url=server.url,

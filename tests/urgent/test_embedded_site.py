@@ -136,7 +136,7 @@ def test_red_with_preemption_starts_at_once_and_the_preempted_owner_is_compensat
     wait_for(lambda: site.batch.job(job).state is not JobState.QUEUED, 5, "the urgent job")
     assert time.monotonic() - t0 < 5.0
     assert site.batch.job(job).user == ME
-    assert sum(j.state is JobState.QUEUED for j in carols(site)) == 1  # requeued, not lost
+    assert sum(j.state is JobState.REQUEUED for j in carols(site)) == 1  # requeued, not lost
     wait_for(lambda: all(j.state is JobState.DONE for j in site.batch.jobs()), 60, "all done")
     sessions = server.store.sessions_of("lab", ME, server.clock())  # the preempted owner's
     assert [(s.single_use, s.state(server.clock())) for s in sessions

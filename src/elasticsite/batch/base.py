@@ -7,21 +7,35 @@ translating its own failures at the boundary with ``raise ... from exc``.
 from __future__ import annotations
 
 import enum
+import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
 
 from elasticsite.model import Job
 
 __all__ = [
+    "COMMAND_CANNOT_RUN",
+    "COMMAND_NOT_FOUND",
+    "KILLED",
+    "NODE_LOST",
+    "PREEMPTED",
+    "WALLTIME_EXCEEDED",
     "BatchError",
     "BatchSystem",
     "BatchView",
+    "JobDetail",
     "JobRequest",
     "Node",
     "NodeState",
+    "UnknownJob",
+    "UnknownNode",
     "checked_command",
+    "exit_reason",
 ]
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(Job))
 
 
 class BatchError(Exception):
@@ -53,6 +67,56 @@ class NodeState(enum.StrEnum):
     """A native state this adapter cannot translate (logged with a warning)."""
 
 
+# -- the words every adapter uses for why a job ended or waits again ----------------------
+
+WALLTIME_EXCEEDED = "walltime exceeded"
+NODE_LOST = "node lost"
+PREEMPTED = "preempted"
+COMMAND_NOT_FOUND = "command not found"
+COMMAND_CANNOT_RUN = "command cannot run"
+KILLED = int(signal.SIGKILL)
+"""The signal a batch system kills a job with when it must (walltime, cancel)."""
+
+_SHELL_EXITS = {126: COMMAND_CANNOT_RUN, 127: COMMAND_NOT_FOUND}
+
+
+def exit_reason(code: int | None) -> str:
+    """What an exit code means by the shell's convention every batch system's job
+    script follows (126: cannot run, 127: not found); ``""`` for any other."""
+    return _SHELL_EXITS.get(code, "") if code is not None else ""
+
+
+@dataclass(slots=True)
+class JobDetail(Job):
+    """Everything a batch system tells of one job (:meth:`BatchSystem.job`): the
+    :class:`~elasticsite.model.Job` (state, exit code or signal and reason, times,
+    attempts, node, user, attributes) and more.
+
+    The paths are where the batch system put the job's output, ``""`` where it does not
+    say; ``notes`` are what else is worth knowing or could not be learnt, one line each
+    (read from ``sacct``, the job's event log ...).
+    """
+
+    native_state: str = ""
+    """The batch system's own words for the state (``FAILED``, ``F``, ``4`` ...)."""
+    group: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    directory: str = ""
+    """Where the job ran (its working directory)."""
+    worker: str = ""
+    """The manager's worker whose node ran the job (filled in by the site)."""
+    worker_log: str = ""
+    """The log of the worker (the embedded cloud's process) that ran it."""
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, job: Job, **more: object) -> JobDetail:
+        """``job``'s fields with ``more`` of the detail's own."""
+        fields = {name: getattr(job, name) for name in _JOB_FIELDS}
+        return cls(**fields, **more)  # type: ignore[arg-type]
+
+
 @dataclass(slots=True)
 class Node:
     """One compute node of the batch system."""
@@ -75,7 +139,10 @@ class Node:
 class BatchView:
     """What the batch system looks like at ``taken_at``.
 
-    ``queued`` is in the order the batch system would start jobs (priority order).
+    ``queued`` holds the jobs waiting to start (queued, requeued, and held ones where a
+    system lists them, marked with attribute ``held``), in the order the batch system
+    would start them (priority order); ``running`` the jobs started and not ended.
+    Finished jobs are left out (:meth:`BatchSystem.job` tells of them).
     """
 
     taken_at: float
@@ -180,4 +247,18 @@ class BatchSystem(Protocol):
         run it. Redirecting a job already there is a no-op; a job that started or
         ended meanwhile raises :class:`UnknownJob`; a batch system without such
         targets raises :class:`BatchError` saying so."""
+        ...
+
+    def cancel(self, job_id: str) -> None:
+        """Remove a queued, held or running job (a running one is killed); it ends
+        CANCELLED. Cancelling a cancelled job is a no-op; a job that ended otherwise
+        raises :class:`BatchError` saying how it ended; an id the system does not
+        know raises :class:`UnknownJob`. Who may cancel whose job is the batch
+        system's rule (another user's job: root, or its administrators)."""
+        ...
+
+    def job(self, job_id: str) -> JobDetail:
+        """What the system tells of one job, finished ones included for as long as it
+        keeps them (:class:`JobDetail`); :class:`UnknownJob` for an id it does not
+        know, or no longer knows."""
         ...

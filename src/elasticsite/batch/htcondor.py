@@ -26,6 +26,8 @@ move_to_front   ``JobPrio`` one above the highest queued ``JobPrio``
 preempt         ``Schedd.act(Hold)`` then ``Release``: the job leaves its slot and is idle again
 set_owner       the startd's ``ElasticsiteOwner`` set at run time (``RemoteParam``) and a
                 reconfig: its ``START`` expression takes only jobs whose ``Owner`` it is
+cancel          ``Schedd.act(Remove)`` (the schedd decides who may: the owner, a queue superuser)
+job             the job's ad from ``Schedd.query``, else ``Schedd.history`` (:mod:`.htcondor_jobs`)
 ==============  ===============================================================================
 
 ``queued`` is ordered as the schedd orders one submitter's jobs: ``JobPrio`` descending,
@@ -41,8 +43,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, field_validator
 
@@ -50,6 +52,7 @@ from elasticsite import plugins
 from elasticsite.batch.base import (
     BatchError,
     BatchView,
+    JobDetail,
     JobRequest,
     Node,
     NodeState,
@@ -57,20 +60,19 @@ from elasticsite.batch.base import (
     UnknownNode,
     checked_command,
 )
+from elasticsite.batch.htcondor_jobs import detail_from_ad
 from elasticsite.batch.htcondor_output import (
     HELD,
     IDLE,
-    OWNER_ATTR,
     RUNNING,
-    load_bindings,
     parse_jobs,
     parse_nodes,
     queue_order,
     submit_description,
 )
-from elasticsite.batch.htcondor_submit import submit_as
+from elasticsite.batch.htcondor_pool import BindingsPool, CondorPool
 from elasticsite.batch.identity import USER_NAME, checked_submitter
-from elasticsite.model import Job, JobState
+from elasticsite.model import Job, JobState, state_text
 from elasticsite.plugins import BatchPlugin, PluginOptions, validate_options
 
 if TYPE_CHECKING:
@@ -84,101 +86,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-# -- the pool interface and its real implementation ---------------------------------------
-
-
-class CondorPool(Protocol):
-    """What the adapter asks of a pool; one implementation per bindings, one fake for tests."""
-
-    def jobs(self, constraint: str) -> list[Any]: ...
-
-    def slots(self) -> list[Any]: ...
-
-    def submit(self, description: Mapping[str, str]) -> int: ...
-
-    def submit_as(self, user: str, description: Mapping[str, str]) -> int: ...
-
-    def edit(self, job_ids: Sequence[str], attribute: str, value: str) -> None: ...
-
-    def act(self, action: str, job_ids: Sequence[str], reason: str) -> None: ...
-
-    def drain(self, machine: str, mode: str, reason: str) -> None: ...
-
-    def cancel_drain(self, machine: str) -> None: ...
-
-    def off_peaceful(self, machine: str) -> None: ...
-
-    def set_owner(self, machine: str, user: str) -> None: ...
-
-
-class BindingsPool:
-    """A pool reached through the HTCondor Python bindings (``collector`` and ``schedd``: names
-    of the daemons to use; ``None`` for the local configuration's)."""
-
-    def __init__(self, collector: str | None = None, schedd: str | None = None) -> None:
-        self.htcondor, self.classad = load_bindings()
-        self.collector_name = collector
-        self.schedd_name = schedd
-
-    def _collector(self) -> Any:
-        return (
-            self.htcondor.Collector(self.collector_name)
-            if self.collector_name
-            else (self.htcondor.Collector())
-        )
-
-    def _schedd(self) -> Any:
-        if self.schedd_name is None:
-            return self.htcondor.Schedd()
-        location = self._collector().locate(self.htcondor.DaemonTypes.Schedd, self.schedd_name)
-        return self.htcondor.Schedd(location)
-
-    def _startd(self, machine: str) -> Any:
-        location = self._collector().locate(self.htcondor.DaemonTypes.Startd, machine)
-        return self.htcondor.Startd(location)
-
-    def jobs(self, constraint: str) -> list[Any]:
-        return list(self._schedd().query(constraint))
-
-    def slots(self) -> list[Any]:
-        return list(self._collector().query(self.htcondor.AdTypes.Startd))
-
-    def submit(self, description: Mapping[str, str]) -> int:
-        result = self._schedd().submit(self.htcondor.Submit(dict(description)))
-        return int(result.cluster())
-
-    def submit_as(self, user: str, description: Mapping[str, str]) -> int:
-        return submit_as(user, description, self.collector_name, self.schedd_name)
-
-    def edit(self, job_ids: Sequence[str], attribute: str, value: str) -> None:
-        self._schedd().edit(list(job_ids), attribute, value)
-
-    def act(self, action: str, job_ids: Sequence[str], reason: str) -> None:
-        self._schedd().act(getattr(self.htcondor.JobAction, action), list(job_ids), reason)
-
-    def drain(self, machine: str, mode: str, reason: str) -> None:
-        how = getattr(self.htcondor.DrainTypes, mode.capitalize())
-        startd = self._startd(machine)
-        try:
-            startd.drainJobs(how, reason=reason)
-        except TypeError:  # the classic bindings have no reason argument
-            startd.drainJobs(how)
-
-    def cancel_drain(self, machine: str) -> None:
-        self._startd(machine).cancelDrainJobs()
-
-    def off_peaceful(self, machine: str) -> None:
-        master = self._collector().locate(self.htcondor.DaemonTypes.Master, machine)
-        self.htcondor.send_command(master, self.htcondor.DaemonCommands.DaemonsOffPeaceful)
-
-    def set_owner(self, machine: str, user: str) -> None:
-        # Runtime configuration of the startd (its ENABLE_RUNTIME_CONFIG and
-        # SETTABLE_ATTRS_ADMINISTRATOR allow this one attribute), then a reconfig.
-        startd = self._collector().locate(self.htcondor.DaemonTypes.Startd, machine)
-        self.htcondor.RemoteParam(startd)[OWNER_ATTR] = f'"{user}"'
-        self.htcondor.send_command(startd, self.htcondor.DaemonCommands.Reconfig)
-
 
 # -- the adapter -------------------------------------------------------------------------
 
@@ -294,7 +201,7 @@ class CondorBatch:
         now = self.clock()
         jobs = self._jobs()
         nodes = self._nodes()
-        queued = queue_order(j for j in jobs if j.state is JobState.QUEUED)
+        queued = queue_order(j for j in jobs if j.state.waiting)
         running = [j for j in jobs if j.state is JobState.RUNNING]
         return BatchView(taken_at=now, queued=queued, running=running, nodes=nodes)
 
@@ -388,9 +295,9 @@ class CondorBatch:
         job = next((j for j in jobs if j.id == job_id), None)
         if job is None:
             raise UnknownJob(f"no idle or running job {job_id!r} in the HTCondor queue")
-        if job.state is not JobState.QUEUED:
+        if not job.state.waiting:
             return
-        order = queue_order(j for j in jobs if j.state is JobState.QUEUED)
+        order = queue_order(j for j in jobs if j.state.waiting)
         if order[0].id == job.id:
             return
         top = order[0].priority + 1
@@ -431,6 +338,37 @@ class CondorBatch:
             self._call(
                 "release", lambda: self.pool.act("Release", [found[0]], "released by elasticsite")
             )
+
+    def cancel(self, job_id: str) -> None:
+        """``Remove`` an idle, held or running job (it ends removed: cancelled). Removed
+        already: no-op; ended otherwise: BatchError; refused by the schedd: BatchError."""
+        job = self.job(job_id)
+        if job.state is JobState.CANCELLED:
+            return
+        if job.state.finished:
+            raise BatchError(f"cancel: job {job_id} already ended ({state_text(job)})")
+        result = self._call(
+            "remove", lambda: self.pool.act("Remove", [job.id], "cancelled through elasticsite")
+        )
+        denied = int(result.get("TotalPermissionDenied", 0)) if result is not None else 0
+        if denied:
+            raise BatchError(
+                f"cancel: job {job.id}: the schedd refused (permission denied: only its owner "
+                "or a queue superuser may remove it)"
+            )
+
+    def job(self, job_id: str) -> JobDetail:
+        """The job's ad in the queue, else in the schedd's history; UnknownJob if neither
+        holds it."""
+        cluster, _, proc = job_id.partition(".")
+        if not cluster.isdigit() or not (proc or "0").isdigit():
+            raise UnknownJob(f"no job {job_id!r} in the schedd (ids are CLUSTER.PROC)")
+        constraint = f"ClusterId == {cluster} && ProcId == {proc or 0}"
+        for ad in self._call("job query", lambda: self.pool.jobs(constraint)):
+            return detail_from_ad(ad)
+        for ad in self._call("history query", lambda: self.pool.history(constraint)):
+            return detail_from_ad(ad, from_history=True)
+        raise UnknownJob(f"no job {job_id!r} in the schedd's queue or history")
 
     def redirect(self, job_id: str, target: str) -> None:
         """HTCondor has no partitions: jobs reach cloud workers through their

@@ -22,6 +22,7 @@ from typing import Any
 
 from elasticsite import attributes
 from elasticsite.batch.base import BatchError, JobRequest, Node, NodeState
+from elasticsite.batch.htcondor_states import job_status
 from elasticsite.model import Job, JobState
 
 __all__ = [
@@ -31,6 +32,10 @@ __all__ = [
     "OWNER_ATTR",
     "RUNNING",
     "SLOT_STATES",
+    "ad_float",
+    "ad_int",
+    "ad_value",
+    "ad_walltime",
     "condor_arguments",
     "job_attributes",
     "load_bindings",
@@ -39,6 +44,7 @@ __all__ = [
     "parse_nodes",
     "queue_order",
     "slot_state",
+    "starts",
     "submit_description",
     "submit_string",
 ]
@@ -145,7 +151,7 @@ def parse_long(text: str, what: str = "ClassAds") -> list[Any]:
     return ads
 
 
-def _value(ad: Mapping[str, Any], key: str, default: Any = None) -> Any:
+def ad_value(ad: Mapping[str, Any], key: str, default: Any = None) -> Any:
     """An attribute's value, evaluating expressions (``RequestCpus = 2 * 1``) in the ad."""
     if key not in ad:
         return default
@@ -162,16 +168,16 @@ def _value(ad: Mapping[str, Any], key: str, default: Any = None) -> Any:
     return value
 
 
-def _int(ad: Mapping[str, Any], key: str, default: int = 0) -> int:
-    value = _value(ad, key, default)
+def ad_int(ad: Mapping[str, Any], key: str, default: int = 0) -> int:
+    value = ad_value(ad, key, default)
     try:
         return int(value)
     except (TypeError, ValueError):
         return default
 
 
-def _float(ad: Mapping[str, Any], key: str) -> float | None:
-    value = _value(ad, key)
+def ad_float(ad: Mapping[str, Any], key: str) -> float | None:
+    value = ad_value(ad, key)
     try:
         return None if value is None else float(value)
     except (TypeError, ValueError):
@@ -209,7 +215,7 @@ def job_attributes(ad: Mapping[str, Any]) -> Mapping[str, str]:
     for ad_key, key in (*_VM_KEYS.items(), *_OTHER_KEYS):
         if key in found:
             continue
-        value = _value(ad, ad_key)
+        value = ad_value(ad, ad_key)
         if value is None:
             continue
         text = str(value).strip()
@@ -233,11 +239,11 @@ def _keep(found: dict[str, str], key: str, text: str) -> None:
         found[key] = text
 
 
-def _walltime(ad: Mapping[str, Any], default: float) -> float:
-    allowed = _float(ad, "AllowedExecuteDuration")
+def ad_walltime(ad: Mapping[str, Any], default: float) -> float:
+    allowed = ad_float(ad, "AllowedExecuteDuration")
     if allowed:
         return allowed
-    minutes = _float(ad, "MaxWallTimeMins")  # the glideinWMS/OSG convention
+    minutes = ad_float(ad, "MaxWallTimeMins")  # the glideinWMS/OSG convention
     return minutes * 60.0 if minutes else default
 
 
@@ -245,31 +251,38 @@ def parse_jobs(ads: Iterable[Mapping[str, Any]], default_walltime: float = 3600.
     """Idle and running jobs of schedd ads, in the schedd's order for one submitter."""
     result = []
     for ad in ads:
-        status = _int(ad, "JobStatus", -1)
+        status = ad_int(ad, "JobStatus", -1)
         if status not in (IDLE, RUNNING):
             continue
         if "ClusterId" not in ad:
             raise BatchError("a job ad without ClusterId: not condor_q output")
-        job_id = f"{_int(ad, 'ClusterId')}.{_int(ad, 'ProcId')}"
+        job_id = f"{ad_int(ad, 'ClusterId')}.{ad_int(ad, 'ProcId')}"
         running = status == RUNNING
-        remote = str(_value(ad, "RemoteHost", "") or "")
-        command = str(_value(ad, "Cmd", "") or "")
-        arguments = str(_value(ad, "Arguments", "") or "")
+        remote = str(ad_value(ad, "RemoteHost", "") or "")
+        command = str(ad_value(ad, "Cmd", "") or "")
+        arguments = str(ad_value(ad, "Arguments", "") or "")
+        state = JobState.RUNNING if running else job_status(status, starts(ad))[0]
         job = Job(
             id=job_id,
-            cores=max(_int(ad, "RequestCpus", 1), 1),
-            walltime=_walltime(ad, default_walltime),
-            submitted_at=_float(ad, "QDate") or 0.0,
-            state=JobState.RUNNING if running else JobState.QUEUED,
+            cores=max(ad_int(ad, "RequestCpus", 1), 1),
+            walltime=ad_walltime(ad, default_walltime),
+            submitted_at=ad_float(ad, "QDate") or 0.0,
+            state=state,
             command=f"{command} {arguments}".strip(),
-            started_at=_float(ad, "JobCurrentStartDate") if running else None,
+            started_at=ad_float(ad, "JobCurrentStartDate") if running else None,
             node=(remote.rsplit("@", 1)[-1] or None) if running else None,
-            priority=_int(ad, "JobPrio", 0),
-            user=str(_value(ad, "Owner", "") or ""),
+            priority=ad_int(ad, "JobPrio", 0),
+            user=str(ad_value(ad, "Owner", "") or ""),
             attributes=job_attributes(ad),
         )
         result.append(job)
     return result
+
+
+def starts(ad: Mapping[str, Any]) -> int:
+    """How many times a job started: the larger of ``NumJobStarts`` and ``JobRunCount``
+    (a recorded 7.4 schedd counts a running job's start in the second only)."""
+    return max(ad_int(ad, "NumJobStarts", 0), ad_int(ad, "JobRunCount", 0))
 
 
 def queue_order(jobs: Iterable[Job]) -> list[Job]:
@@ -291,7 +304,7 @@ def parse_nodes(ads: Iterable[Mapping[str, Any]]) -> list[Node]:
     """Startd slot ads grouped into one node per ``Machine``, states through :data:`SLOT_STATES`."""
     machines: dict[str, list[Mapping[str, Any]]] = {}
     for ad in ads:
-        name = _value(ad, "Machine")
+        name = ad_value(ad, "Machine")
         if not name:
             raise BatchError("a startd ad without Machine: not condor_status output")
         machines.setdefault(str(name), []).append(ad)
@@ -307,32 +320,32 @@ def _node(name: str, slots: list[Mapping[str, Any]]) -> Node:
     reason = ""
     owner: str | None = None
     for ad in slots:
-        found = _value(ad, OWNER_ATTR)
+        found = ad_value(ad, OWNER_ATTR)
         if found is not None and owner is None:  # advertised by an owned worker's startd
             owner = str(found)
-        slot_type = str(_value(ad, "SlotType", "Static"))
-        state = str(_value(ad, "State", ""))
-        activity = str(_value(ad, "Activity", ""))
+        slot_type = str(ad_value(ad, "SlotType", "Static"))
+        state = str(ad_value(ad, "State", ""))
+        activity = str(ad_value(ad, "Activity", ""))
         states.add(slot_state(state, activity))
-        draining = draining or bool(_value(ad, "Draining", False))
-        reason = reason or str(_value(ad, "DrainReason", "") or "")
-        beat = _float(ad, "LastHeardFrom") or _float(ad, "MyCurrentTime")
+        draining = draining or bool(ad_value(ad, "Draining", False))
+        reason = reason or str(ad_value(ad, "DrainReason", "") or "")
+        beat = ad_float(ad, "LastHeardFrom") or ad_float(ad, "MyCurrentTime")
         if beat is not None:
             heartbeat = beat if heartbeat is None else max(heartbeat, beat)
-        born = _float(ad, "DaemonStartTime")
+        born = ad_float(ad, "DaemonStartTime")
         if born is not None:
             registered = born if registered is None else min(registered, born)
         if slot_type == "Partitionable":
-            cores += _int(ad, "TotalSlotCpus", _int(ad, "Cpus"))
-            free += _int(ad, "Cpus")
+            cores += ad_int(ad, "TotalSlotCpus", ad_int(ad, "Cpus"))
+            free += ad_int(ad, "Cpus")
         elif slot_type == "Dynamic":
             running += state == "Claimed"
         else:
-            cores += _int(ad, "Cpus")
+            cores += ad_int(ad, "Cpus")
             if state == "Claimed":
                 running += 1
             elif state == "Unclaimed":
-                free += _int(ad, "Cpus")
+                free += ad_int(ad, "Cpus")
     if draining or states & {NodeState.DRAINING, NodeState.DRAINED}:
         translated = NodeState.DRAINING if running else NodeState.DRAINED
     elif NodeState.UNKNOWN in states:

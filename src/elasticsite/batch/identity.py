@@ -18,6 +18,7 @@ Standard library only: every embedded worker process imports this module.
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import re
@@ -33,6 +34,7 @@ __all__ = [
     "Account",
     "account",
     "checked_submitter",
+    "group_of",
     "is_own",
     "job_environment",
     "other_user",
@@ -120,6 +122,24 @@ def checked_submitter(user: str) -> Account | None:
     (:func:`other_user`, then :func:`account`); None for this process's own job."""
     other = other_user(user)
     return None if other is None else account(other)
+
+
+def group_of(user: str) -> str:
+    """The primary group of ``user`` (a name or a uid number; ``""``: this process's
+    account), by name where the group has one; ``""`` for a user this host lacks."""
+    try:
+        if not user:
+            gid = pwd.getpwuid(os.geteuid()).pw_gid
+        elif user.isdigit():
+            gid = pwd.getpwuid(int(user)).pw_gid
+        else:
+            gid = pwd.getpwnam(user).pw_gid
+    except (KeyError, ValueError, OverflowError):
+        return ""
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
 
 
 def job_environment(acct: Account, job: dict[str, str]) -> dict[str, str]:

@@ -24,23 +24,23 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 from elasticsite import attributes
 from elasticsite.batch.base import (
+    NODE_LOST,
     BatchError,
     BatchView,
     JobRequest,
     Node,
     NodeState,
-    UnknownJob,
     UnknownNode,
 )
 from elasticsite.batch.identity import USER_NAME
+from elasticsite.batch.local_control import JobControl
 from elasticsite.batch.local_schema import (
-    HELD_STATE,
     JOB_COLUMNS,
     QUEUE_ORDER,
     SCHEMA_VERSION,
@@ -51,11 +51,9 @@ from elasticsite.batch.local_schema import (
     checked_request,
     create_or_migrate,
     job_from_row,
-    job_key,
 )
-from elasticsite.batch.local_workers import BatchStateError, WorkerEndpoints, translated
+from elasticsite.batch.local_workers import BatchStateError, translated
 from elasticsite.batch.scheduling import POLICIES, schedule_owned
-from elasticsite.model import Job, JobState
 from elasticsite.sqlite import Connection, connect
 
 __all__ = ["Assignment", "BatchStateError", "LocalBatch"]
@@ -67,7 +65,7 @@ LOCK_TIMEOUT = 10.0
 DEFAULT_SCHEDULER = "easy"
 
 
-class LocalBatch(WorkerEndpoints):
+class LocalBatch(JobControl):
     """A batch system in one SQLite file (WAL): jobs, nodes and the scheduling pass.
 
     ``scheduler`` names a policy of :mod:`elasticsite.batch.scheduling`; it is stored
@@ -254,8 +252,7 @@ class LocalBatch(WorkerEndpoints):
 
     def _node(self, row: tuple, now: float, jobs: int, busy_cores: int) -> Node:
         name, cores, up, drain, reason, heartbeat_at, registered_at, owner = row
-        stale = heartbeat_at is None or now - heartbeat_at > self.heartbeat_timeout
-        if not up or stale:
+        if not up or not self._beating(heartbeat_at, now):
             state = NodeState.DOWN
         elif drain:
             state = NodeState.DRAINING if jobs else NodeState.DRAINED
@@ -309,21 +306,31 @@ class LocalBatch(WorkerEndpoints):
 
     @translated
     def remove_node(self, name: str) -> None:
-        """Forget the node; jobs still recorded on it go back to the queue. Unknown: no-op."""
+        """Forget the node; jobs still recorded on it go back to the queue, requeued
+        (``node lost`` if it had stopped reporting). Unknown: no-op."""
         with self._tx(write=True) as tx:
-            requeued = self._requeue_node(tx, name)
+            now = self.clock()
+            row = tx.execute(
+                "SELECT up, heartbeat_at FROM nodes WHERE name = ?", (name,)
+            ).fetchone()
+            lost = row is None or not row[0] or not self._beating(row[1], now)
+            why = f"{NODE_LOST} ({name} stopped reporting)" if lost else f"node {name} removed"
+            requeued = self._requeue_node(tx, name, why)
             gone = tx.execute("DELETE FROM nodes WHERE name = ?", (name,)).rowcount
             if requeued:
                 log.info("node %s removed: requeued %d job(s)", name, requeued)
             if gone or requeued:
-                self._pass(tx, self.clock())
+                self._pass(tx, now)
+
+    def _beating(self, heartbeat_at: float | None, now: float) -> bool:
+        return heartbeat_at is not None and now - heartbeat_at <= self.heartbeat_timeout
 
     @staticmethod
-    def _requeue_node(tx: sqlite3.Connection, name: str) -> int:
+    def _requeue_node(tx: sqlite3.Connection, name: str, reason: str) -> int:
         return tx.execute(
-            "UPDATE jobs SET state = 'queued', node = NULL, started_at = NULL, pid = NULL "
-            "WHERE state = 'running' AND node = ?",
-            (name,),
+            "UPDATE jobs SET state = 'queued', node = NULL, started_at = NULL, pid = NULL, "
+            "reason = ? WHERE state = 'running' AND node = ?",
+            (reason, name),
         ).rowcount
 
     @staticmethod
@@ -347,143 +354,3 @@ class LocalBatch(WorkerEndpoints):
             job_id = str(cursor.lastrowid)
             self._pass(tx, now)
         return job_id
-
-    @translated
-    def hold(self, job_id: str) -> None:
-        """Keep a queued job from starting; held already: no-op; running or over: UnknownJob."""
-        with self._tx(write=True) as tx:
-            key, state = self._job_state(tx, job_id)
-            if state not in ("queued", HELD_STATE):
-                raise UnknownJob(f"hold: job {job_id} is no longer queued ({state})")
-            tx.execute("UPDATE jobs SET state = ? WHERE id = ?", (HELD_STATE, key))
-
-    @translated
-    def release(self, job_id: str) -> None:
-        """Let a held job start again (a pass runs); a job not held: no-op."""
-        with self._tx(write=True) as tx:
-            key, state = self._job_state(tx, job_id)
-            if state == HELD_STATE:
-                tx.execute("UPDATE jobs SET state = 'queued' WHERE id = ?", (key,))
-                self._pass(tx, self.clock())
-
-    def _job_state(self, tx: sqlite3.Connection, job_id: str) -> tuple[int, str]:
-        key = job_key(job_id)
-        row = tx.execute("SELECT state FROM jobs WHERE id = ?", (key,)).fetchone()
-        if row is None:
-            raise UnknownJob(f"no job {job_id!r} in the local batch system")
-        return key, row[0]
-
-    @translated
-    def set_priority(self, job_id: str, priority: int) -> None:
-        """Change a job's priority (higher runs first); finished jobs refuse."""
-        if not isinstance(priority, int) or isinstance(priority, bool):
-            raise BatchError(f"set_priority: priority must be an integer, got {priority!r}")
-        with self._tx(write=True) as tx:
-            key, state = self._job_state(tx, job_id)
-            if state in ("done", "cancelled"):
-                raise BatchError(f"set_priority: job {job_id} is already {state}")
-            tx.execute("UPDATE jobs SET priority = ? WHERE id = ?", (priority, key))
-            self._pass(tx, self.clock())
-
-    @translated
-    def move_to_front(self, job_id: str) -> None:
-        """Put a queued job ahead of every other, whatever their priority. Running: no-op."""
-        with self._tx(write=True) as tx:
-            key, state = self._job_state(tx, job_id)
-            if state in ("done", "cancelled"):
-                raise BatchError(f"move_to_front: job {job_id} is already {state}")
-            if state == "queued":
-                tx.execute(
-                    "UPDATE jobs SET front = (SELECT MAX(front) FROM jobs) + 1 WHERE id = ?",
-                    (key,),
-                )
-                self._pass(tx, self.clock())
-
-    @translated
-    def preempt(self, job_id: str) -> None:
-        """Put a running job back in the queue; its worker sees it gone and kills it."""
-        with self._tx(write=True) as tx:
-            key, state = self._job_state(tx, job_id)
-            if state in ("done", "cancelled"):
-                raise BatchError(f"preempt: job {job_id} is already {state}")
-            if state == "running":
-                tx.execute(
-                    "UPDATE jobs SET state = 'queued', node = NULL, started_at = NULL, "
-                    "pid = NULL WHERE id = ?",
-                    (key,),
-                )
-                self._pass(tx, self.clock())
-
-    @translated
-    def redirect(self, job_id: str, target: str) -> None:
-        """Move a queued job to partition ``target`` (and start it if a node there is
-        free). Already there: no-op; running or finished: UnknownJob."""
-        checked_partition("redirect", target)
-        with self._tx(write=True) as tx:
-            key, state = self._job_state(tx, job_id)
-            if state != "queued":
-                raise UnknownJob(f"redirect: job {job_id} is no longer queued ({state})")
-            part, text = tx.execute(
-                "SELECT partition, attributes FROM jobs WHERE id = ?", (key,)
-            ).fetchone()
-            if part == target:
-                return
-            attrs = json.loads(text)
-            if target:
-                attrs[attributes.PARTITION] = target
-            else:
-                attrs.pop(attributes.PARTITION, None)
-            tx.execute(
-                "UPDATE jobs SET partition = ?, attributes = ? WHERE id = ?",
-                (target, json.dumps(attrs, sort_keys=True), key),
-            )
-            self._pass(tx, self.clock())
-
-    # -- extras for the CLI and metrics ------------------------------------------------
-
-    @translated
-    def jobs(self, states: Iterable[JobState | str] | None = None) -> list[Job]:
-        """Every job (or those in ``states``), oldest first, with their times."""
-        query = f"SELECT {JOB_COLUMNS} FROM jobs"
-        params: list[str] = []
-        if states is not None:
-            params = [JobState(s).value for s in states]
-            query += f" WHERE state IN ({', '.join('?' * len(params))})"
-        with self._tx(write=False) as tx:
-            rows = tx.execute(query + " ORDER BY id", params).fetchall()
-        return [job_from_row(r) for r in rows]
-
-    @translated
-    def job(self, job_id: str) -> Job:
-        """One job by id."""
-        with self._tx(write=False) as tx:
-            row = tx.execute(
-                f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?", (job_key(job_id),)
-            ).fetchone()
-        if row is None:
-            raise UnknownJob(f"no job {job_id!r} in the local batch system")
-        return job_from_row(row)
-
-    @translated
-    def cancel(self, job_id: str) -> None:
-        """Remove a queued or running job (its worker kills it); cancelling twice is a no-op."""
-        with self._tx(write=True) as tx:
-            key, state = self._job_state(tx, job_id)
-            if state == "done":
-                raise BatchError(f"cancel: job {job_id} already finished")
-            if state != "cancelled":
-                now = self.clock()
-                tx.execute(
-                    "UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE id = ?", (now, key)
-                )
-                if state == "running":
-                    self._pass(tx, now)
-
-    @translated
-    def counts(self) -> dict[str, int]:
-        """Number of jobs in each state (every state present, zeros included)."""
-        result = {s.value: 0 for s in JobState}
-        with self._tx(write=False) as tx:
-            for state, n in tx.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state"):
-                result[state] = n
-        return result

@@ -2,14 +2,23 @@
 
 Version 2 added job attributes and partitions: ``jobs.attributes`` (JSON object),
 ``jobs.partition`` (the job's one partition, ``''`` for the default one) and
-``nodes.partition``. Version 3 added ``nodes.owner``, the user whose jobs alone a
-node runs (``''``: anyone's). An older file is migrated in place when opened; nothing
-in it is lost (its jobs and nodes are in the default partition and nobody's, as before).
+``nodes.partition``. Version 3 tells how each job ended and where its files are:
+``jobs.signal``, ``jobs.reason``, ``jobs.workdir`` (its ``stdout`` and ``stderr`` are
+there) and ``jobs.worker_log``; a job that ended is ``completed`` (exit code 0) or
+``failed``, no longer ``done``. Version 4 added ``nodes.owner``, the user whose jobs
+alone a node runs (``''``: anyone's). An older file is migrated in place when opened;
+nothing in it is lost (its jobs and nodes are in the default partition and nobody's,
+as before; its ``done`` jobs become completed or failed by their exit code).
+
+The ``state`` column holds ``queued``, ``held``, ``running``, ``completed``,
+``failed`` or ``cancelled``; a queued job that started before (``attempt`` > 0) is
+read as requeued (:data:`STATES` is the translation table).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import sqlite3
@@ -22,10 +31,12 @@ from elasticsite.batch.identity import checked_submitter
 from elasticsite.model import Job, JobState
 
 __all__ = [
+    "FINISHED",
     "HELD_STATE",
     "JOB_COLUMNS",
     "QUEUE_ORDER",
     "SCHEMA_VERSION",
+    "STATES",
     "Assignment",
     "Queued",
     "checked_node",
@@ -34,9 +45,12 @@ __all__ = [
     "create_or_migrate",
     "job_from_row",
     "job_key",
+    "job_state",
 ]
 
-SCHEMA_VERSION = 3
+log = logging.getLogger("elasticsite.batch.local")
+
+SCHEMA_VERSION = 4
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -55,7 +69,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     pid INTEGER,
     attempt INTEGER NOT NULL DEFAULT 0,
     partition TEXT NOT NULL DEFAULT '',
-    attributes TEXT NOT NULL DEFAULT '{}'
+    attributes TEXT NOT NULL DEFAULT '{}',
+    signal INTEGER,
+    reason TEXT NOT NULL DEFAULT '',
+    workdir TEXT NOT NULL DEFAULT '',
+    worker_log TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, node);
 CREATE TABLE IF NOT EXISTS nodes (
@@ -78,15 +96,39 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE jobs ADD COLUMN attributes TEXT NOT NULL DEFAULT '{}'",
         "ALTER TABLE nodes ADD COLUMN partition TEXT NOT NULL DEFAULT ''",
     ),
-    2: ("ALTER TABLE nodes ADD COLUMN owner TEXT NOT NULL DEFAULT ''",),
+    2: (
+        "ALTER TABLE jobs ADD COLUMN signal INTEGER",
+        "ALTER TABLE jobs ADD COLUMN reason TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE jobs ADD COLUMN workdir TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE jobs ADD COLUMN worker_log TEXT NOT NULL DEFAULT ''",
+        # a negative code was a signal (-9 also a walltime kill, which is a signal too)
+        "UPDATE jobs SET signal = -exit_code, exit_code = NULL "
+        "WHERE state = 'done' AND exit_code < 0",
+        "UPDATE jobs SET state = CASE WHEN exit_code = 0 THEN 'completed' ELSE 'failed' END "
+        "WHERE state = 'done'",
+    ),
+    3: ("ALTER TABLE nodes ADD COLUMN owner TEXT NOT NULL DEFAULT ''",),
 }
 """Statements taking a file from version N to N + 1."""
 
 QUEUE_ORDER = "ORDER BY front DESC, priority DESC, id ASC"
 JOB_COLUMNS = (
     "id, command, cores, walltime, user, priority, state, submitted_at, started_at, "
-    "finished_at, node, exit_code, attributes"
+    "finished_at, node, exit_code, attributes, signal, reason, attempt"
 )
+HELD_STATE = "held"
+"""A job's ``state`` column while it is held: queued, but no pass starts it."""
+
+STATES: dict[str, JobState] = {
+    "queued": JobState.QUEUED,  # JobState.REQUEUED once it started before
+    HELD_STATE: JobState.HELD,
+    "running": JobState.RUNNING,
+    "completed": JobState.COMPLETED,
+    "failed": JobState.FAILED,
+    "cancelled": JobState.CANCELLED,
+}
+"""The ``state`` column's words and the job states they are."""
+FINISHED = ("completed", "failed", "cancelled")
 
 
 def create_or_migrate(tx: sqlite3.Connection, version: int) -> None:
@@ -126,20 +168,39 @@ def _attributes(text: str) -> Mapping[str, str]:
     return found if isinstance(found, dict) else attributes.EMPTY
 
 
+_warned: set[str] = set()
+
+
+def job_state(word: str, attempt: int) -> JobState:
+    """The state of a job whose ``state`` column says ``word`` (see :data:`STATES`); a
+    word this version does not know (a newer one wrote it) is UNKNOWN, warned once."""
+    state = STATES.get(word)
+    if state is None:
+        if word not in _warned:
+            _warned.add(word)
+            log.warning("local batch: unknown job state %r: shown as unknown", word)
+        return JobState.UNKNOWN
+    if state is JobState.QUEUED and attempt:
+        return JobState.REQUEUED
+    return state
+
+
 def job_from_row(row: sqlite3.Row | tuple) -> Job:
     """A :data:`JOB_COLUMNS` row as a :class:`Job`."""
-    (jid, command, cores, walltime, user, prio, state, sub, start, fin, node, code, attrs) = row
-    runtime = fin - start if state == "done" and start is not None and fin is not None else None
+    (jid, command, cores, walltime, user, prio, word, sub, start, fin, node, code, attrs,
+     sig, reason, attempt) = row  # fmt: skip
+    state = job_state(word, attempt)
+    ran = state in (JobState.COMPLETED, JobState.FAILED)
+    runtime = fin - start if ran and start is not None and fin is not None else None
     found = _attributes(attrs)
-    if state == HELD_STATE:  # a held job is still queued, marked as held
-        state = JobState.QUEUED
+    if state is JobState.HELD:  # marked too, as every adapter marks a held job
         found = {**found, attributes.HELD: "true"}
     return Job(
         id=str(jid),
         cores=cores,
         walltime=walltime,
         submitted_at=sub,
-        state=JobState(state),
+        state=state,
         command=shlex.join(json.loads(command)),
         runtime=runtime,
         started_at=start,
@@ -149,11 +210,10 @@ def job_from_row(row: sqlite3.Row | tuple) -> Job:
         priority=prio,
         user=user,
         attributes=found,
+        signal=sig,
+        reason=reason,
+        attempts=attempt,
     )
-
-
-HELD_STATE = "held"
-"""A job's ``state`` column while it is held: queued, but no pass starts it."""
 
 
 def checked_node(doing: str, name: object, cores: object) -> None:

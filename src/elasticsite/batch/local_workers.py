@@ -17,9 +17,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from elasticsite.batch.base import BatchError
+from elasticsite.batch.base import BatchError, exit_reason
 from elasticsite.batch.local_schema import (
     JOB_COLUMNS,
     Assignment,
@@ -31,13 +31,19 @@ from elasticsite.files import StateFileError
 from elasticsite.model import Job
 from elasticsite.sqlite import Connection
 
-__all__ = ["BatchStateError", "WorkerEndpoints", "translated"]
+__all__ = ["BatchStateError", "Ended", "WorkerEndpoints", "translated"]
 
 log = logging.getLogger("elasticsite.batch.local")
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _S = TypeVar("_S", bound="WorkerEndpoints")
+
+
+Ended = tuple[str, int, int] | tuple[str, int, int, str]
+"""A job's end as its worker reports it: ``(job_id, attempt, status)`` or with a
+``reason``. ``status`` is the process's as :mod:`subprocess` gives it: its exit code,
+or minus the signal that killed it."""
 
 
 class BatchStateError(BatchError, StateFileError):
@@ -75,7 +81,7 @@ class WorkerEndpoints(ABC):
 
     @staticmethod
     @abstractmethod
-    def _requeue_node(tx: sqlite3.Connection, name: str) -> int: ...
+    def _requeue_node(tx: sqlite3.Connection, name: str, reason: str) -> int: ...
 
     @abstractmethod
     def remove_node(self, name: str) -> None: ...
@@ -101,7 +107,8 @@ class WorkerEndpoints(ABC):
                 "registered_at = excluded.registered_at",
                 (name, cores, now, now, now),
             )
-            self._requeue_node(tx, name)
+            # jobs still recorded here died with the worker's previous run
+            self._requeue_node(tx, name, f"node lost ({name} started again without its jobs)")
             self._pass(tx, now)
 
     @translated
@@ -122,32 +129,49 @@ class WorkerEndpoints(ABC):
 
     @translated
     def finish_job(
-        self, job_id: str, node: str, exit_code: int, attempt: int | None = None
+        self,
+        job_id: str,
+        node: str,
+        exit_code: int,
+        attempt: int | None = None,
+        reason: str = "",
     ) -> bool:
-        """Record a job's end if it still runs on ``node`` (and is that ``attempt``).
+        """Record a job's end if it still runs on ``node`` (and is that ``attempt``):
+        completed for exit code 0, else failed; a negative ``exit_code`` is the signal
+        that killed it (as :mod:`subprocess` says), ``reason`` why in words.
 
         Returns False, changing nothing, for a job preempted or requeued meanwhile.
         """
         with self._tx(write=True) as tx:
             now = self.clock()
-            done = self._finish(tx, node, [(job_id, attempt, exit_code)], now)
+            done = self._finish(tx, node, [(job_id, attempt, exit_code, reason)], now)
             if done:
                 self._pass(tx, now)
         return bool(done)
 
     @staticmethod
     def _finish(
-        tx: sqlite3.Connection, node: str, ends: Iterable[tuple[str, int | None, int]], now: float
+        tx: sqlite3.Connection,
+        node: str,
+        ends: Iterable[tuple[str, int | None, int] | tuple[str, int | None, int, str]],
+        now: float,
     ) -> int:
-        """Mark jobs done at ``now`` (the same instant a pass in this transaction starts
-        their successors, so a node's jobs never overlap in the records)."""
+        """Mark jobs completed or failed at ``now`` (the same instant a pass in this
+        transaction starts their successors, so a node's jobs never overlap in the
+        records)."""
         done = 0
-        for job_id, attempt, code in ends:
+        for end in ends:
+            job_id, attempt, status, reason = _fields(end, 3, "(job_id, attempt, status[, reason])")
+            status = int(status)
+            code, sig = (status, None) if status >= 0 else (None, -status)
+            state = "completed" if status == 0 else "failed"
             done += tx.execute(
-                "UPDATE jobs SET state = 'done', finished_at = ?, exit_code = ? "
-                "WHERE id = ? AND state = 'running' AND node = ? AND (? IS NULL OR attempt = ?)",
-                (now, code, job_key(job_id), node, attempt, attempt),
-            ).rowcount
+                "UPDATE jobs SET state = ?, finished_at = ?, exit_code = ?, signal = ?, "
+                "reason = ? WHERE id = ? AND state = 'running' AND node = ? "
+                "AND (? IS NULL OR attempt = ?)",
+                (state, now, code, sig, str(reason) or exit_reason(code), job_key(str(job_id)),
+                 node, attempt, attempt),
+            ).rowcount  # fmt: skip
         return done
 
     @translated
@@ -159,14 +183,14 @@ class WorkerEndpoints(ABC):
     def worker_poll(
         self,
         name: str,
-        finished: Sequence[tuple[str, int, int]] = (),
+        finished: Sequence[Ended] = (),
         heartbeat: bool = False,
         want_jobs: bool = False,
         pass_interval: float = 1.0,
     ) -> list[Assignment]:
         """A worker's whole periodic exchange in one small transaction.
 
-        Records ``finished`` ``(job_id, attempt, exit_code)``, refreshes the heartbeat
+        Records ``finished`` jobs (:data:`Ended`), refreshes the heartbeat
         if asked, runs a scheduling pass if jobs finished, or if the worker
         ``want_jobs`` and jobs wait and no pass ran for ``pass_interval`` seconds, and
         returns what should run on ``name``. Without anything to write it is a read.
@@ -205,11 +229,32 @@ class WorkerEndpoints(ABC):
         return bool(row[0]) and (row[1] is None or now - float(row[1]) >= interval)
 
     @translated
-    def record_pids(self, node: str, pids: Iterable[tuple[str, int, int]]) -> None:
-        """Note the process id of each started ``(job_id, attempt, pid)`` (for operators)."""
+    def record_pids(
+        self,
+        node: str,
+        pids: Iterable[tuple[str, int, int | None] | tuple[str, int, int | None, str]],
+        worker_log: str = "",
+    ) -> None:
+        """Note, for operators and ``elasticsite job``, each started job's
+        ``(job_id, attempt, pid)`` and its working directory if given (``pid`` None:
+        it could not start, and the directory holds the worker's note on ``stderr``),
+        and the log of the worker that started it."""
+        rows = []
+        for start in pids:
+            job_id, attempt, pid, workdir = _fields(start, 3, "(job_id, attempt, pid[, workdir])")
+            rows.append((pid, str(workdir), worker_log, job_key(str(job_id)), attempt, node))
         with self._tx(write=True) as tx:
             tx.executemany(
-                "UPDATE jobs SET pid = ? WHERE id = ? AND attempt = ? AND node = ? "
-                "AND state = 'running'",
-                [(pid, job_key(jid), attempt, node) for jid, attempt, pid in pids],
+                "UPDATE jobs SET pid = ?, workdir = COALESCE(NULLIF(?, ''), workdir), "
+                "worker_log = COALESCE(NULLIF(?, ''), worker_log) "
+                "WHERE id = ? AND attempt = ? AND node = ? AND state = 'running'",
+                rows,
             )
+
+
+def _fields(given: tuple[Any, ...], needed: int, form: str) -> tuple[Any, ...]:
+    """``given`` with its optional last field (``""`` when left out); a tuple of another
+    length is a ValueError naming the ``form`` expected."""
+    if not isinstance(given, tuple) or not needed <= len(given) <= needed + 1:
+        raise ValueError(f"expected {form}, got {given!r}")
+    return given if len(given) > needed else (*given, "")

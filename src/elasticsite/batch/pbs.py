@@ -14,6 +14,8 @@ submit             ``qsub -N name -l <one node of C cores> -l walltime=H:MM:SS -
 set_priority       ``qalter -p P id``
 move_to_front      ``qalter -p`` one above the queue's highest (``qorder`` at the 1023 ceiling)
 preempt            ``qrerun id`` (the job goes back to the queue, keeping its id)
+cancel             ``qdel id`` (the server decides who may: the owner, an operator, a manager)
+job                ``qstat -f -F json -x id`` / ``qstat -f -x id`` (:mod:`.pbs_jobs`)
 =================  ============================================================================
 
 Errors: every failure is a :class:`BatchError`; a job or node the server does not know
@@ -36,6 +38,7 @@ from elasticsite import attributes
 from elasticsite.batch.base import (
     BatchError,
     BatchView,
+    JobDetail,
     JobRequest,
     Node,
     UnknownJob,
@@ -60,6 +63,7 @@ from elasticsite.batch.pbs_flavours import (
     parse_nodes,
     pbs_flavour,
     qalter_priority_command,
+    qdel_command,
     qorder_command,
     qrerun_command,
     qstat_command,
@@ -73,7 +77,7 @@ from elasticsite.batch.pbs_output import (
     request_cores,
     time_zone,
 )
-from elasticsite.model import JobState
+from elasticsite.model import JobState, state_text
 from elasticsite.plugins import BatchPlugin, PluginOptions, number, validate_options
 
 if TYPE_CHECKING:
@@ -233,7 +237,7 @@ class PbsBatch:
         now = self.clock()
         jobs = self._jobs()
         nodes = self._nodes()
-        queued = [j.job for j in jobs if j.job.state is JobState.QUEUED]
+        queued = [j.job for j in jobs if j.job.state.waiting]
         # The server starts the highest priority first and keeps its own order
         # (submission, or qorder's swaps) among equals: a stable sort keeps that order.
         queued.sort(key=lambda j: -j.priority)
@@ -351,11 +355,9 @@ class PbsBatch:
         """One above the queue's highest priority; at the ceiling, also swap with the head."""
         jobs = self._jobs()
         job = self._find(jobs, job_id)
-        if job.job.state is not JobState.QUEUED:
+        if not job.job.state.waiting:
             return
-        queued = sorted(
-            (j.job for j in jobs if j.job.state is JobState.QUEUED), key=lambda j: -j.priority
-        )
+        queued = sorted((j.job for j in jobs if j.job.state.waiting), key=lambda j: -j.priority)
         head = queued[0]
         if head.id == job.job.id:
             return
@@ -389,13 +391,39 @@ class PbsBatch:
             if "invalid for state" not in exc.output.lower():
                 raise
 
+    def cancel(self, job_id: str) -> None:
+        """``qdel``: the queued, held or running job is deleted. Cancelled already: no-op;
+        ended otherwise: BatchError."""
+        job = self.job(job_id)
+        if job.state is JobState.CANCELLED:
+            return
+        if job.state.finished:
+            raise BatchError(f"cancel: job {job_id} already ended ({state_text(job)})")
+        self._act(qdel_command(job.id), job_id=job_id)
+
+    def job(self, job_id: str) -> JobDetail:
+        """``qstat -f`` of the one job, finished ones included while the server keeps
+        them (OpenPBS: ``job_history_enable``; Torque: ``keep_completed``)."""
+        if not re.fullmatch(r"\d+(\[\d*\])?(\.[\w.\-]+)?", str(job_id)):
+            raise UnknownJob(f"no job {job_id!r} on the PBS server (ids are like 123.server)")
+        try:
+            text = self._run(self.system.job_command(job_id))
+        except CommandError as exc:
+            if "unknown job" in exc.output.lower():
+                raise UnknownJob(
+                    f"no job {job_id!r} on the PBS server (a finished job is kept only with "
+                    "job_history_enable on OpenPBS, keep_completed on Torque)"
+                ) from exc
+            raise
+        return self.system.parse_job(text, job_id, timezone=self.timezone)
+
     def redirect(self, job_id: str, target: str) -> None:
         """``qmove TARGET JOB``: the queued job moves to the cloud workers' queue (already
         there: no-op). A job no longer queued raises UnknownJob."""
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", target or ""):
             raise BatchError(f"redirect: {target!r} is not a valid PBS queue name")
         job = self._find(self._jobs(), job_id)
-        if job.job.state is not JobState.QUEUED:
+        if not job.job.state.waiting:
             raise UnknownJob(f"redirect: job {job_id} is no longer queued")
         if job.job.attributes.get(attributes.PARTITION) == target:
             return

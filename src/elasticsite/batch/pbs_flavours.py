@@ -4,6 +4,7 @@
                    :class:`OpenPbs` (also PBS Pro)        :class:`Torque`
 =================  =====================================  =====================================
 jobs               ``qstat -f -F json``                   ``qstat -f -x``
+one job            ``qstat -f -F json -x ID`` (history)   ``qstat -f -x ID`` (keep_completed)
 nodes              ``pbsnodes -a -F json``                ``pbsnodes -x``
 add_node           ``qmgr -c "create node X               ``qmgr -c "create node X np=N"``
                    resources_available.ncpus=N"``
@@ -12,8 +13,8 @@ undrain            ``pbsnodes -r X``                      ``pbsnodes -c X``
 submit             ``qsub -l select=1:ncpus=C ...``       ``qsub -l nodes=1:ppn=C ...``
 =================  =====================================  =====================================
 
-Everything else (``qalter``, ``qorder``, ``qrerun``, ``qmgr -c "delete node X"``) is the
-same on both and built by the plain functions below. A site names its family with the
+Everything else (``qalter``, ``qorder``, ``qrerun``, ``qdel``, ``qmgr -c "delete node X"``)
+is the same on both and built by the plain functions below. A site names its family with the
 ``flavour`` option (:data:`FLAVOURS`); :func:`pbs_flavour` turns the name into its class.
 The ``*_command(flavour, ...)`` functions are the same builders reached by that name.
 """
@@ -23,8 +24,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from elasticsite.batch.base import BatchError, Node
+from elasticsite.batch.base import BatchError, JobDetail, Node
 from elasticsite.batch.command import CommandError, Runner
+from elasticsite.batch.pbs_jobs import detail_from_json, detail_from_xml
 from elasticsite.batch.pbs_output import (
     PbsJob,
     parse_pbsnodes_json,
@@ -49,6 +51,7 @@ __all__ = [
     "parse_nodes",
     "pbs_flavour",
     "qalter_priority_command",
+    "qdel_command",
     "qorder_command",
     "qrerun_command",
     "qstat_command",
@@ -73,6 +76,8 @@ class PbsFlavour(ABC):
     """The ``flavour`` a site configures."""
     jobs_argv: ClassVar[tuple[str, ...]]
     """Lists every job with all its attributes."""
+    job_argv: ClassVar[tuple[str, ...]]
+    """Lists one job (its id follows), finished ones included while the server keeps them."""
     nodes_argv: ClassVar[tuple[str, ...]]
     """Lists every node with all its attributes."""
     node_cores: ClassVar[str]
@@ -88,6 +93,10 @@ class PbsFlavour(ABC):
 
     def jobs_command(self) -> list[str]:
         return list(self.jobs_argv)
+
+    def job_command(self, job_id: str) -> list[str]:
+        """Lists one job with all its attributes, finished ones included while kept."""
+        return [*self.job_argv, job_id]
 
     def nodes_command(self) -> list[str]:
         return list(self.nodes_argv)
@@ -129,12 +138,17 @@ class PbsFlavour(ABC):
     def parse_nodes(self, text: str) -> list[Node]:
         """Every node from the output of :meth:`nodes_command`."""
 
+    @abstractmethod
+    def parse_job(self, text: str, job_id: str, *, timezone: str) -> JobDetail:
+        """Job ``job_id`` from the output of :meth:`job_command`."""
+
 
 class OpenPbs(PbsFlavour):
     """OpenPBS and PBS Professional: JSON output, resources named as in ``select``."""
 
     name = "openpbs"
     jobs_argv = ("qstat", "-f", "-F", "json")
+    job_argv = ("qstat", "-f", "-F", "json", "-x")
     nodes_argv = ("pbsnodes", "-a", "-F", "json")
     node_cores = "resources_available.ncpus={cores}"
     node_pool = "resources_available.vm_type = {pool}"  # a site-defined host resource
@@ -148,12 +162,16 @@ class OpenPbs(PbsFlavour):
     def parse_nodes(self, text: str) -> list[Node]:
         return parse_pbsnodes_json(text)
 
+    def parse_job(self, text: str, job_id: str, *, timezone: str) -> JobDetail:
+        return detail_from_json(text, job_id, timezone=timezone)
+
 
 class Torque(PbsFlavour):
     """Torque: XML output, cores as ``np``/``ppn``."""
 
     name = "torque"
     jobs_argv = ("qstat", "-f", "-x")
+    job_argv = ("qstat", "-f", "-x")  # -x is XML here; completed jobs show while kept
     nodes_argv = ("pbsnodes", "-x")
     node_cores = "np={cores}"
     node_pool = "properties += {pool}"  # jobs ask with -l nodes=1:ppn=N:POOL
@@ -166,6 +184,9 @@ class Torque(PbsFlavour):
 
     def parse_nodes(self, text: str) -> list[Node]:
         return parse_pbsnodes_xml(text)
+
+    def parse_job(self, text: str, job_id: str, *, timezone: str) -> JobDetail:
+        return detail_from_xml(text, job_id, timezone=timezone)
 
 
 _BY_NAME: dict[str, type[PbsFlavour]] = {cls.name: cls for cls in (OpenPbs, Torque)}
@@ -208,6 +229,10 @@ def qorder_command(first: str, second: str) -> list[str]:
 
 def qrerun_command(job_id: str) -> list[str]:
     return ["qrerun", job_id]
+
+
+def qdel_command(job_id: str) -> list[str]:
+    return ["qdel", job_id]
 
 
 # -- the family's builders and readers, by its name --------------------------------------

@@ -27,12 +27,18 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from elasticsite import attributes
 from elasticsite.batch.base import BatchError, Node, NodeState
+from elasticsite.batch.pbs_states import job_state
 from elasticsite.model import Job, JobState
 
 __all__ = [
     "NODE_STATES",
     "STATE_ATTRIBUTE",
     "PbsJob",
+    "as_int",
+    "exec_nodes",
+    "job_attributes",
+    "load_json",
+    "load_xml",
     "node_state",
     "parse_pbsnodes_json",
     "parse_pbsnodes_xml",
@@ -40,7 +46,10 @@ __all__ = [
     "parse_qstat_xml",
     "parse_walltime",
     "request_cores",
+    "runs",
     "time_zone",
+    "timestamp",
+    "xml_value",
 ]
 
 # The adapter's logger: a site filtering PBS messages names one logger, whichever
@@ -126,7 +135,7 @@ def parse_walltime(text: Any) -> float | None:
     return seconds
 
 
-def _int(value: Any, default: int = 0) -> int:
+def as_int(value: Any, default: int = 0) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -135,7 +144,7 @@ def _int(value: Any, default: int = 0) -> int:
 
 def request_cores(resources: Mapping[str, Any]) -> int:
     """Cores a job asked for: ``ncpus``, else the sum over ``select=``, else ``nodes=N:ppn=M``."""
-    ncpus = _int(resources.get("ncpus"), 0)
+    ncpus = as_int(resources.get("ncpus"), 0)
     if ncpus > 0:
         return ncpus
     select = str(resources.get("select") or "")
@@ -143,8 +152,8 @@ def request_cores(resources: Mapping[str, Any]) -> int:
         total = 0
         for chunk in select.split("+"):
             fields = chunk.split(":")
-            count = _int(fields[0], 1) if fields[0].isdigit() else 1
-            per = next((_int(f[6:], 1) for f in fields if f.startswith("ncpus=")), 1)
+            count = as_int(fields[0], 1) if fields[0].isdigit() else 1
+            per = next((as_int(f[6:], 1) for f in fields if f.startswith("ncpus=")), 1)
             total += count * per
         return max(total, 1)
     nodes = str(resources.get("nodes") or "")
@@ -152,8 +161,8 @@ def request_cores(resources: Mapping[str, Any]) -> int:
         total = 0
         for spec in nodes.split("+"):
             fields = spec.split(":")
-            count = _int(fields[0], 1) if fields[0].isdigit() else 1
-            per = next((_int(f[4:], 1) for f in fields if f.startswith("ppn=")), 1)
+            count = as_int(fields[0], 1) if fields[0].isdigit() else 1
+            per = next((as_int(f[4:], 1) for f in fields if f.startswith("ppn=")), 1)
             total += count * per
         return max(total, 1)
     return 1
@@ -169,7 +178,7 @@ def time_zone(name: str) -> ZoneInfo:
         ) from None
 
 
-def _timestamp(value: Any, zone: ZoneInfo) -> float | None:
+def timestamp(value: Any, zone: ZoneInfo) -> float | None:
     """Epoch seconds (Torque) or PBS's ``"Wed Apr 14 23:34:17 2021"`` in the server's zone."""
     if value is None or value == "":
         return None
@@ -188,13 +197,13 @@ def _timestamp(value: Any, zone: ZoneInfo) -> float | None:
 # -- the two formats ---------------------------------------------------------------------
 
 
-def _xml_value(element: ET.Element) -> Any:
+def xml_value(element: ET.Element) -> Any:
     if len(element):
-        return {child.tag: _xml_value(child) for child in element}
+        return {child.tag: xml_value(child) for child in element}
     return (element.text or "").strip()
 
 
-def _load_json(text: str, what: str) -> dict[str, Any]:
+def load_json(text: str, what: str) -> dict[str, Any]:
     if not text.strip():
         raise BatchError(f"{what} printed nothing (expected JSON from `-F json`)")
     try:
@@ -208,7 +217,7 @@ def _load_json(text: str, what: str) -> dict[str, Any]:
     return data
 
 
-def _load_xml(text: str, what: str) -> ET.Element | None:
+def load_xml(text: str, what: str) -> ET.Element | None:
     """The ``<Data>`` root, or ``None`` when the command printed nothing (no jobs/nodes)."""
     text = text.strip()
     if not text:
@@ -240,10 +249,12 @@ class PbsJob:
 _QUEUED_CODES = {"Q"}
 """Waiting for cores. Held (H), waiting for a start time (W) and array parents are not."""
 _RUNNING_CODES = {"R", "E"}
-"""Running, or exiting (its cores are still taken)."""
+"""Running, or exiting (its cores are still taken). Every other letter is left out of
+a snapshot; one the state table (:mod:`~elasticsite.batch.pbs_states`) lacks is
+warned of once."""
 
 
-def _exec_nodes(attrs: Mapping[str, Any]) -> list[str]:
+def exec_nodes(attrs: Mapping[str, Any]) -> list[str]:
     """The hosts a running job holds, in order, without repeats."""
     host = str(attrs.get("exec_host") or "")
     if host:
@@ -270,7 +281,12 @@ def _node_requests(resources: Mapping[str, Any]) -> tuple[str, str]:
     return ",".join(dict.fromkeys(properties)), vm_type
 
 
-def _attributes(
+def runs(attrs: Mapping[str, Any]) -> int:
+    """How many times a job started (``run_count``; Torque's ``start_count``)."""
+    return as_int(attrs.get("run_count"), as_int(attrs.get("start_count"), 0))
+
+
+def job_attributes(
     attrs: Mapping[str, Any], code: str, nodes: Sequence[str], resources: Mapping[str, Any]
 ) -> Mapping[str, str]:
     features, vm_type = _node_requests(resources)
@@ -294,20 +310,17 @@ def _job(
     job_id: str, attrs: Mapping[str, Any], zone: ZoneInfo, default_walltime: float
 ) -> PbsJob | None:
     code = str(attrs.get("job_state", "")).strip()
-    if code in _QUEUED_CODES:
-        state = JobState.QUEUED
-    elif code in _RUNNING_CODES:
-        state = JobState.RUNNING
-    else:
+    state, _ = job_state(code, runs(attrs))
+    if code not in _QUEUED_CODES and code not in _RUNNING_CODES:
         return None
     resources = attrs.get("Resource_List") or {}
     if not isinstance(resources, Mapping):
         raise BatchError(f"PBS job {job_id}: Resource_List is not a mapping")
     walltime = parse_walltime(resources.get("walltime"))
-    submitted = _timestamp(attrs.get("qtime") or attrs.get("ctime"), zone)
-    started = _timestamp(attrs.get("stime") or attrs.get("start_time"), zone)
+    submitted = timestamp(attrs.get("qtime") or attrs.get("ctime"), zone)
+    started = timestamp(attrs.get("stime") or attrs.get("start_time"), zone)
     owner = str(attrs.get("Job_Owner") or attrs.get("euser") or "")
-    nodes = _exec_nodes(attrs) if state is JobState.RUNNING else []
+    nodes = exec_nodes(attrs) if state is JobState.RUNNING else []
     job = Job(
         id=job_id,
         cores=request_cores(resources),
@@ -317,9 +330,9 @@ def _job(
         command=str(attrs.get("Job_Name") or ""),
         started_at=started if state is JobState.RUNNING else None,
         node=nodes[0] if nodes else None,
-        priority=_int(attrs.get("Priority"), 0),
+        priority=as_int(attrs.get("Priority"), 0),
         user=owner.split("@")[0],
-        attributes=_attributes(attrs, code, nodes, resources),
+        attributes=job_attributes(attrs, code, nodes, resources),
     )
     return PbsJob(job, code)
 
@@ -346,7 +359,7 @@ def parse_qstat_json(
     :class:`BatchError` saying what was wrong.
     """
     zone = time_zone(timezone)
-    data = _load_json(text, "qstat")
+    data = load_json(text, "qstat")
     jobs = data.get("Jobs", {})  # absent when the server has no job
     if not isinstance(jobs, dict):
         raise BatchError("qstat JSON: 'Jobs' is not an object")
@@ -358,10 +371,10 @@ def parse_qstat_xml(
 ) -> list[PbsJob]:
     """Queued and running jobs of Torque's ``qstat -f -x``, in listed order (as above)."""
     zone = time_zone(timezone)
-    root = _load_xml(text, "qstat -x")
+    root = load_xml(text, "qstat -x")
     entries = []
     for element in [] if root is None else root.findall("Job"):
-        attrs = _xml_value(element)
+        attrs = xml_value(element)
         job_id = attrs.get("Job_Id") if isinstance(attrs, dict) else None
         if not job_id:
             raise BatchError("qstat -x: a <Job> without <Job_Id>")
@@ -386,7 +399,7 @@ def _job_cores(entries: Iterable[str]) -> dict[str, int]:
             count = 0
             for part in prefix.group(0)[:-1].split(","):
                 low, _, high = part.partition("-")
-                count += (_int(high) - _int(low) + 1) if high else 1
+                count += (as_int(high) - as_int(low) + 1) if high else 1
             job_id = entry[prefix.end() :]
         else:  # PBS: "<job id>" or "<job id>/<index>"
             job_id, _, _ = entry.partition("/")
@@ -411,7 +424,7 @@ def _rectime(status: Any) -> float | None:
 
 def parse_pbsnodes_json(text: str) -> list[Node]:
     """Every node of ``pbsnodes -a -F json``, states through the table."""
-    data = _load_json(text, "pbsnodes")
+    data = load_json(text, "pbsnodes")
     listed = data.get("nodes", {})
     if not isinstance(listed, dict):
         raise BatchError("pbsnodes JSON: 'nodes' is not an object")
@@ -425,29 +438,29 @@ def parse_pbsnodes_json(text: str) -> list[Node]:
             raise BatchError(f"pbsnodes JSON: node {name} has no state")
         available = attrs.get("resources_available") or {}
         assigned = attrs.get("resources_assigned") or {}
-        cores = _int(available.get("ncpus"), _int(attrs.get("pcpus"), 0))
+        cores = as_int(available.get("ncpus"), as_int(attrs.get("pcpus"), 0))
         jobs = attrs.get("jobs") or []
         if isinstance(jobs, str):
             jobs = jobs.split(",")
         held = _job_cores(jobs)
-        used = _int(assigned.get("ncpus"), sum(held.values()))
+        used = as_int(assigned.get("ncpus"), sum(held.values()))
         nodes.append(_node(name, cores, attrs["state"], held, used, attrs.get("comment")))
     return nodes
 
 
 def parse_pbsnodes_xml(text: str) -> list[Node]:
     """Every node of Torque's ``pbsnodes -x``, with its last MoM report as heartbeat."""
-    root = _load_xml(text, "pbsnodes -x")
+    root = load_xml(text, "pbsnodes -x")
     nodes = []
     for element in [] if root is None else root.findall("Node"):
-        attrs = _xml_value(element)
+        attrs = xml_value(element)
         if not isinstance(attrs, dict) or not attrs.get("name") or "state" not in attrs:
             raise BatchError("pbsnodes -x: a <Node> without <name> or <state>")
         # "0/1.srv, 1/1.srv" (Torque 4) or "0-3,5/1.srv,4/2.srv" (Torque 6)
         slots = re.findall(r"([\d,\-]*\d)/([^,\s]+)", str(attrs.get("jobs") or ""))
         held = _job_cores(f"{cores}/{job}" for cores, job in slots)
         node = _node(
-            attrs["name"], _int(attrs.get("np")), attrs["state"], held,
+            attrs["name"], as_int(attrs.get("np")), attrs["state"], held,
             sum(held.values()), attrs.get("note"),
         )  # fmt: skip
         node.heartbeat_at = _rectime(attrs.get("status"))

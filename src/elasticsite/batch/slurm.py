@@ -33,12 +33,14 @@ from elasticsite.attributes import NODES, PARTITION
 from elasticsite.batch.base import (
     BatchError,
     BatchView,
+    JobDetail,
     JobRequest,
     UnknownJob,
     UnknownNode,
 )
 from elasticsite.batch.command import CommandError, CommandResult, Runner, run
 from elasticsite.batch.identity import USER_NAME
+from elasticsite.batch.slurm_jobs import JobReader
 from elasticsite.batch.slurm_output import (
     SQUEUE_FORMAT_ARGV,
     jobs_per_node,
@@ -48,7 +50,7 @@ from elasticsite.batch.slurm_output import (
     parse_squeue_format,
 )
 from elasticsite.batch.slurm_submit import sbatch_argv
-from elasticsite.model import Job
+from elasticsite.model import Job, JobState, state_text
 from elasticsite.plugins import BatchPlugin, PluginOptions, number, validate_options
 
 if TYPE_CHECKING:
@@ -142,6 +144,7 @@ class SlurmBatch:
         self.remove_timeout = remove_timeout
         self.clock = clock
         self._nodes_argv: tuple[str, ...] = ("sinfo", "--json")
+        self._job_reader = JobReader(self._try)
 
     @classmethod
     def from_options(cls, options: SlurmOptions | Mapping[str, Any]) -> SlurmBatch:
@@ -433,9 +436,29 @@ class SlurmBatch:
             raise BatchError(f"release: job {job_id}: {out}")
 
     def cancel(self, job_id: str) -> None:
-        """``scancel`` (tests and the CLI); cancelling a finished job is a no-op."""
+        """``scancel``: the queued, held or running job ends CANCELLED (Slurm decides
+        who may: the job's owner, an operator or root). Cancelled already: no-op; ended
+        otherwise: BatchError."""
+        job = self.job(job_id)
+        if job.state is JobState.CANCELLED:
+            return
+        if job.state.finished:
+            raise BatchError(f"cancel: job {job_id} already ended ({state_text(job)})")
+        ok, out = self._try("scancel", job_id)
+        if ok:
+            return
+        if "Invalid job id" in out:
+            raise UnknownJob(f"no job {job_id!r} in slurm")
+        if "already completing or completed" in out:
+            raise BatchError(f"cancel: job {job_id} already ended")
+        raise BatchError(f"cancel: job {job_id}: scancel failed: {' '.join(out.split())}")
+
+    def job(self, job_id: str) -> JobDetail:
+        """``scontrol show job`` (``--json`` from Slurm 23.02, its text before); a job
+        slurmctld no longer holds (``MinJobAge`` after its end) from ``sacct``, where
+        accounting is configured. UnknownJob when neither knows it, saying why."""
         _check_job(job_id)
-        self._cmd("scancel", job_id)
+        return self._job_reader.read(job_id)
 
 
 RESERVATION_PREFIX = "elasticsite-"

@@ -29,6 +29,7 @@ from elasticsite.batch.base import (
     NodeState,
 )
 from elasticsite.batch.hostlist import HostlistError, expand
+from elasticsite.batch.slurm_states import job_state, translate
 from elasticsite.model import Job, JobState
 
 __all__ = [
@@ -43,6 +44,12 @@ __all__ = [
     "parse_nodes",
     "parse_squeue",
     "parse_squeue_format",
+    "read_duration",
+    "read_local_time",
+    "read_number",
+    "read_text",
+    "read_time",
+    "read_words",
 ]
 
 log = logging.getLogger(__name__)
@@ -162,7 +169,7 @@ def node_state(tokens: Sequence[str], alloc_cpus: int = 0) -> NodeState:
 # ---- version-tolerant field access -------------------------------------------------
 
 
-def _num(value: Any, default: float | None = None) -> float | None:
+def read_number(value: Any, default: float | None = None) -> float | None:
     """A number as any Slurm version writes it: plain, or ``{"set", "infinite", "number"}``.
 
     Unset and infinite values, and 22.05's NO_VAL/INFINITE sentinels, give ``default``.
@@ -179,17 +186,17 @@ def _num(value: Any, default: float | None = None) -> float | None:
 
 
 def _int(value: Any, default: int = 0) -> int:
-    number = _num(value)
+    number = read_number(value)
     return default if number is None else int(number)
 
 
-def _time(value: Any) -> float | None:
+def read_time(value: Any) -> float | None:
     """An epoch time; 0 (never) and unset give None."""
-    number = _num(value)
+    number = read_number(value)
     return float(number) if number else None
 
 
-def _words(value: Any) -> list[str]:
+def read_words(value: Any) -> list[str]:
     """A state as a list of words: 22.05 writes ``"RUNNING"``, 23.02+ ``["RUNNING"]``."""
     if isinstance(value, str):
         return value.split()
@@ -198,7 +205,7 @@ def _words(value: Any) -> list[str]:
     return []
 
 
-def _text(value: Any) -> str:
+def read_text(value: Any) -> str:
     if isinstance(value, list):  # 24.05+ writes features as a list
         return ",".join(str(v) for v in value)
     return value if isinstance(value, str) else ""
@@ -289,7 +296,20 @@ or declared and not yet registered); it has not started, and its ``nodes`` attri
 says which nodes it waits for."""
 _RUNNING = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "RESIZING", "STAGE_OUT"})
 # Everything else (COMPLETED, CANCELLED, FAILED, TIMEOUT, NODE_FAIL, PREEMPTED, BOOT_FAIL,
-# DEADLINE, OUT_OF_MEMORY, ...) has finished: the snapshot leaves it out.
+# DEADLINE, OUT_OF_MEMORY, ...) has finished: the snapshot leaves it out, as it does a
+# state the table (batch/slurm_states.py) does not know, with a warning.
+
+
+def _listed(words: Sequence[str], held: bool) -> JobState | None:
+    """The state of a job a snapshot lists (waiting: QUEUED, REQUEUED or HELD; or
+    RUNNING), or None for one it leaves out."""
+    if not words or words[0] not in _LISTED:
+        job_state(words)  # an ended job; a state the table lacks is warned of here
+        return None
+    return translate(words, 0, held)[0]
+
+
+_LISTED = _QUEUED | _RUNNING
 
 
 def _job_nodes(raw: dict[str, Any]) -> tuple[str, ...]:
@@ -326,39 +346,35 @@ def parse_squeue(
     running: list[Job] = []
     try:
         for raw in jobs:
-            words = [w.upper() for w in _words(raw.get("job_state"))]
-            if not words:
-                continue
-            base = words[0]
-            if base in _QUEUED:
-                state = JobState.QUEUED
-            elif base in _RUNNING:
-                state = JobState.RUNNING
-            else:
-                continue
-            job_id = int(raw["job_id"])
-            array_id = _int(raw.get("array_job_id"))
-            task = _num(raw.get("array_task_id"))
+            words = [w.upper() for w in read_words(raw.get("job_state"))]
             priority = _int(raw.get("priority"))
-            reason = _text(raw.get("state_reason"))
+            reason = read_text(raw.get("state_reason"))
             held = (
                 bool(raw.get("hold"))
                 or reason.startswith("JobHeld")
-                or (state is JobState.QUEUED and priority == 0)
+                or (bool(words) and words[0] in _QUEUED and priority == 0)
             )
+            listed = _listed(words, held)
+            if listed is None:
+                continue
+            state, base = listed, words[0]
+            held = held or state is JobState.HELD
+            job_id = int(raw["job_id"])
+            array_id = _int(raw.get("array_job_id"))
+            task = read_number(raw.get("array_task_id"))
             cores = _int(raw.get("cpus"))
             if cores <= 0:
                 cores = max(1, _int(raw.get("tasks"), 1) * _int(raw.get("cpus_per_task"), 1))
-            limit = _num(raw.get("time_limit"))
+            limit = read_number(raw.get("time_limit"))
             walltime = limit * 60.0 if limit else default_walltime
-            submitted = _time(raw.get("submit_time")) or 0.0
+            submitted = read_time(raw.get("submit_time")) or 0.0
             nodes = _job_nodes(raw) if base in _RUNNING or base == "CONFIGURING" else ()
-            name = _text(raw.get("name"))
+            name = read_text(raw.get("name"))
             attrs = job_attributes(
-                partition=_text(raw.get("partition")),
-                qos=_text(raw.get("qos")),
-                account=_text(raw.get("account")),
-                features=_text(raw.get("features")),
+                partition=read_text(raw.get("partition")),
+                qos=read_text(raw.get("qos")),
+                account=read_text(raw.get("account")),
+                features=read_text(raw.get("features")),
                 name=name,
                 nodes=nodes,
                 node_count=_int(raw.get("node_count"), 1),
@@ -368,7 +384,7 @@ def parse_squeue(
             )
             if task is not None:
                 ids = [(f"{array_id}_{int(task)}", int(task))]
-            elif array_id and _text(raw.get("array_task_string")):
+            elif array_id and read_text(raw.get("array_task_string")):
                 ids = [(f"{array_id}_{t}", t) for t in _array_tasks(raw["array_task_string"])]
             else:
                 ids = [(str(job_id), 0)]
@@ -380,11 +396,11 @@ def parse_squeue(
                     walltime=walltime,
                     submitted_at=submitted,
                     state=state,
-                    command=_text(raw.get("command")) or name,
-                    started_at=_time(raw.get("start_time")) if running_now else None,
+                    command=read_text(raw.get("command")) or name,
+                    started_at=read_time(raw.get("start_time")) if running_now else None,
                     node=nodes[0] if running_now else None,
                     priority=priority,
-                    user=_text(raw.get("user_name")),
+                    user=read_text(raw.get("user_name")),
                     attributes=attrs,
                 )
                 if state is JobState.RUNNING:
@@ -411,7 +427,7 @@ SQUEUE_FORMAT_ARGV = (
 """The command behind ``jobs_from="format"`` (the default)."""
 
 
-def _duration(text: str) -> float | None:
+def read_duration(text: str) -> float | None:
     """Slurm's ``[D-]HH:MM:SS`` / ``MM:SS`` / ``MM`` in seconds; UNLIMITED and the like: None."""
     days, _, clock = text.rpartition("-")
     parts = clock.split(":")
@@ -426,7 +442,7 @@ def _duration(text: str) -> float | None:
     return seconds + int(days or 0) * 86400.0
 
 
-def _local_time(text: str) -> float | None:
+def read_local_time(text: str) -> float | None:
     """squeue's local ``YYYY-MM-DDTHH:MM:SS`` as epoch seconds; N/A, Unknown, None: None."""
     try:
         return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
@@ -459,21 +475,20 @@ def parse_squeue_format(
             )
         (jid, state_text, cpus, limit, prio, submit, start, partition, qos, account, user,
          node_count, reason, nodes_text, features, name) = fields  # fmt: skip
-        base = state_text.split()[0].upper() if state_text.strip() else ""
-        if base in _QUEUED:
-            state = JobState.QUEUED
-        elif base in _RUNNING:
-            state = JobState.RUNNING
-        else:
+        words = state_text.upper().split()[:1]
+        if _listed(words, False) is None:
             continue
         head, _, task = jid.partition("_")
         if not head.isdigit() or not cpus.isdigit() or not prio.isdigit():
             raise BatchError(f"squeue: line {number} is not a job line: {line[:80]!r}")
         priority = int(prio)
-        held = reason.startswith("JobHeld") or (state is JobState.QUEUED and priority == 0)
+        base = words[0]
+        held = reason.startswith("JobHeld") or (base in _QUEUED and priority == 0)
+        state = translate(words, 0, held)[0]
+        held = held or state is JobState.HELD
         nodes = tuple(expand_hostlist(nodes_text))
         running_now = state is JobState.RUNNING and bool(nodes)
-        submitted = _local_time(submit) or 0.0
+        submitted = read_local_time(submit) or 0.0
         attrs = job_attributes(
             partition=partition,
             qos=_field(qos),
@@ -489,11 +504,11 @@ def parse_squeue_format(
         job = Job(
             id=jid,
             cores=max(1, int(cpus)),
-            walltime=_duration(limit) or default_walltime,
+            walltime=read_duration(limit) or default_walltime,
             submitted_at=submitted,
             state=state,
             command=name,
-            started_at=_local_time(start) if running_now else None,
+            started_at=read_local_time(start) if running_now else None,
             node=nodes[0] if running_now else None,
             priority=priority,
             user=user,
@@ -539,7 +554,7 @@ def nodes_from(data: Mapping[str, Any], running_jobs: Mapping[str, int] | None) 
             name = str(raw["name"])
             cores = _int(raw.get("cpus"))
             alloc = _int(raw.get("alloc_cpus"))
-            tokens = _words(raw.get("state")) + _words(raw.get("state_flags"))
+            tokens = read_words(raw.get("state")) + read_words(raw.get("state_flags"))
             state = node_state(tokens, alloc)
             free = max(0, cores - alloc) if state in (NodeState.IDLE, NodeState.BUSY) else 0
             nodes.append(
@@ -549,9 +564,9 @@ def nodes_from(data: Mapping[str, Any], running_jobs: Mapping[str, int] | None) 
                     state=state,
                     running_jobs=per_node.get(name, 0),
                     free_cores=free,
-                    reason=_text(raw.get("reason")),
+                    reason=read_text(raw.get("reason")),
                     heartbeat_at=None,
-                    registered_at=_time(raw.get("slurmd_start_time")),
+                    registered_at=read_time(raw.get("slurmd_start_time")),
                 )
             )
     except (KeyError, TypeError, ValueError) as exc:

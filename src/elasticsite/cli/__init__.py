@@ -2,9 +2,10 @@
 thin (parse, call one library function, render).
 
 ``common`` holds what commands share; ``site`` the configured site (run, submit,
-queue, status, policies); ``down``; ``demo``; ``sim`` (simulate, experiment);
-``reproduce``; ``agent``; ``broker``; ``context``; ``slurm`` (Slurm's power-saving
-hooks); ``cloud`` (reset); ``advise`` (the deadline advisor); ``urgent`` (keys).
+queue, status, policies); ``jobs`` one job at a time (cancel, job); ``down``; ``demo``;
+``sim`` (simulate, experiment); ``reproduce``; ``agent``; ``broker``; ``context``;
+``slurm`` (Slurm's power-saving hooks); ``cloud`` (reset); ``advise`` (the deadline
+advisor); ``urgent`` (keys).
 """
 
 from __future__ import annotations
@@ -22,17 +23,19 @@ from elasticsite.cli import (
     context,
     demo,
     down,
+    jobs,
     reproduce,
     sim,
     site,
     slurm,
     urgent,
 )
-from elasticsite.cli.common import console
+from elasticsite.cli.common import OneLineErrors, console
 
 __all__ = ["app"]
 
 app = typer.Typer(
+    cls=OneLineErrors,
     help="Extend a batch cluster into IaaS clouds on demand.",
     no_args_is_help=True,
     add_completion=False,
@@ -57,6 +60,8 @@ app.command(name="down")(down.down)
 app.command(name="submit")(site.submit)
 app.command(name="queue")(site.queue)
 app.command(name="status")(site.status)
+app.command(name="cancel")(jobs.cancel)
+app.command(name="job")(jobs.job)
 app.command(name="simulate")(sim.simulate)
 app.command(name="experiment")(sim.experiment)
 app.command(name="reproduce")(reproduce.reproduce)

@@ -20,6 +20,9 @@ from rich.table import Table
 from elasticsite.cli import advise_rank
 from elasticsite.cli.common import (
     ConfigOpt,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
     config_path,
     console,
     load_site_config,
@@ -122,7 +125,7 @@ def evaluate(
     quantile: Annotated[float, typer.Option(callback=_probability)] = 0.95,
     confidence: Annotated[float, typer.Option(callback=_probability)] = 0.95,
     seed: Annotated[
-        int, typer.Option(min=0, help="Observations per key that only seed the history.")
+        NonNegativeInt, typer.Option(help="Observations per key that only seed the history.")
     ] = 0,
     resource: ResourceOpt = None,
     qos: QosOpt = None,
@@ -340,12 +343,14 @@ def _print_outcome(outcome: ProbeOutcome) -> None:
 def record(
     phase: Annotated[str, typer.Option(help="input, allocation, execution or output.")],
     resource: Annotated[str, typer.Option(help="Cluster, partition or cloud.")],
-    value: Annotated[float, typer.Option(help="How long the phase took, in seconds.")],
+    value: Annotated[NonNegativeFloat, typer.Option(help="How long the phase took, in seconds.")],
     policy: Annotated[str, typer.Option()] = "default",
-    nodes: Annotated[int, typer.Option(help="Nodes (a cloud: instances asked at once).")] = 1,
+    nodes: Annotated[
+        PositiveInt, typer.Option(help="Nodes (a cloud: instances asked at once).")
+    ] = 1,
     repository: Annotated[str, typer.Option(help="Where input came from.")] = "",
     app_name: Annotated[str, typer.Option("--app", help="The application that ran.")] = "",
-    nbytes: Annotated[int | None, typer.Option(help="Bytes staged.")] = None,
+    nbytes: Annotated[NonNegativeInt | None, typer.Option(help="Bytes staged.")] = None,
     at: Annotated[
         str | None, typer.Option(help="When it ended: epoch seconds or ISO 8601; default now.")
     ] = None,

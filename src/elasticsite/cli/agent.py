@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from elasticsite import logs
-from elasticsite.cli.common import LogFormatOpt, err
+from elasticsite.cli.common import LogFormatOpt, NonNegativeFloat, err, finite
 
 __all__ = ["agent"]
 
@@ -32,7 +32,7 @@ def agent(
         Path | None, typer.Option(help="State file (default: ROOT/var/lib/elasticsite/agent.json).")
     ] = None,
     root: Annotated[Path, typer.Option(help="Root the scripts write under.")] = Path("/"),
-    period: Annotated[float, typer.Option(min=0, help="Poll every N s; 0 = long poll.")] = 0.0,
+    period: Annotated[NonNegativeFloat, typer.Option(help="Poll every N s; 0 = long poll.")] = 0.0,
     wait: Annotated[float, typer.Option(min=0, max=60, help="Long-poll timeout, s.")] = 30.0,
     short_hostname: Annotated[
         str | None, typer.Option(help="Override the short host name.")
@@ -44,7 +44,9 @@ def agent(
     no_leave: Annotated[bool, typer.Option("--no-leave", help="Stay a member on exit.")] = False,
     strict: Annotated[bool, typer.Option(help="Stop when a script fails.")] = False,
     once: Annotated[bool, typer.Option(help="Apply what is there, then exit.")] = False,
-    script_timeout: Annotated[float, typer.Option(min=0.1, help="Per-script limit, s.")] = 120.0,
+    script_timeout: Annotated[
+        float, typer.Option(min=0.1, callback=finite, help="Per-script limit, s.")
+    ] = 120.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log warnings only.")] = False,
     log_format: LogFormatOpt = "human",
 ) -> None:

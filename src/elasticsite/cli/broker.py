@@ -20,7 +20,17 @@ import typer
 from rich.markup import escape
 
 from elasticsite import logs
-from elasticsite.cli.common import LogFormatOpt, console, err, fail
+from elasticsite.cli.common import (
+    LogFormatOpt,
+    NonNegativeInt,
+    Port,
+    PositiveFloat,
+    PositiveInt,
+    console,
+    err,
+    fail,
+    finite,
+)
 from elasticsite.cli.context import TOKEN_ENV
 from elasticsite.context.admission import BrokerLimits
 from elasticsite.files import StateFileError, private_dir
@@ -104,7 +114,7 @@ def broker(
         Path, typer.Option("--state-dir", help="Where the broker keeps its database and keys.")
     ],
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8443,
+    port: Annotated[Port, typer.Option(help="Port to listen on.")] = 8443,
     cert: Annotated[
         Path | None, typer.Option("--cert", help="TLS certificate (PEM).", show_default=False)
     ] = None,
@@ -131,18 +141,26 @@ def broker(
         ),
     ] = None,
     history: Annotated[
-        int, typer.Option(min=1, help="Entries kept per context; older callers get a snapshot.")
+        PositiveInt, typer.Option(help="Entries kept per context; older callers get a snapshot.")
     ] = 10_000,
     header_timeout: Annotated[
-        float,
+        PositiveFloat,
         typer.Option(
             "--header-timeout",
             help="Seconds a client has to send a request's headers: from connecting (TLS "
             "handshake included), then from the first byte of each later request.",
         ),
     ] = 10.0,
+    body_timeout: Annotated[
+        PositiveFloat,
+        typer.Option(
+            "--body-timeout",
+            help="Seconds a client has, once a request's headers are in, to send its whole "
+            "body (answered 408 and disconnected if it does not).",
+        ),
+    ] = 30.0,
     keep_alive: Annotated[
-        int,
+        PositiveInt,
         typer.Option(
             "--keep-alive",
             help="Seconds an idle connection is kept between requests (longer than agents' "
@@ -150,7 +168,7 @@ def broker(
         ),
     ] = 75,
     max_connections: Annotated[
-        int,
+        PositiveInt,
         typer.Option(
             "--max-connections",
             help="Open connections at most, handshakes included; the open-files limit is "
@@ -158,11 +176,11 @@ def broker(
         ),
     ] = 16_384,
     max_connections_per_address: Annotated[
-        int,
+        NonNegativeInt,
         typer.Option(
             "--max-connections-per-address",
-            help="Open connections at most from one client address; 0: no limit (agents "
-            "behind one NAT address).",
+            help="Open connections at most from one client address (an IPv6 client: its "
+            "/64); 0: no limit (agents behind one NAT address).",
         ),
     ] = 512,
     reserve: Annotated[
@@ -174,14 +192,19 @@ def broker(
         ),
     ] = None,
     max_members: Annotated[
-        int, typer.Option(min=1, help="Members per context, unless the context sets its own.")
+        PositiveInt, typer.Option(help="Members per context, unless the context sets its own.")
     ] = _LIMITS.max_members,
     join_rate: Annotated[
         float,
-        typer.Option(min=0.001, help="Joins a second per context, unless it sets its own."),
+        typer.Option(
+            min=0.001,
+            callback=finite,
+            help="Joins a second per context, unless it sets its own.",
+        ),
     ] = _LIMITS.join_rate,
     join_burst: Annotated[
-        int, typer.Option(min=1, help="Joins at once above the rate, unless the context sets it.")
+        PositiveInt,
+        typer.Option(help="Joins at once above the rate, unless the context sets it."),
     ] = _LIMITS.join_burst,
     max_context_bytes: Annotated[
         int,
@@ -213,6 +236,14 @@ def broker(
             "STATE_DIR/urgent.db; keys from `elasticsite urgent key add`).",
         ),
     ] = False,
+    docs: Annotated[
+        bool,
+        typer.Option(
+            "--docs",
+            help="Also serve the API's description at /openapi.json, /docs and /redoc, to "
+            "anyone who reaches the port (off by default: it maps every route).",
+        ),
+    ] = False,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
     log_format: LogFormatOpt = "human",
@@ -226,6 +257,7 @@ def broker(
     try:  # before anything is created
         limits = ConnectionLimits(
             header_timeout=header_timeout,
+            body_timeout=body_timeout,
             keep_alive=keep_alive,
             max_connections=max_connections,
             max_connections_per_address=max_connections_per_address,
@@ -277,6 +309,7 @@ def broker(
             advisor_token=advisor_token,
             dashboard=board,
             urgent=urgent_service,
+            docs=docs,
         )
     except (ValueError, OSError, sqlite3.Error, StateFileError) as exc:
         raise fail(f"cannot open the broker state in {state_dir}: {exc}") from None

@@ -1,22 +1,30 @@
 """What the ``elasticsite`` commands share: the consoles, one-line errors, the
-``--config`` option, opening the configured site, logging and the metrics table.
+checked number types of every numeric option, the ``--config`` option, opening the
+configured site, logging and the metrics table.
 
 Every failure a person can fix is one line on stderr, ``error: ...``, and exit
-status 2; nothing here decides anything about the site.
+status 2, a value typer refuses included; nothing here decides anything about the
+site.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 import typer
+from pydantic import Field
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
+from typing_extensions import TypeAliasType
 
 from elasticsite import logs
 
@@ -29,11 +37,18 @@ if TYPE_CHECKING:
 __all__ = [
     "ConfigOpt",
     "LogFormatOpt",
+    "NonNegativeFloat",
+    "NonNegativeInt",
+    "OneLineErrors",
+    "Port",
+    "PositiveFloat",
+    "PositiveInt",
     "announce",
     "config_path",
     "console",
     "err",
     "fail",
+    "finite",
     "load_site_config",
     "open_configured_site",
     "open_site_manager",
@@ -45,6 +60,58 @@ __all__ = [
 # No emoji codes: job commands, ids, fingerprints and keys (":CD:") are shown as they are.
 console = Console(emoji=False)
 err = Console(stderr=True, emoji=False)
+
+# The type of every numeric option: a value out of range, and for floats inf or nan,
+# is refused by typer as ``Invalid value for '--port': ...``, before the command runs.
+# An option with a range of its own (``min=0.1``) is a plain float with that range and
+# the ``finite`` callback. tests/test_cli_numbers.py holds every option to this.
+Port = TypeAliasType("Port", Annotated[int, Field(ge=1, le=65535)])
+PositiveInt = TypeAliasType("PositiveInt", Annotated[int, Field(ge=1)])
+NonNegativeInt = TypeAliasType("NonNegativeInt", Annotated[int, Field(ge=0)])
+PositiveFloat = TypeAliasType("PositiveFloat", Annotated[float, Field(gt=0, allow_inf_nan=False)])
+NonNegativeFloat = TypeAliasType(
+    "NonNegativeFloat", Annotated[float, Field(ge=0, allow_inf_nan=False)]
+)
+
+
+def finite(value: float | None) -> float | None:
+    """The callback of a float option with a range of its own: refuses inf (which the
+    range lets through) as typer refuses any other bad value."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"Input should be a finite number, not {value}")
+    return value
+
+
+class OneLineErrors(TyperGroup):
+    """The command group: a value or an option typer refuses is one line on stderr,
+    ``error: Invalid value for '--port': ...``, and exit status 2, like every other
+    error of the commands (typer's own display is a framed box under the usage)."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except typer.TyperException as exc:
+            if type(exc).__name__ != "NoArgsIsHelpError":  # the help was printed instead
+                ctx = getattr(exc, "ctx", None)
+                message = exc.format_message().rstrip(".")
+                if ctx is not None:
+                    message += f" (see {ctx.command_path} --help)"
+                err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err.print("aborted", highlight=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 ConfigOpt = Annotated[  # shared by every command that reads a site configuration
     Path | None,

@@ -17,7 +17,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from elasticsite.cli.common import console, fail
+from elasticsite.cli.common import PositiveFloat, PositiveInt, console, fail
 
 if TYPE_CHECKING:
     from elasticsite.context.client import AdminClient
@@ -115,20 +115,31 @@ def create(
     ] = None,
     replace_on_rejoin: Annotated[
         bool,
-        typer.Option(help="A node rejoining with the same SSH host key replaces its old record."),
+        typer.Option(
+            help="A node rejoining with the same SSH host key replaces its old record, once "
+            "it signs the broker's challenge with that key."
+        ),
+    ] = False,
+    allow_loopback: Annotated[
+        bool,
+        typer.Option(help="Nodes may publish loopback addresses (all on the broker's machine)."),
+    ] = False,
+    allow_link_local: Annotated[
+        bool, typer.Option(help="Nodes may publish link-local addresses.")
     ] = False,
     bind_address: Annotated[
         bool,
         typer.Option(help="A node's address must be the one it connects from (no NAT)."),
     ] = False,
     max_members: Annotated[
-        int | None, typer.Option(help="Members at most (default: the broker's).")
+        PositiveInt | None, typer.Option(help="Members at most (default: the broker's).")
     ] = None,
     join_rate: Annotated[
-        float | None, typer.Option(help="Joins per second (default: the broker's).")
+        PositiveFloat | None, typer.Option(help="Joins per second (default: the broker's).")
     ] = None,
     join_burst: Annotated[
-        int | None, typer.Option(help="Joins at once above the rate (default: the broker's).")
+        PositiveInt | None,
+        typer.Option(help="Joins at once above the rate (default: the broker's)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
 ) -> None:
@@ -147,6 +158,8 @@ def create(
             host_pattern=host_pattern,
             reserved=reserve or [],
             replace_on_rejoin=replace_on_rejoin,
+            allow_loopback=allow_loopback,
+            allow_link_local=allow_link_local,
             bind_address=bind_address,
             max_members=max_members,
             join_rate=join_rate,
@@ -213,12 +226,18 @@ def show(
         ("domain", c.domain or "any"),
         ("pattern", c.host_pattern or "any"),
         ("reserved", ", ".join(["localhost", *c.reserved])),
-        ("rejoin", "replaces (same host key)" if c.replace_on_rejoin else "refused while held"),
+        ("rejoin", "replaces (host key proven)" if c.replace_on_rejoin else "refused while held"),
+        ("local addr", _local(c.allow_loopback, c.allow_link_local)),
         ("address", "the one it connects from" if c.bind_address else "any"),
         ("max members", c.max_members or "broker default"),
         ("join rate", f"{c.join_rate:g}/s" if c.join_rate else "broker default"),
     ):
         console.print(f"{label:<12}{value}", highlight=False, soft_wrap=True)
+
+
+def _local(loopback: bool, link_local: bool) -> str:
+    allowed = [n for n, on in (("loopback", loopback), ("link-local", link_local)) if on]
+    return " and ".join(allowed) + " taken" if allowed else "refused"
 
 
 @context_app.command("members")

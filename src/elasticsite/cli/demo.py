@@ -9,7 +9,17 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from elasticsite.cli.common import console, fail, print_metrics, setup_logging, state_errors
+from elasticsite.cli.common import (
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    console,
+    fail,
+    finite,
+    print_metrics,
+    setup_logging,
+    state_errors,
+)
 
 if TYPE_CHECKING:
     from elasticsite.demo import DemoProgress
@@ -21,15 +31,22 @@ __all__ = ["demo"]
 def demo(
     policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
     workload: Annotated[str, typer.Option(help="Built-in workload (paper 000).")] = "workload1",
-    speed: Annotated[float, typer.Option(min=0.1, help="Time compression factor.")] = 4.0,
-    max_instances: Annotated[int, typer.Option(min=1)] = 10,
-    boot_time: Annotated[float, typer.Option(min=0, help="Worker boot delay, s.")] = 60.0,
-    boot_slowdown: Annotated[
-        float, typer.Option(min=0, help="Added to a boot per other worker booting, s.")
-    ] = 35.0,
-    shutdown_time: Annotated[float, typer.Option(min=0, help="Worker shutdown, s.")] = 6.0,
-    dedicated_workers: Annotated[int, typer.Option(min=1)] = 10,
-    seed: Annotated[int, typer.Option()] = 0,
+    speed: Annotated[
+        float, typer.Option(min=0.1, callback=finite, help="Time compression factor.")
+    ] = 4.0,
+    max_instances: Annotated[PositiveInt, typer.Option()] = 10,
+    boot_time: Annotated[NonNegativeFloat, typer.Option(help="Worker boot delay, s.")] = 60.0,
+    image_transfer: Annotated[
+        NonNegativeFloat,
+        typer.Option(help="Contention: s of a boot that move its image over a link boots share."),
+    ] = 0.0,
+    parallel_boots: Annotated[
+        NonNegativeInt, typer.Option(help="Contention: workers booting at once, the rest wait.")
+    ] = 0,
+    boot_slowdown: Annotated[NonNegativeFloat | None, typer.Option(hidden=True)] = None,
+    shutdown_time: Annotated[NonNegativeFloat, typer.Option(help="Worker shutdown, s.")] = 6.0,
+    dedicated_workers: Annotated[PositiveInt, typer.Option()] = 10,
+    seed: Annotated[NonNegativeInt, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="Where the plot and CSVs go.")] = Path("demo-out"),
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
 ) -> None:
@@ -40,6 +57,11 @@ def demo(
     from elasticsite.workloads import get_workload, workload_names
 
     setup_logging(verbose)
+    if boot_slowdown is not None:
+        raise fail(
+            "--boot-slowdown is gone: boots now share a finite boot path; use "
+            "--image-transfer SECONDS and --parallel-boots N (docs/boot-model.md)"
+        )
     if policy not in policies.available():
         raise fail(f"unknown policy {policy!r}; choose one of {', '.join(policies.available())}")
     if workload not in workload_names():
@@ -51,16 +73,20 @@ def demo(
         speed=speed,
         max_instances=max_instances,
         boot_time=boot_time,
-        boot_slowdown=boot_slowdown,
+        image_transfer=image_transfer,
+        parallel_boots=parallel_boots,
         shutdown_time=shutdown_time,
         dedicated_workers=dedicated_workers,
         seed=seed,
         out_dir=out,
     )
+    from elasticsite.boottime import BootPath
+
+    path = BootPath(image_transfer, parallel_boots).describe()
     console.print(
         f"[bold]elasticsite demo[/]: {workload} ({n} jobs) with the [bold]{policy}[/] policy, "
-        f"{speed:g}x speed, up to {max_instances} workers booting in ~{boot_time:g} s "
-        f"(+{boot_slowdown:g} s per other boot)"
+        f"{speed:g}x speed, up to {max_instances} workers booting in ~{boot_time:g} s alone "
+        f"({path})"
     )
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ from elasticsite.cli.common import (
     LogFormatOpt,
     announce,
     fail,
+    finite,
     open_site_manager,
     state_errors,
 )
@@ -37,7 +38,7 @@ __all__ = ["down"]
 def down(
     config: ConfigOpt = None,
     timeout: Annotated[
-        float, typer.Option(min=1, help="Give up after this many seconds.")
+        float, typer.Option(min=1, callback=finite, help="Give up after this many seconds.")
     ] = 3600.0,
     now: Annotated[
         bool,

@@ -15,7 +15,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from elasticsite.cli.common import console, fail
+from elasticsite.cli.common import PositiveInt, console, fail
+from elasticsite.cli.status import ProgressOpt, StatusLine
 
 __all__ = ["reproduce"]
 
@@ -42,41 +43,52 @@ def reproduce(
         ),
     ] = None,
     procs_per_unit: Annotated[
-        int, typer.Option(min=1, help="paper002 --trace: CPUs per node (Blue Horizon: 8).")
+        PositiveInt, typer.Option(help="paper002 --trace: CPUs per node (Blue Horizon: 8).")
     ] = 8,
     out: Annotated[
         Path | None, typer.Option(help="Output directory. Default: reproduce-out/PAPER.")
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Worker processes. Default: CPU count.")
+        PositiveInt | None, typer.Option(help="Worker processes. Default: CPU count.")
     ] = None,
+    progress: ProgressOpt = None,
 ) -> None:
     """Run a paper's experiments on the simulator and check each published claim."""
     from elasticsite.reproduce import reproduce_paper000, reproduce_paper002, write_report
+    from elasticsite.sim.elastic import RunStatus, SimulationExploded
     from elasticsite.sim.specs import SpecError
 
     target = out or Path("reproduce-out") / (paper.value + ("-quick" if quick else ""))
+    part = [""]
 
     def say(text: str) -> None:
+        line.clear()
         console.print(f"[dim]{escape(text)}[/]")
+        part[0] = text.split(":")[0]
 
-    try:
-        if paper is Paper.paper000:
-            if trace is not None:
-                raise fail("--trace applies to paper002 only")
-            repro = reproduce_paper000(target, quick=quick, progress=say)
-        else:
-            if trace is not None and not trace.is_file():
-                raise fail(f"{trace}: no such trace file")
-            repro = reproduce_paper002(
-                target, quick=quick, trace=trace, procs_per_unit=procs_per_unit,
-                workers=workers, progress=say,
-            )  # fmt: skip
-    except (SpecError, ValueError, OSError) as exc:
-        hint = ""
-        if trace is not None and "cannot run" in str(exc):
-            hint = " (a job wider than the 144-node site: check --procs-per-unit)"
-        raise fail(f"{exc}{hint}") from None
+    def status(s: RunStatus) -> None:
+        line.update(f"{part[0]}: {s.line()}")
+
+    with StatusLine(progress) as line:
+        try:
+            if paper is Paper.paper000:
+                if trace is not None:
+                    raise fail("--trace applies to paper002 only")
+                repro = reproduce_paper000(target, quick=quick, progress=say, status=status)
+            else:
+                if trace is not None and not trace.is_file():
+                    raise fail(f"{trace}: no such trace file")
+                line.ticking(lambda: f"{part[0]}: {line.elapsed:,.0f} s")
+                repro = reproduce_paper002(
+                    target, quick=quick, trace=trace, procs_per_unit=procs_per_unit,
+                    workers=workers, progress=say,
+                )  # fmt: skip
+        except (SpecError, ValueError, OSError, SimulationExploded) as exc:
+            line.clear()
+            hint = ""
+            if trace is not None and "cannot run" in str(exc):
+                hint = " (a job wider than the 144-node site: check --procs-per-unit)"
+            raise fail(escape(f"{exc}{hint}")) from None
     report = write_report(repro, target)
     for claim in repro.claims:
         style = _STYLE.get(claim.verdict.value, "")

@@ -8,9 +8,20 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from elasticsite.cli.common import console, err, fail, print_metrics
+from elasticsite.cli.common import (
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    console,
+    err,
+    fail,
+    finite,
+    print_metrics,
+)
+from elasticsite.cli.status import ProgressOpt, StatusLine
 
 __all__ = ["experiment", "simulate"]
 
@@ -21,32 +32,50 @@ def simulate(
     ] = "workload1",
     policy: Annotated[str, typer.Option(help="Provisioning policy.")] = "bursts",
     cloud_limit: Annotated[
-        int | None,
-        typer.Option(min=0, help="Most VMs at once. Default 10; --site-procs with --strategy."),
+        NonNegativeInt | None,
+        typer.Option(
+            help="Most VMs at once. Default 10; --site-procs with --strategy. Given, the "
+            "cloud is yours: no boot contention unless --image-transfer or --parallel-boots.",
+        ),
     ] = None,
     cloud: Annotated[
         str,
         typer.Option(
             help="Paper 000's cloud whose calibrated boot, contention and shutdown times "
-            "are the defaults: uchicago, iu, ec2; or none (60 s, no contention)."
+            "are the defaults: uchicago, iu (both contended), ec2; or none (60 s)."
         ),
     ] = "uchicago",
     boot: Annotated[
         str | None,
-        typer.Option(help="Boot time alone, s: 60, 74:205 or 60,62,90; 0 with --strategy."),
+        typer.Option(
+            help="Boot time alone, s: 60, 74:205 or 60,62,90; 0 with --strategy. Given, the "
+            "cloud is yours: no boot contention unless asked for."
+        ),
     ] = None,
-    boot_slowdown: Annotated[
-        float | None, typer.Option(min=0, help="Added to a boot per other boot in flight, s.")
+    image_transfer: Annotated[
+        NonNegativeFloat | None,
+        typer.Option(
+            help="Contention: s one boot's image takes alone over a link all boots share."
+        ),
     ] = None,
+    parallel_boots: Annotated[
+        NonNegativeInt | None,
+        typer.Option(help="Contention: boots in progress at once, the rest wait (0: all)."),
+    ] = None,
+    boot_slowdown: Annotated[NonNegativeFloat | None, typer.Option(hidden=True)] = None,
     shutdown: Annotated[str | None, typer.Option(help="Shutdown time, s (same forms).")] = None,
-    price: Annotated[float, typer.Option(min=0, help="Price per VM-hour.")] = 0.10,
-    billing: Annotated[float, typer.Option(min=1, help="Billing increment, s.")] = 3600,
-    cores_per_vm: Annotated[int, typer.Option(min=1)] = 1,
-    interval: Annotated[float, typer.Option(min=0.001, help="Decision period, s.")] = 10.0,
+    price: Annotated[NonNegativeFloat, typer.Option(help="Price per VM-hour.")] = 0.10,
+    billing: Annotated[
+        float, typer.Option(min=1, callback=finite, help="Billing increment, s.")
+    ] = 3600,
+    cores_per_vm: Annotated[PositiveInt, typer.Option()] = 1,
+    interval: Annotated[
+        float, typer.Option(min=0.001, callback=finite, help="Decision period, s.")
+    ] = 10.0,
     scheduler: Annotated[str, typer.Option(help="fcfs or easy.")] = "easy",
-    jobs: Annotated[int, typer.Option(min=1, help="Jobs of a Lublin workload.")] = 10_000,
-    machine_size: Annotated[int, typer.Option(min=1, help="Lublin machine size.")] = 128,
-    seed: Annotated[int, typer.Option()] = 0,
+    jobs: Annotated[PositiveInt, typer.Option(help="Jobs of a Lublin workload.")] = 10_000,
+    machine_size: Annotated[PositiveInt, typer.Option(help="Lublin machine size.")] = 128,
+    seed: Annotated[NonNegativeInt, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="Where the plot and CSVs go.")] = Path("sim-out"),
     strategy: Annotated[
         str | None,
@@ -57,24 +86,27 @@ def simulate(
         ),
     ] = None,
     site_procs: Annotated[
-        int, typer.Option(min=1, help="Site processors (= nodes = VMs) with --strategy.")
+        PositiveInt, typer.Option(help="Site processors (= nodes = VMs) with --strategy.")
     ] = 144,
+    progress: ProgressOpt = None,
 ) -> None:
     """Replay a workload through a provisioning policy on the virtual clock."""
+    if boot_slowdown is not None:
+        raise fail(
+            "--boot-slowdown is gone: boots now share a finite boot path; use "
+            "--image-transfer SECONDS and --parallel-boots N (docs/boot-model.md)"
+        )
     if strategy is not None:
         _simulate_strategy(
             workload, strategy, site_procs, site_procs if cloud_limit is None else cloud_limit,
-            boot or "0", price, billing, cores_per_vm, jobs, machine_size, seed, out,
+            boot or "0", price, billing, cores_per_vm, jobs, machine_size, seed, out, progress,
         )  # fmt: skip
         return
-    cloud_limit = 10 if cloud_limit is None else cloud_limit
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from elasticsite import policies
     from elasticsite.metrics import timeline
     from elasticsite.report import write_jobs_csv, write_plot, write_workers_csv
     from elasticsite.sim.cloud import describe_cloud, sim_cloud
-    from elasticsite.sim.elastic import simulate_elastic
+    from elasticsite.sim.elastic import SimulationExploded, SimulationStalled, simulate_elastic
     from elasticsite.sim.workload import load_workload
 
     if policy not in policies.available():
@@ -84,9 +116,10 @@ def simulate(
         model = sim_cloud(
             cloud,
             boot,
-            boot_slowdown,
             shutdown,
             vm_limit=cloud_limit,
+            image_transfer=image_transfer,
+            parallel_boots=parallel_boots,
             price_per_hour=price,
             billing_increment=billing,
             cores_per_vm=cores_per_vm,
@@ -103,16 +136,11 @@ def simulate(
         )
     console.print(
         f"[bold]simulate[/]: {work.name} ({len(work):,} jobs) with the [bold]{policy}[/] policy, "
-        f"up to {cloud_limit} VMs of {cores_per_vm} cores on {describe_cloud(model)}"
+        f"up to {model.vm_limit} VMs of {cores_per_vm} cores, {describe_cloud(model)}"
     )
     if work.note:
         console.print(work.note, highlight=False)
-    end = float(work.submit[-1]) or 1.0
-    with Progress(
-        TextColumn("simulated time"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(), console=console, transient=True,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("sim", total=end)
+    with StatusLine(progress) as line:
         try:
             result = simulate_elastic(
                 work.arrivals(),
@@ -122,10 +150,11 @@ def simulate(
                 preboot=policies.preboot_workers(policy, policies.PolicySettings()),
                 scheduler=scheduler,
                 seed=seed,
-                progress=lambda now: bar.update(task, completed=min(now, end)),
+                status=lambda s: line.update(s.line()),
             )
-        except ValueError as exc:
-            raise fail(str(exc)) from None
+        except (ValueError, SimulationStalled, SimulationExploded) as exc:
+            line.clear()
+            raise fail(escape(str(exc))) from None
     metrics = result.metrics()
     print_metrics(metrics)
     out.mkdir(parents=True, exist_ok=True)
@@ -145,6 +174,7 @@ def simulate(
 def _simulate_strategy(
     workload: str, strategy: str, site_procs: int, cloud_limit: int, boot: str, price: float,
     billing: float, cores_per_vm: int, jobs: int, machine_size: int, seed: int, out: Path,
+    progress: bool | None,
 ) -> None:  # fmt: skip
     """``simulate --strategy``: the base run, then the strategy, then their figures."""
     from elasticsite.sim.cloud import CloudModel, Durations
@@ -172,23 +202,18 @@ def _simulate_strategy(
     )
     if work.note:
         console.print(work.note, highlight=False)
-    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-
     from elasticsite.sim.figures import replay_timeline_plot
+    from elasticsite.sim.watch import clock
 
     columns = (work.submit, work.procs, work.runtime, work.requested)
-    end = float(work.submit[-1]) or 1.0
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(), console=console, transient=True,
-    ) as bar:  # fmt: skip
+    end = float(work.submit[-1])
+    with StatusLine(progress) as line:
         try:
             runs = []
             for name, on in (("base", None), (strategy, cloud)):
-                task = bar.add_task(f"{name} (simulated time)", total=end)
 
-                def advance(now: float, task: TaskID = task) -> None:
-                    bar.update(task, completed=min(now, end))
+                def advance(now: float, name: str = name) -> None:
+                    line.update(f"{name}: simulated {clock(now)} of {clock(end)} submissions")
 
                 runs.append(
                     replay(
@@ -200,8 +225,8 @@ def _simulate_strategy(
                         progress=advance,
                     )
                 )
-                bar.update(task, completed=end)
         except ValueError as exc:
+            line.clear()
             raise fail(str(exc)) from None
     base, result = runs
     base_metrics = base.metrics()
@@ -236,9 +261,9 @@ def experiment(
         typer.Option(help="Output directory. Default: experiments-out/<spec name>."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Worker processes. Default: CPU count.")
+        PositiveInt | None, typer.Option(help="Worker processes. Default: CPU count.")
     ] = None,
-    rounds: Annotated[int | None, typer.Option(min=1, help="Override the spec's rounds.")] = None,
+    rounds: Annotated[PositiveInt | None, typer.Option(help="Override the spec's rounds.")] = None,
     dask: Annotated[
         str | None,
         typer.Option(
@@ -247,28 +272,26 @@ def experiment(
         ),
     ] = None,
     dask_wait_workers: Annotated[
-        float, typer.Option(min=0.001, help="With --dask: wait this long for a first worker, s.")
+        float,
+        typer.Option(
+            min=0.001, callback=finite, help="With --dask: wait this long for a first worker, s."
+        ),
     ] = 60.0,
     dask_timeout: Annotated[
         float,
-        typer.Option(min=0.001, help="With --dask: the longest time without a run finishing, s."),
+        typer.Option(
+            min=0.001,
+            callback=finite,
+            help="With --dask: the longest time without a run finishing, s.",
+        ),
     ] = 600.0,
     dask_on_timeout: Annotated[
         Literal["stop", "wait"],
         typer.Option(help="With --dask, then: stop (exit 2; rerun resumes) or wait, saying so."),
     ] = "stop",
+    progress: ProgressOpt = None,
 ) -> None:
     """Run a spec's sweep (resumable), then write results, summary CSV and plots."""
-    from rich.markup import escape
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
     from elasticsite.sim.experiment import SpecError, load_spec, run_experiment
     from elasticsite.sim.runner import DaskCluster
 
@@ -282,17 +305,20 @@ def experiment(
         raise fail(escape(str(exc))) from None
     target = out or Path("experiments-out") / parsed.name
     started = time.monotonic()
-    with Progress(
-        TextColumn(f"[bold]{parsed.name}[/]"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("runs"), TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("runs", total=None)
+    runs = [0, 0]
+
+    def show(done: int, total: int) -> None:
+        runs[:] = [done, total]
+
+    with StatusLine(progress) as line:
+        line.ticking(lambda: f"{parsed.name}: {runs[0]:,}/{runs[1]:,} runs done, "
+                             f"{line.elapsed:,.0f} s")  # fmt: skip
         try:
             result = run_experiment(
-                parsed, target, workers=workers, rounds=rounds, dask=cluster,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )  # fmt: skip
+                parsed, target, workers=workers, rounds=rounds, dask=cluster, progress=show
+            )
         except (SpecError, ValueError, RuntimeError) as exc:
+            line.clear()
             raise fail(escape(str(exc))) from None
     console.print(
         f"{result.computed} runs computed, {result.kept} kept from an earlier run, "

@@ -1,5 +1,6 @@
 """``elasticsite run|submit|queue|status|policies``: the configured site's manager,
-its batch queue and its state, and the policies it can run."""
+its batch queue and its state, and the policies it can run (``cancel`` and ``job``
+are in :mod:`elasticsite.cli.jobs`)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,17 @@ import typer
 from rich.table import Table
 
 from elasticsite import __version__
+from elasticsite.cli.cloud import last_errors
 from elasticsite.cli.common import (
     ConfigOpt,
     LogFormatOpt,
+    NonNegativeInt,
+    PositiveInt,
     announce,
     config_path,
     console,
     fail,
+    finite,
     open_configured_site,
     open_site_manager,
     state_errors,
@@ -29,6 +34,7 @@ from elasticsite.cli.common import (
 
 if TYPE_CHECKING:
     from elasticsite.core import WorkerRecord
+    from elasticsite.manager.spending import SpendingView
 
 __all__ = ["left_running", "list_policies", "queue", "run", "status", "submit"]
 
@@ -118,9 +124,11 @@ def left_running(records: Iterable[WorkerRecord]) -> str:
 def submit(
     command: Annotated[list[str], typer.Argument(help="The job's command and arguments.")],
     config: ConfigOpt = None,
-    cores: Annotated[int, typer.Option(min=1)] = 1,
-    walltime: Annotated[float, typer.Option(min=1, help="Requested time limit, s.")] = 3600,
-    count: Annotated[int, typer.Option(min=1, help="Submit this many copies.")] = 1,
+    cores: Annotated[PositiveInt, typer.Option()] = 1,
+    walltime: Annotated[
+        float, typer.Option(min=1, callback=finite, help="Requested time limit, s.")
+    ] = 3600,
+    count: Annotated[PositiveInt, typer.Option(help="Submit this many copies.")] = 1,
     attr: Annotated[
         list[str] | None,
         typer.Option(
@@ -181,9 +189,11 @@ def queue(
     all_jobs: Annotated[bool, typer.Option("--all", help="Include finished jobs.")] = False,
 ) -> None:
     """Show the site's queued and running jobs (with --all, finished ones too on the
-    embedded site), in the order the batch system would start them."""
+    embedded site, a failed one with its exit code or signal and why), in the order the
+    batch system would start them."""
     from elasticsite.batch.base import BatchError
     from elasticsite.files import StateFileError
+    from elasticsite.model import JobState, state_text
 
     site = open_configured_site(config)
     if all_jobs and not site.lists_finished_jobs:
@@ -199,10 +209,10 @@ def queue(
     for col in ("job", "state", "cores", "walltime", "node", "waited", "command"):
         t.add_column(col)
     for j in shown.jobs:
-        waited = (j.started_at or now) - j.submitted_at
+        waited = (j.started_at or j.finished_at or now) - j.submitted_at
         t.add_row(
             j.id,
-            j.state.value,
+            state_text(j),
             str(j.cores),
             f"{j.walltime:g}",
             j.node or "",
@@ -211,12 +221,27 @@ def queue(
         )
     console.print(t)
     console.print(", ".join(f"{k} {v}" for k, v in sorted(shown.counts.items())) or "no jobs")
+    _unservable(
+        [(j.id, shown.unservable[j.id]) for j in shown.jobs
+         if j.state is JobState.QUEUED and j.id in shown.unservable]
+    )  # fmt: skip
+
+
+def _unservable(marks: list[tuple[str, str]], limit: int | None = None) -> None:
+    """One line per queued job no cloud can run, saying why (the manager's last marks)."""
+    from elasticsite.feasibility import explain
+
+    for job_id, why in marks[:limit]:
+        console.print(f"job {job_id}: {explain(why)}", markup=False, highlight=False,
+                      soft_wrap=True)  # fmt: skip
+    if limit is not None and len(marks) > limit:
+        console.print(f"... and {len(marks) - limit} more (elasticsite queue lists them)")
 
 
 @state_errors()
 def status(
     config: ConfigOpt = None,
-    events: Annotated[int, typer.Option(min=0, help="Show this many recent transitions.")] = 10,
+    events: Annotated[NonNegativeInt, typer.Option(help="Show this many recent transitions.")] = 10,
 ) -> None:
     """Show the manager's workers, their states and the queue, from the state database."""
     site = open_configured_site(config)
@@ -242,6 +267,10 @@ def status(
         raise fail(f"cannot read the batch system: {state.batch_error}")
     counts = state.job_counts
     console.print("queue: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "empty"))
+    if state.unservable:
+        console.print(f"queued jobs no cloud can run (as of the manager's last step): "
+                      f"{len(state.unservable)}")  # fmt: skip
+        _unservable([(job, why) for job, (why, _) in state.unservable.items()], limit=10)
     if state.context is not None:
         console.print(
             f"context: {state.context.uri} ({len(state.context.pending_removals)} departures "
@@ -260,6 +289,10 @@ def status(
             continue
         why = f": {record.get('kind')}: {record.get('reason')}" if record.get("kind") else ""
         console.print(f"cloud {name}: {closed}{why}", highlight=False, soft_wrap=True)
+    for line in last_errors(state.cloud_errors, now):
+        console.print(line, highlight=False, soft_wrap=True)
+    for line in money_lines(state.spending, site.config.policy.spend_cap_per_hour):
+        console.print(line, highlight=False, soft_wrap=True)
     if state.counters:
         console.print(
             "counters: " + ", ".join(f"{k} {v}" for k, v in sorted(state.counters.items()))
@@ -273,6 +306,36 @@ def status(
                 f"  {when} {tr.worker_id}: {before} -> {tr.to_state.value} ({tr.cause})",
                 highlight=False,
             )
+
+
+def money_lines(view: SpendingView, cap: float | None) -> list[str]:
+    """What ``status`` says of the site's money: the rate, what was spent (in total and
+    per cloud), and the budget: its period, spent part, forecast and what it held back."""
+    from elasticsite.spend import money, refusal_text, utc
+
+    cur = view.currency
+    spent = view.spent
+    per_cloud = ", ".join(f"{c} {money(v, cur)}" for c, v in sorted(spent.by_cloud.items()))
+    rate = f"spending: {money(view.rate, cur)} per hour now"
+    rate += f" (cap {money(cap, cur)} per hour)" if cap is not None else ""
+    lines = [rate, f"spent: {money(spent.total, cur)} so far ({per_cloud or 'no cloud'})"]
+    budget = view.budget
+    if budget is None or spent.period is None:
+        return lines
+    start, end = spent.period
+    share = 100 * spent.period_total / budget.amount
+    lines.append(
+        f"budget: {money(budget.amount, cur)} per {budget.period}, {utc(start)} to "
+        f"{utc(end)}: {money(spent.period_total, cur)} spent ({share:.0f}%), forecast "
+        f"{money(view.forecast or 0.0, cur)} by the period's end"
+    )
+    r = view.watch.refused
+    if r is not None and r.until == end:  # this period's
+        if r.active:
+            lines.append(f"budget: refusing since {utc(r.since)}: {refusal_text(r, cur)}")
+        else:
+            lines.append(f"budget: last refused at {utc(r.last)}: {refusal_text(r, cur)}")
+    return lines
 
 
 def list_policies() -> None:

@@ -17,10 +17,12 @@ import typer
 
 from elasticsite.cli.common import (
     ConfigOpt,
+    PositiveInt,
     config_path,
     console,
     err,
     fail,
+    finite,
     open_configured_site,
 )
 from elasticsite.cli.urgent_drill import drill as _drill
@@ -117,8 +119,10 @@ def submit(
     resource: Annotated[
         str | None, typer.Option(help="Default: [urgent] resource, else the site id.")
     ] = None,
-    cores: Annotated[int, typer.Option(min=1)] = 1,
-    walltime: Annotated[float, typer.Option(min=1, help="Requested time limit, s.")] = 3600,
+    cores: Annotated[PositiveInt, typer.Option()] = 1,
+    walltime: Annotated[
+        float, typer.Option(min=1, callback=finite, help="Requested time limit, s.")
+    ] = 3600,
 ) -> None:
     """Submit an urgent job as yourself: urgent submit --urgency red -- ./forecast.sh"""
     import getpass

@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from elasticsite.cli.common import ConfigOpt, console, err, fail, open_configured_site
+from elasticsite.cli.common import (
+    ConfigOpt,
+    NonNegativeInt,
+    PositiveInt,
+    console,
+    err,
+    fail,
+    finite,
+    open_configured_site,
+)
 
 __all__ = ["drill"]
 
@@ -29,10 +38,14 @@ def drill(
     command: Annotated[str, typer.Option(help="What the drill runs (split like a shell).")] = (
         "true"
     ),
-    cores: Annotated[int, typer.Option(min=1)] = 1,
-    every: Annotated[float, typer.Option(min=1, help="Seconds between rounds.")] = 3600,
-    rounds: Annotated[int, typer.Option(min=0, help="0: until stopped.")] = 1,
-    timeout: Annotated[float, typer.Option(min=1, help="Give a drill up after this.")] = 1800,
+    cores: Annotated[PositiveInt, typer.Option()] = 1,
+    every: Annotated[
+        float, typer.Option(min=1, callback=finite, help="Seconds between rounds.")
+    ] = 3600,
+    rounds: Annotated[NonNegativeInt, typer.Option(help="0: until stopped.")] = 1,
+    timeout: Annotated[
+        float, typer.Option(min=1, callback=finite, help="Give a drill up after this.")
+    ] = 1800,
 ) -> None:
     """Submit a small urgent job per policy, follow it, and record its allocation and
     execution delays for the deadline advisor (source "drill").

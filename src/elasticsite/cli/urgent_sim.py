@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from elasticsite.cli.common import console, fail
+from elasticsite.cli.common import NonNegativeInt, PositiveInt, console, fail
 
 __all__ = ["simulate"]
 
@@ -19,20 +19,21 @@ def simulate(
         list[str] | None,
         typer.Option("--policy", "-p", help=f"One of {', '.join(_POLICIES)}; repeat; all if none."),
     ] = None,
-    nodes: Annotated[int, typer.Option(min=1, help="Hosts of 8 cores and 16 GB.")] = 1,
+    nodes: Annotated[PositiveInt, typer.Option(help="Hosts of 8 cores and 16 GB.")] = 1,
     fill: Annotated[str, typer.Option(help="Type of the non-urgent VMs filling the cloud.")] = (
         "c1.xlarge"
     ),
     urgent: Annotated[str, typer.Option(help="Type of the urgent VMs.")] = "c1.xlarge",
-    count: Annotated[int, typer.Option(min=1, help="Urgent VMs asked for at once.")] = 1,
+    count: Annotated[PositiveInt, typer.Option(help="Urgent VMs asked for at once.")] = 1,
     volunteers: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Share of non-urgent owners who volunteer.")
     ] = 0.25,
     free_cores: Annotated[
-        int, typer.Option(min=0, help="Cores the fill leaves free per host (migration needs some).")
+        NonNegativeInt,
+        typer.Option(help="Cores the fill leaves free per host (migration needs some)."),
     ] = 0,
     trials: Annotated[int, typer.Option(min=1, max=10_000)] = 25,
-    seed: int = 0,
+    seed: Annotated[NonNegativeInt, typer.Option()] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per policy.")] = False,
 ) -> None:
     """Replay urgent VMs on a full finite cloud under each policy, next to paper 004's figures.

@@ -22,7 +22,15 @@ from typing import Protocol, runtime_checkable
 from elasticsite.clouds.errors import ErrorKind
 from elasticsite.model import VMType
 
-__all__ = ["SITE_TAG", "WORKER_TAG", "CloudDriver", "CloudError", "Instance", "InstanceState"]
+__all__ = [
+    "SITE_TAG",
+    "TERMINATE_BATCH",
+    "WORKER_TAG",
+    "CloudDriver",
+    "CloudError",
+    "Instance",
+    "InstanceState",
+]
 
 SITE_TAG = "elasticsite-site"
 """Tag whose value is the id of the site that owns the instance."""
@@ -32,18 +40,25 @@ URGENCY_TAG = "elasticsite:urgency"
 """``red``, ``orange`` or ``yellow`` on an instance launched for an urgent job."""
 VOLUNTEER_TAG = "elasticsite:volunteer"
 """``yes``: the owner offers this instance as a target of a cloud's urgent policies."""
+TERMINATE_BATCH = 1000
+"""Ids per ``terminate()`` call for a driver that sets no ``terminate_batch``."""
 
 
 class CloudError(Exception):
-    """A cloud call failed; the message names the cloud and the operation, and
-    ``kind`` says why when the driver knows (:mod:`elasticsite.clouds.errors`)."""
+    """A cloud call failed; the message names the cloud and the operation, ``kind``
+    says why when the driver knows (:mod:`elasticsite.clouds.errors`) and ``call`` names
+    the provider's API call that failed (``RunInstances``, ``compute.create_server``,
+    ``list_nodes`` ...), empty when no call was made."""
 
     kind: ErrorKind = ErrorKind.UNKNOWN
+    call: str = ""
 
-    def __init__(self, *args: object, kind: ErrorKind | None = None) -> None:
+    def __init__(self, *args: object, kind: ErrorKind | None = None, call: str = "") -> None:
         super().__init__(*args)  # cooperative: CloudStateError is a StateFileError too
         if kind is not None:
             self.kind = kind
+        if call:
+            self.call = call
 
 
 class InstanceState(enum.StrEnum):
@@ -96,5 +111,10 @@ class CloudDriver(Protocol):
         ...
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
-        """Stop and release these instances; unknown or gone ids are ignored."""
+        """Stop and release these instances; unknown or gone ids are ignored.
+
+        A driver may say how many ids one call should carry in ``terminate_batch``
+        (an optional attribute, :data:`TERMINATE_BATCH` when absent): the manager
+        gives it the terminations of a step in calls of that many, and runs calls of
+        a driver whose API takes one id at a time concurrently."""
         ...

@@ -5,16 +5,23 @@ How the contract maps onto EC2:
 * **launch** names every instance after its worker (tag :data:`WORKER_TAG`, and
   ``Name``) and sends a ``ClientToken`` derived from the site and the names, so a
   call retried after a timeout or a crash returns the instances the first one
-  started. Names already running are returned as they are: those this driver
-  launched or saw in a ``describe()`` less than ``known_for`` seconds ago are
-  answered from memory, others are looked up first (one filtered
-  ``describe_instances``), so a scale-out costs one API call per launch, not two.
+  started. Names already running are returned as they are, answered from what the
+  last ``describe()`` and this driver's launches showed (:mod:`.known`); a name is
+  looked up first (one filtered ``describe_instances``) only before the site's first
+  listing, or after a launch of it failed, so a scale-out costs one API call per
+  launch, not two, however slow the listings.
   Several names go in one ``run_instances`` call per ``batch_size``; the worker
   tags are then set on each instance (``create_tags``).
 * **describe** lists the instances tagged with this site (:data:`SITE_TAG`), all
   pages; EC2 is eventually consistent and so is this.
 * **terminate** gives back only instances carrying this site's tag: an id of another
-  site's or another tool's instance is ignored, like an unknown one.
+  site's or another tool's instance is ignored, like an unknown one. Ids the last
+  ``describe()`` showed (or this driver launched) are known to be the site's; others
+  are looked up first (one filtered ``describe_instances`` per 200). Up to 1,000 ids
+  go in one ``terminate_instances`` call, EC2's limit (:attr:`Ec2Cloud.terminate_batch`).
+* **connections**: boto3 keeps ``pool_size`` connections open (the manager's
+  ``launch_threads`` and two more, for the describe and a batch of terminations), so
+  no thread opens and drops a connection of its own.
 
 Credentials come from boto3's usual chain (environment, shared files, instance
 role), or the profile and the credentials file the options name; they never pass
@@ -26,9 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -38,6 +42,7 @@ from pydantic import Field
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for, worker_userdata
 from elasticsite.clouds.errors import ErrorKind, ec2_kind
+from elasticsite.clouds.known import Known
 from elasticsite.clouds.sdk import sdk_module, wanted_names
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
@@ -62,8 +67,10 @@ STATES = {
 
 SPOT_TERMINATION = "Server.SpotInstanceTermination"
 """``StateReason.Code`` of a spot instance EC2 took back."""
-_LIVE = (InstanceState.PENDING, InstanceState.RUNNING)
 _MAX_USERDATA = 16 * 1024  # EC2's limit on user data, before base64
+_MAX_TERMINATE = 1000  # instance ids one TerminateInstances call takes
+_MAX_FILTER_VALUES = 200  # values of one filter EC2 accepts
+_GONE_CODES = ("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed")
 
 
 class Ec2Options(PluginOptions):
@@ -92,12 +99,15 @@ class Ec2Options(PluginOptions):
     api_attempts: Annotated[int, integer(), Field(ge=1, le=20)] = 4
     """boto3's own tries per call (its standard retry mode, with jittered backoff)."""
     known_for: Annotated[float, number("in [0, 3600] s", 0.0, 3600.0)] = 60.0
-    """Seconds a ``describe()`` is trusted to tell which names have no instance yet
-    (0: look every launch's names up first; the ``ClientToken`` guards either way)."""
+    """Seconds a launch is remembered while listings may not show it yet (0: look every
+    launch's names up first; the ``ClientToken`` guards either way)."""
 
 
 class Ec2Cloud:
     """One EC2 region (or compatible endpoint) for one site."""
+
+    terminate_batch = _MAX_TERMINATE
+    """Ids the manager gives one :meth:`terminate` call (one ``terminate_instances``)."""
 
     def __init__(
         self,
@@ -118,12 +128,8 @@ class Ec2Cloud:
         self.spot = spot
         """Launch spot instances (one-time requests, terminated on interruption)."""
         self.spot_price_cap = spot_price_cap
-        self._live: dict[str, Instance] = {}
-        """Pending or running instances by name, as of :attr:`_described_at`, plus those
-        launched since."""
-        self._launched_at: dict[str, float] = {}
-        self._described_at = -math.inf
-        self._lock = threading.Lock()
+        self.known = Known(options.known_for)
+        """The site's instances as of the last describe, and those launched since."""
 
     @classmethod
     def connect(
@@ -135,8 +141,10 @@ class Ec2Cloud:
         spot: bool = False,
         spot_price_cap: float | None = None,
         bootstrap: BootstrapConfig | None = None,
+        pool_size: int = 10,
     ) -> Ec2Cloud:
-        """A driver with its own boto3 session (credentials as the options say)."""
+        """A driver with its own boto3 session (credentials as the options say), keeping
+        up to ``pool_size`` connections open (one per thread that calls it at once)."""
         boto3 = sdk_module("boto3", name, "ec2", "boto3")
         botocore_config = sdk_module("botocore.config", name, "ec2", "boto3")
         botocore_session = sdk_module("botocore.session", name, "ec2", "boto3")
@@ -147,7 +155,8 @@ class Ec2Cloud:
             region_name=options.region,
             connect_timeout=options.timeout,
             read_timeout=options.timeout,
-            retries={"mode": "standard", "max_attempts": options.api_attempts},
+            retries={"mode": "standard", "total_max_attempts": options.api_attempts},
+            max_pool_connections=max(1, pool_size),
         )
         session = boto3.Session(botocore_session=core)
         client = session.client("ec2", endpoint_url=options.endpoint_url, config=config)
@@ -159,11 +168,15 @@ class Ec2Cloud:
     # -- calls ----------------------------------------------------------------------
 
     def _call(self, what: str, method: str, **kwargs: Any) -> Any:
-        """One API call; every failure becomes a CloudError with its kind."""
+        """One API call; every failure becomes a CloudError with its kind, naming the
+        EC2 action (``RunInstances``)."""
         try:
             return getattr(self.client, method)(**kwargs)
         except Exception as exc:
-            raise self._error(what, exc) from exc
+            error = self._error(what, exc)
+            mapping = getattr(getattr(self.client, "meta", None), "method_to_api_mapping", {})
+            error.call = str(mapping.get(method, method))
+            raise error from exc
 
     def _error(self, what: str, exc: Exception) -> CloudError:
         response = getattr(exc, "response", None)
@@ -221,24 +234,17 @@ class Ec2Cloud:
     # -- the contract ---------------------------------------------------------------
 
     def describe(self) -> list[Instance]:
-        asked = time.monotonic()
+        asked = self.known.now()
         found = [self._instance(raw) for raw in self._instances([])]
-        live = {i.name: i for i in found if i.state in _LIVE}
-        keep = asked - self.options.known_for
-        with self._lock:
-            # recent launches stay known even if this listing does not show them yet
-            since = {n: i for n, i in self._live.items() if self._launched_at.get(n, 0) >= keep}
-            self._live = {**since, **live}
-            self._launched_at = {n: t for n, t in self._launched_at.items() if t >= keep}
-            self._described_at = asked
+        self.known.described(found, asked)
         return found
 
     def _lookup(self, wanted: list[str]) -> dict[str, Instance]:
         """The pending or running instances named ``wanted``: from memory if a describe is
         recent enough, else from EC2."""
-        with self._lock:
-            if time.monotonic() - self._described_at < self.options.known_for:
-                return {n: self._live[n] for n in wanted if n in self._live}
+        remembered = self.known.live(wanted)
+        if remembered is not None:
+            return remembered
         live = self._instances(
             [
                 {"Name": f"tag:{WORKER_TAG}", "Values": wanted},
@@ -262,11 +268,14 @@ class Ec2Cloud:
         size = self.options.batch_size
         for start in range(0, len(missing), size):
             chunk = missing[start : start + size]
-            for instance in self._run(vm_type, chunk, userdata, tags):
+            try:
+                started = self._run(vm_type, chunk, userdata, tags)
+            except CloudError:
+                self.known.failed(chunk)
+                raise
+            for instance in started:
                 have[instance.name] = instance
-                with self._lock:
-                    self._live[instance.name] = instance
-                    self._launched_at[instance.name] = time.monotonic()
+                self.known.launched(instance)
         return [have[n] for n in wanted if n in have]
 
     def _run(
@@ -276,6 +285,35 @@ class Ec2Cloud:
         userdata: Mapping[str, str],
         tags: Mapping[str, str],
     ) -> list[Instance]:
+        request = self.run_request(vm_type, names, userdata, tags)
+        reply = self._call(
+            f"run_instances ({len(names)} x {vm_type.name})", "run_instances", **request
+        )
+        started = [self._instance(raw) for raw in reply.get("Instances", [])]
+        if len(names) == 1:
+            for instance in started:
+                instance.name = names[0]
+            return started
+        for instance, name in zip(started, names, strict=False):
+            worker = {WORKER_TAG: name, "Name": name}
+            self._call(
+                f"create_tags {instance.id}",
+                "create_tags",
+                Resources=[instance.id],
+                Tags=[{"Key": k, "Value": v} for k, v in worker.items()],
+            )
+            instance.name = name
+            instance.tags.update(worker)
+        return started
+
+    def run_request(
+        self,
+        vm_type: VMType,
+        names: list[str],
+        userdata: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> dict[str, Any]:
+        """The ``run_instances`` arguments that launch ``names`` (tags, user data, token)."""
         key = "\0".join([self.site_id, *names]).encode()
         token = hashlib.sha256(key).hexdigest()[:64]  # the same call, retried: the same token
         common = {**tags, SITE_TAG: self.site_id}
@@ -320,48 +358,48 @@ class Ec2Cloud:
             if self.spot_price_cap is not None:
                 spot["MaxPrice"] = f"{self.spot_price_cap:.6f}"
             request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
-        reply = self._call(
-            f"run_instances ({len(names)} x {vm_type.name})", "run_instances", **request
-        )
-        started = [self._instance(raw) for raw in reply.get("Instances", [])]
-        if single:
-            for instance in started:
-                instance.name = names[0]
-            return started
-        for instance, name in zip(started, names, strict=False):
-            worker = {WORKER_TAG: name, "Name": name}
-            self._call(
-                f"create_tags {instance.id}",
-                "create_tags",
-                Resources=[instance.id],
-                Tags=[{"Key": k, "Value": v} for k, v in worker.items()],
-            )
-            instance.name = name
-            instance.tags.update(worker)
-        return started
+        return request
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
         ids = list(dict.fromkeys(i for i in instance_ids if i))
         if not ids:
             return
-        ours = [
-            raw["InstanceId"]
-            for raw in self._instances([{"Name": "instance-id", "Values": ids}])
-            if (raw.get("State") or {}).get("Name") != "terminated"
-        ]
-        if ours:
-            self._call(
-                f"terminate_instances ({len(ours)})", "terminate_instances", InstanceIds=ours
+        known = self.known.ours(ids)
+        seen = set(known)
+        ours = known + self._existing([i for i in ids if i not in seen])
+        for start in range(0, len(ours), _MAX_TERMINATE):
+            chunk = ours[start : start + _MAX_TERMINATE]
+            try:
+                self._terminate(chunk)
+            except CloudError as exc:
+                if not any(code in str(exc) for code in _GONE_CODES):
+                    raise
+                # EC2 has forgotten one of them (terminated long ago): the others go
+                self._terminate(self._existing(chunk))
+        self.known.forget(ids)
+
+    def _existing(self, ids: list[str]) -> list[str]:
+        """Those of ``ids`` that are this site's instances and not terminated yet."""
+        found: list[str] = []
+        for start in range(0, len(ids), _MAX_FILTER_VALUES):
+            chunk = ids[start : start + _MAX_FILTER_VALUES]
+            found.extend(
+                str(raw["InstanceId"])
+                for raw in self._instances([{"Name": "instance-id", "Values": chunk}])
+                if (raw.get("State") or {}).get("Name") != "terminated"
             )
-        gone = set(ids)
-        with self._lock:
-            self._live = {n: i for n, i in self._live.items() if i.id not in gone}
+        return found
+
+    def _terminate(self, ids: list[str]) -> None:
+        if ids:
+            self._call(f"terminate_instances ({len(ids)})", "terminate_instances", InstanceIds=ids)
 
 
 def _create(options: Ec2Options, cloud: CloudConfig, site: SiteInfo) -> Ec2Cloud:
     return Ec2Cloud.connect(
         cloud.name, site.site_id, options,
         spot=cloud.spot, spot_price_cap=cloud.spot_price_cap, bootstrap=site.config.bootstrap,
+        pool_size=site.config.manager.launch_threads + 2,
     )  # fmt: skip
 
 

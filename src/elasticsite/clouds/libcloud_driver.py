@@ -1,17 +1,28 @@
 """Any compute provider Apache Libcloud supports (GCE, Azure, DigitalOcean, Linode,
 Vultr ...) as the ``libcloud`` cloud driver.
 
-How the contract maps onto a provider seen through libcloud:
+How the contract maps onto a provider seen through libcloud (what differs between
+providers is in :mod:`~elasticsite.clouds.libcloud_providers`):
 
-* **Names.** Every node is named after its worker; a launch lists the nodes first
-  and creates only the names that have no live node, one ``create_node`` each.
+* **Names.** Every node is named after its worker; a launch creates only the names
+  that have no live node, one ``create_node`` each, with an idempotency token where
+  the provider's API has one (EC2's ``ClientToken``). Which names are live comes
+  from the last ``describe()`` and this driver's own launches since (:mod:`.known`);
+  a listing comes first only before the site's first one, or after a failed launch.
 * **Tags.** The site's and the worker's tags travel the way the provider carries
-  them (``tag_style``, chosen per provider by default): ``metadata``
-  (``ex_metadata``: GCE, OpenStack), ``tags`` (``ex_tags``: Azure), ``labels`` (a
-  list of ``key:value`` strings: DigitalOcean), or ``name`` for a provider with
-  neither, where the node name carries the site (``<site>--<worker>``). A node is
-  this site's when its tags, or its name, say so.
-* **terminate** destroys only this site's nodes; unknown ids are ignored.
+  them (``tag_style``, chosen per provider by default). A node is this site's when
+  its tags, or its name, say so; where the provider can, the listing itself is
+  narrowed to the site's tag (EC2's filters, DigitalOcean's ``tag_name``).
+* **Catalogue.** Sizes, images and locations are listed once and kept for
+  ``catalog_ttl`` seconds; a name missing from a listing more than a minute old
+  lists again, once.
+* **terminate** destroys only this site's nodes (those the last ``describe()``
+  showed, others only if a listing shows them ours); unknown ids are ignored.
+  ``destroy_node`` takes one node, so the manager runs a step's terminations
+  concurrently (:attr:`LibcloudCloud.terminate_batch` is 1).
+* **Threads.** A libcloud driver keeps its last response on its connection, so two
+  threads sharing one would read each other's answers: each thread of the manager's
+  pool gets a driver of its own.
 
 Secrets (the key and secret, and any secret constructor argument) come from
 ``credentials_file`` (TOML: ``key = "..."``, ``secret = "..."``, more ``name =
@@ -23,19 +34,32 @@ secret. Errors are :class:`~elasticsite.clouds.base.CloudError` with an
 
 from __future__ import annotations
 
+import hashlib
 import os
-import re
+import threading
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, field_validator
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for
 from elasticsite.clouds.errors import ErrorKind, http_kind
+from elasticsite.clouds.known import Known
+from elasticsite.clouds.libcloud_providers import (
+    PROVIDERS,
+    SEP,
+    STATES,
+    Catalog,
+    TagStyle,
+    Ways,
+    label,
+    list_ours,
+    tags_of,
+)
 from elasticsite.clouds.sdk import guarded, sdk_module, wanted_names
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, PluginOptions, number
@@ -46,31 +70,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LibcloudCloud", "LibcloudOptions", "plugin"]
 
-TagStyle = Literal["metadata", "tags", "labels", "name"]
-TAG_STYLES: dict[str, TagStyle] = {
-    "gce": "metadata",
-    "openstack": "metadata",
-    "azure_arm": "tags",
-    "digitalocean": "labels",
-}
-"""How each provider carries tags; any other provider: ``name``."""
-STATES = {
-    "running": InstanceState.RUNNING,
-    "pending": InstanceState.PENDING,
-    "starting": InstanceState.PENDING,
-    "rebooting": InstanceState.RUNNING,
-    "reconfiguring": InstanceState.RUNNING,
-    "migrating": InstanceState.RUNNING,
-    "stopping": InstanceState.STOPPING,
-    "stopped": InstanceState.STOPPING,
-    "suspended": InstanceState.STOPPING,
-    "paused": InstanceState.STOPPING,
-    "terminated": InstanceState.TERMINATED,
-    "error": InstanceState.ERROR,
-    "unknown": InstanceState.UNKNOWN,
-}
-"""libcloud's ``NodeState`` values and what they mean to the manager."""
-_SEP = "--"
 _SECRET_WORDS = ("key", "secret", "password", "token", "credential")
 
 
@@ -97,6 +96,11 @@ class LibcloudOptions(PluginOptions):
     """How tags travel (see the module docstring); the provider's own by default."""
     timeout: Annotated[float | None, number("in [1, 600] s", 1.0, 600.0)] = None
     """Seconds per API call (the provider driver's default if not set)."""
+    known_for: Annotated[float, number("in [0, 3600] s", 0.0, 3600.0)] = 60.0
+    """Seconds a launch is remembered while listings may not show it yet (0: list the
+    nodes before every launch)."""
+    catalog_ttl: Annotated[float, number("in [0, 86400] s", 0.0, 86400.0)] = 3600.0
+    """Seconds the provider's sizes, images and locations are kept before listing again."""
 
     @field_validator("provider")
     @classmethod
@@ -145,23 +149,31 @@ def _read_secrets(path: str | None) -> dict[str, Any]:
 class LibcloudCloud:
     """One provider account (and region) for one site, through libcloud."""
 
+    terminate_batch = 1
+    """``destroy_node`` takes one node: the manager runs them concurrently."""
+
     def __init__(
         self,
         name: str,
         site_id: str,
-        node_driver: Any,
+        make_driver: Callable[[], Any],
         options: LibcloudOptions,
         bootstrap: BootstrapConfig | None = None,
     ) -> None:
         self.name = name
         self.bootstrap = bootstrap
         self.site_id = site_id
-        self.node_driver = node_driver
         self.options = options
-        self.style: TagStyle = options.tag_style or TAG_STYLES.get(options.provider, "name")
-        self._sizes: dict[str, Any] = {}
-        self._images: dict[str, Any] = {}
-        self._location: Any = None
+        self.ways: Ways = PROVIDERS.get(options.provider, Ways())
+        self.style: TagStyle = options.tag_style or self.ways.style
+        self.known = Known(options.known_for)
+        self.catalog: dict[str, Catalog] = {}
+        self._make_driver = make_driver
+        self._local = threading.local()
+        self._seen: dict[str, Any] = {}
+        """This site's nodes by id as of the last describe, and those created since."""
+        self._lock = threading.Lock()
+        self.node_driver = self._driver()
 
     def __repr__(self) -> str:  # never the driver (it holds the key)
         return f"LibcloudCloud({self.name!r}, {self.options.provider}, site={self.site_id!r})"
@@ -188,51 +200,45 @@ class LibcloudCloud:
         # The endpoint is set on the connection: some providers' constructors (the
         # DigitalOcean one) refuse host/port/secure as keyword arguments.
         endpoint = {k: args.pop(k) for k in ("host", "port", "secure") if k in args}
-        try:
-            driver_class = providers.get_driver(options.provider)
-            node_driver = driver_class(args.pop("key"), **args)
-            if endpoint:
-                for attr, value in endpoint.items():
-                    setattr(node_driver.connection, attr, value)
-                node_driver.connection.connect()  # again, to the endpoint given
-        except Exception as exc:
-            raise _error(name, "connect", exc) from None
-        return cls(name, site_id, node_driver, options, bootstrap)
+        key = args.pop("key")
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        def make_driver() -> Any:
+            try:
+                node_driver = providers.get_driver(options.provider)(key, **args)
+                if endpoint:
+                    for attr, value in endpoint.items():
+                        setattr(node_driver.connection, attr, value)
+                    node_driver.connection.connect()  # again, to the endpoint given
+            except Exception as exc:
+                raise _error(name, "connect", exc) from None
+            return node_driver
+
+        return cls(name, site_id, make_driver, options, bootstrap)
+
+    def _driver(self) -> Any:
+        """This thread's libcloud driver (libcloud's connections are not thread-safe)."""
+        found = getattr(self._local, "driver", None)
+        if found is None:
+            found = self._local.driver = self._make_driver()
+        return found
+
+    def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(self._driver(), method)
         return guarded(self.name, what, _error, fn, *args, **kwargs)
 
     # -- tags and names -------------------------------------------------------------
 
-    def _label(self, key: str, value: str) -> str:
-        return re.sub(r"[^A-Za-z0-9:_-]", "_", f"{key}:{value}")
-
-    def _tags_of(self, node: Any) -> dict[str, str]:
-        extra = node.extra or {}
-        if self.style == "labels":
-            found = {}
-            for label in extra.get("tags") or []:
-                key, sep, value = str(label).partition(":")
-                if sep:
-                    found[key] = value
-            return found
-        if self.style == "name":
-            site, sep, worker = str(node.name).partition(_SEP)
-            return {SITE_TAG: site, WORKER_TAG: worker} if sep else {}
-        raw = extra.get("metadata" if self.style == "metadata" else "tags") or {}
-        if isinstance(raw, dict) and "items" in raw:  # GCE's metadata
-            raw = {i.get("key"): i.get("value") for i in raw["items"]}
-        return {str(k): str(v) for k, v in dict(raw).items()} if isinstance(raw, dict) else {}
-
     def _ours(self, node: Any) -> bool:
-        site = self._tags_of(node).get(SITE_TAG)
-        wanted = self.site_id if self.style != "labels" else self._label("s", self.site_id)[2:]
+        site = tags_of(self.style, node).get(SITE_TAG)
+        wanted = self.site_id if self.style != "labels" else label("s", self.site_id)[2:]
         return site == wanted
 
     def _instance(self, node: Any) -> Instance:
-        tags = self._tags_of(node)
+        tags = tags_of(self.style, node)
         created = 0.0
-        stamp = (node.extra or {}).get("created_at") or getattr(node, "created_at", None)
+        extra = node.extra or {}
+        stamp = extra.get("created_at") or extra.get("launch_time")
+        stamp = stamp or getattr(node, "created_at", None)
         if isinstance(stamp, datetime):
             created = stamp.timestamp()
         elif isinstance(stamp, str):
@@ -240,7 +246,7 @@ class LibcloudCloud:
                 created = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
             except ValueError:
                 created = 0.0
-        name = tags.get(WORKER_TAG) or str(node.name).rpartition(_SEP)[2]
+        name = tags.get(WORKER_TAG) or str(node.name).rpartition(SEP)[2]
         addresses = list(node.private_ips or []) + list(node.public_ips or [])
         return Instance(
             id=str(node.id),
@@ -254,43 +260,50 @@ class LibcloudCloud:
     # -- lookups --------------------------------------------------------------------
 
     def _nodes(self) -> list[Any]:
-        return [n for n in self._call("list nodes", self.node_driver.list_nodes) if self._ours(n)]
+        """This site's nodes: a listing narrowed to its tag where the provider can (and
+        the tags travel the provider's own way)."""
+        narrowed = None
+        if self.style == self.ways.style:
+            narrowed = guarded(self.name, "list nodes", _error, list_ours, self.ways,
+                               self._driver(), self.site_id)  # fmt: skip
+        if narrowed is None:
+            narrowed = self._call("list nodes", "list_nodes")
+        return [n for n in narrowed if self._ours(n)]
 
-    def _pick(self, what: str, wanted: str, listing: Any) -> Any:
-        found = self._call(f"list {what}s", listing)
-        for item in found:  # by id, name, or the slug some providers name things by
-            extra = getattr(item, "extra", None)
-            slug = extra.get("slug") if isinstance(extra, dict) else None
-            if wanted in (str(item.id), str(item.name), str(slug)):
-                return item
-        raise CloudError(
-            f"cloud {self.name}: no {what} {wanted!r} at {self.options.provider}",
-            kind=ErrorKind.NOT_FOUND,
-        )
+    def _pick(self, what: str, wanted: str) -> Any:
+        """The size, image or location ``wanted`` names, from the provider's catalogue."""
+        by_id = what == "image" and self.ways.image_by_id
+        key = f"image {wanted}" if by_id else what
+        catalog = self.catalog.setdefault(key, Catalog(self.options.catalog_ttl))
 
-    def _size(self, vm_type: VMType) -> Any:
-        wanted = self.options.sizes.get(vm_type.name, vm_type.name)
-        if wanted not in self._sizes:
-            self._sizes[wanted] = self._pick("size", wanted, self.node_driver.list_sizes)
-        return self._sizes[wanted]
+        def listing() -> list[Any]:
+            if not by_id:
+                return list(self._call(f"list {what}s", f"list_{what}s"))
+            try:
+                return [self._call(f"get image {wanted}", "get_image", wanted)]
+            except CloudError as exc:  # none by that id
+                if isinstance(exc.__cause__, IndexError) or "NotFound" in str(exc):
+                    return []
+                raise
 
-    def _image(self, vm_type: VMType) -> Any:
-        wanted = self.options.images.get(vm_type.name, self.options.image)
-        if wanted not in self._images:
-            self._images[wanted] = self._pick("image", wanted, self.node_driver.list_images)
-        return self._images[wanted]
-
-    def _where(self) -> Any:
-        if self.options.location and self._location is None:
-            self._location = self._pick(
-                "location", self.options.location, self.node_driver.list_locations
-            )
-        return self._location
+        found = catalog.find(wanted, listing)
+        if found is None:
+            raise CloudError(
+                f"cloud {self.name}: no {what} {wanted!r} at {self.options.provider}",
+                kind=ErrorKind.NOT_FOUND, call="get_image" if by_id else f"list_{what}s",
+            )  # fmt: skip
+        return found
 
     # -- the contract ---------------------------------------------------------------
 
     def describe(self) -> list[Instance]:
-        return [self._instance(n) for n in self._nodes()]
+        asked = self.known.now()
+        nodes = self._nodes()
+        found = [self._instance(n) for n in nodes]
+        self.known.described(found, asked)
+        with self._lock:
+            self._seen = {str(n.id): n for n in nodes}
+        return found
 
     def launch(
         self,
@@ -302,13 +315,24 @@ class LibcloudCloud:
         wanted = wanted_names(self.name, self.site_id, names, tags)
         if not wanted:
             return []
-        live = (InstanceState.PENDING, InstanceState.RUNNING)
-        have = {i.name: i for i in map(self._instance, self._nodes()) if i.state in live}
+        have = self.known.live(wanted)
+        if have is None:
+            live = (InstanceState.PENDING, InstanceState.RUNNING)
+            have = {i.name: i for i in map(self._instance, self._nodes()) if i.state in live}
         missing = [n for n in wanted if n not in have]
         if missing:
-            size, image, location = self._size(vm_type), self._image(vm_type), self._where()
+            size = self._pick("size", self.options.sizes.get(vm_type.name, vm_type.name))
+            image = self._pick("image", self.options.images.get(vm_type.name, self.options.image))
+            location = (
+                self._pick("location", self.options.location) if self.options.location else None
+            )
             for name in missing:
-                have[name] = self._create(name, size, image, location, userdata, tags)
+                try:
+                    have[name] = self._create(name, size, image, location, userdata, tags)
+                except CloudError:
+                    self.known.failed([name])
+                    raise
+                self.known.launched(have[name])
         return [have[n] for n in wanted]
 
     def _create(
@@ -327,22 +351,29 @@ class LibcloudCloud:
         node_name = name
         if self.style == "metadata":
             args["ex_metadata"] = {**metadata, "user-data": document}
+        elif self.style == "ec2":
+            args["ex_metadata"] = metadata
+            args["ex_userdata"] = document
         elif self.style == "tags":
             args["ex_tags"] = metadata
             args["ex_customdata"] = document
         elif self.style == "labels":
             args["ex_create_attr"] = {
                 **dict(args.get("ex_create_attr") or {}),
-                "tags": [self._label(k, v) for k, v in sorted(metadata.items())],
+                "tags": [label(k, v) for k, v in sorted(metadata.items())],
             }
             args["ex_user_data"] = document
         else:
-            node_name = f"{self.site_id}{_SEP}{name}"
+            node_name = f"{self.site_id}{SEP}{name}"
+        if self.ways.token:  # the same launch, retried: the same token
+            key = "\0".join([self.site_id, name]).encode()
+            args[self.ways.token] = hashlib.sha256(key).hexdigest()[:64]
         node = self._call(
-            f"create node {name}",
-            self.node_driver.create_node,
+            f"create node {name}", "create_node",
             name=node_name, size=size, image=image, location=location, **args,
         )  # fmt: skip
+        with self._lock:
+            self._seen[str(node.id)] = node
         found = self._instance(node)
         found.name = name
         found.tags = {**metadata, **found.tags}
@@ -351,12 +382,20 @@ class LibcloudCloud:
         return found
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
-        ids = {i for i in instance_ids if i}
+        ids = list(dict.fromkeys(i for i in instance_ids if i))
         if not ids:
             return
-        for node in self._nodes():
-            if str(node.id) in ids:
-                self._call(f"destroy node {node.id}", self.node_driver.destroy_node, node)
+        with self._lock:
+            nodes = {i: self._seen[i] for i in ids if i in self._seen}
+        if len(nodes) < len(ids):  # not all seen as ours: only if a listing says so
+            listed = {str(n.id): n for n in self._nodes()}
+            nodes.update({i: listed[i] for i in ids if i in listed and i not in nodes})
+        for node_id, node in nodes.items():
+            self._call(f"destroy node {node_id}", "destroy_node", node)
+        self.known.forget(ids)
+        with self._lock:
+            for node_id in ids:
+                self._seen.pop(node_id, None)
 
 
 def _error(cloud: str, what: str, exc: Exception) -> CloudError:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 
-from elasticsite.boottime import contended
+from elasticsite.boottime import BootPath
 from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.local_capacity import Effect, HostCapacity
 from elasticsite.clouds.local_registry import (
@@ -32,7 +32,7 @@ from elasticsite.clouds.local_registry import (
     cloud_db,
     process_alive,
     set_instance_state,
-    slow_boots,
+    worker_log,
 )
 from elasticsite.clouds.local_spot import give_notice, pull_plug, reclaims
 from elasticsite.files import StateFileError, private_dir, private_opener, write_private
@@ -59,10 +59,13 @@ SPAWN_GRACE = 10.0
 class LocalCloud:
     """A cloud of local worker processes (the embedded site's IaaS).
 
-    ``boot_delay`` (+ uniform ``±boot_jitter``, + ``boot_slowdown`` for each other
-    instance of this cloud booting with it, started before or during its boot:
-    :mod:`elasticsite.boottime`) is how long an instance takes to join; ``fail_boot``
-    is the chance that it never joins. ``seed`` makes both reproducible. With
+    ``boot_delay`` (+ uniform ``±boot_jitter``) is how long an instance takes to join
+    alone. With ``image_transfer`` (the part of that moving its image, alone, over a
+    link the cloud's boots share) or ``parallel_boots`` (boots in progress at once,
+    the rest waiting their turn), boots share the cloud's boot path as
+    :mod:`elasticsite.boottime` says; each worker replays the registry's boots to know
+    when its own ends. ``fail_boot`` is the chance that an instance never joins.
+    ``seed`` makes both reproducible. With
     ``capacity``, instances take slots on a fixed set of hosts and urgent launches get
     their policy (:mod:`elasticsite.clouds.local_capacity`).
     """
@@ -81,19 +84,25 @@ class LocalCloud:
         fail_boot: float = 0.0,
         fail_launch: float = 0.0,
         api_delay: float = 0.0,
-        boot_slowdown: float = 0.0,
+        image_transfer: float = 0.0,
+        parallel_boots: int = 0,
         capacity: HostCapacity | None = None,
     ) -> None:
         for label, p in (("fail_boot", fail_boot), ("fail_launch", fail_launch)):
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{label} must be a probability in [0, 1], got {p}")
+        self.boot_path = BootPath(image_transfer, parallel_boots)
+        if image_transfer > boot_delay - boot_jitter:
+            raise ValueError(
+                f"image_transfer ({image_transfer:g} s) must not exceed the shortest boot "
+                f"alone, boot_delay - boot_jitter ({boot_delay - boot_jitter:g} s)"
+            )
         self.name = name
         self.state_dir = Path(state_dir).absolute()
         self.site_id = site_id
         self.batch_path = Path(batch_path).absolute()
         self.boot_delay = boot_delay
         self.boot_jitter = boot_jitter
-        self.boot_slowdown = boot_slowdown
         self.shutdown_delay = shutdown_delay
         self.poll_interval = poll_interval
         self.fail_boot = fail_boot
@@ -134,29 +143,32 @@ class LocalCloud:
         all_tags = {SITE_TAG: self.site_id, **tags}
         now = time.time()
         fresh: list[tuple[str, str]] = []
-        booting: list[int] = []
+        boots: list[tuple[float, bool]] = []
         effects: list[Effect] = []
         with cloud_db(self.db_path) as db:
             for name in dict.fromkeys(names):
                 if db.execute("SELECT 1 FROM instances WHERE name = ?", (name,)).fetchone():
                     continue
                 instance_id = f"i-{os.urandom(8).hex()}"
+                delay, never_join = self._draw()
+                rest = max(0.0, delay - self.boot_path.transfer)  # after its image transfer
                 db.execute(
                     "INSERT INTO instances (id, name, site, state, tags, vm_type, cores, "
-                    "created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+                    "created_at, updated_at, boot_rest) "
+                    "VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
                     (instance_id, name, all_tags[SITE_TAG], json.dumps(all_tags), vm_type.name,
-                     vm_type.cores, now, now),
+                     vm_type.cores, now, now, rest),
                 )  # fmt: skip
                 if self.capacity is not None:  # raises, rolling back, when there is no room
                     effects += self.capacity.reserve(db, instance_id, name, vm_type, all_tags)
                 fresh.append((instance_id, name))
-                booting.append(slow_boots(db, self.boot_slowdown, instance_id))
+                boots.append((rest, never_join))
         if self.capacity is not None:
             self.capacity.signal(effects)
         pids: list[tuple[int, str]] = []
         try:
             for k, (instance_id, name) in enumerate(fresh):
-                pid = self._spawn(instance_id, name, vm_type.cores, userdata, booting[k])
+                pid = self._spawn(instance_id, name, vm_type.cores, userdata, *boots[k])
                 pids.append((pid, instance_id))
         finally:
             unstarted = [(time.time(), i) for i, _ in fresh[len(pids) :]]
@@ -168,15 +180,19 @@ class LocalCloud:
         found = {i.name: i for i in self._describe(None, names)}
         return [found[n] for n in dict.fromkeys(names) if n in found]
 
-    def _spawn(
-        self, instance_id: str, name: str, cores: int, userdata: Mapping[str, str], booting: int
-    ) -> int:
-        """Start the worker process of one instance, ``booting`` others booting; its pid."""
+    def _draw(self) -> tuple[float, bool]:
+        """One instance's boot alone, and whether it never joins."""
         delay = self.boot_delay
         if self.boot_jitter:
             delay += self._rng.uniform(-self.boot_jitter, self.boot_jitter)
-        delay = contended(delay, self.boot_slowdown, booting)
-        never_join = self._rng.random() < self.fail_boot
+        return max(delay, 0.0), self._rng.random() < self.fail_boot
+
+    def _spawn(
+        self, instance_id: str, name: str, cores: int, userdata: Mapping[str, str], rest: float,
+        never_join: bool,
+    ) -> int:  # fmt: skip
+        """Start the worker process of one instance; its pid. Its boot takes ``rest``
+        after its turn on the cloud's boot path."""
         userdata_path = self.state_dir / "userdata" / f"{name}.json"
         try:  # it may hold the context's secret: 0600, and never seen half-written
             write_private(userdata_path, json.dumps(dict(userdata), indent=2))
@@ -188,9 +204,12 @@ class LocalCloud:
             "--cloud-db", str(self.db_path), "--instance-id", instance_id, "--name", name,
             "--cores", str(cores), "--batch-db", str(self.batch_path),
             "--jobs-dir", str(self.state_dir / "jobs"),
-            "--boot-delay", f"{max(delay, 0.0):.3f}",
+            "--boot-delay", f"{rest:.3f}",
             "--shutdown-delay", f"{self.shutdown_delay:.3f}", "--poll", f"{self.poll_interval:.3f}",
         ]  # fmt: skip
+        if self.boot_path.shared:
+            argv += ["--image-transfer", f"{self.boot_path.transfer:.3f}",
+                     "--parallel-boots", str(self.boot_path.parallel)]  # fmt: skip
         if never_join:
             argv.append("--never-join")
         package_root = str(Path(__file__).resolve().parents[2])  # works installed or not
@@ -199,7 +218,7 @@ class LocalCloud:
         env["ELASTICSITE_USERDATA"] = str(userdata_path)
         env["ELASTICSITE_INSTANCE_ID"] = instance_id
         try:
-            with open(self.state_dir / "logs" / f"{name}.log", "ab", opener=private_opener) as out:
+            with open(worker_log(self.state_dir, name), "ab", opener=private_opener) as out:
                 proc = subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,
@@ -211,8 +230,11 @@ class LocalCloud:
         except OSError as exc:
             raise CloudError(f"local cloud {self.name}: cannot start worker {name}: {exc}") from exc
         self._children[proc.pid] = proc
-        log.info("cloud %s: launched %s (%s, pid %d, boot %.1fs%s)", self.name, name,
-                 instance_id, proc.pid, delay, ", never joins" if never_join else "")  # fmt: skip
+        log.info("cloud %s: launched %s (%s, pid %d, boot %.1fs%s%s)", self.name, name,
+                 instance_id, proc.pid, rest,
+                 f" after its turn on the boot path ({self.boot_path.describe()})"
+                 if self.boot_path.shared else "",
+                 ", never joins" if never_join else "")  # fmt: skip
         return proc.pid
 
     def _reap(self, pid: int) -> None:

@@ -3,14 +3,19 @@
 A job runs as the user it was submitted for (:mod:`elasticsite.batch.identity`):
 
 - the worker's own job (no user, or the worker's account) runs as the worker, in
-  ``<jobs-dir>/<id>/`` of the site's private state directory, where its ``stdout``
-  and ``stderr`` go;
+  ``<jobs-dir>/<id>/`` of the site's private state directory (``<state_dir>/jobs/<id>/``),
+  where its ``stdout`` and ``stderr`` go;
 - another user's job, on a worker running as root, runs with that user's uid, gid and
   groups in ``~USER/elasticsite-jobs/<site>/<id>/`` (0700), which the job's process
   creates itself, as the user, before the command starts: nothing of the site's is
   ever written or opened for it. Its ``stdout`` and ``stderr`` go there, the user's;
 - another user's job on a worker that is not root does not start (exit code 126): it
   would run as the worker.
+
+A job that cannot start (a command not found: exit code 127; any other reason: 126)
+ends at once; why is in the worker's log and in ``<jobs-dir>/<id>/stderr``. Either way
+the worker records the job's directory in the batch file (``elasticsite job`` shows
+it).
 
 Every job gets a clean, explicit environment (:func:`~elasticsite.batch.identity.
 job_environment`: ``PATH``, ``HOME``, ``USER``, ``LOGNAME``, ``SHELL``, ``LANG`` and
@@ -33,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from elasticsite.batch.base import BatchError
+from elasticsite.batch.base import COMMAND_CANNOT_RUN, COMMAND_NOT_FOUND, BatchError
 from elasticsite.batch.identity import Account, account, is_own, job_environment, this_account
 from elasticsite.batch.local_schema import Assignment
 
@@ -44,6 +49,7 @@ __all__ = [
     "WALLTIME_GRACE",
     "JobLauncher",
     "JobRun",
+    "Refused",
     "job_preexec",
     "kill",
 ]
@@ -70,6 +76,18 @@ class JobRun:
     proc: subprocess.Popen[bytes]
     deadline: float
     """``time.monotonic()`` after which the job has overrun its walltime."""
+    workdir: str = ""
+    """Where it runs, its ``stdout`` and ``stderr`` in it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A job that could not start: its exit code (126 or 127), why, and the directory
+    whose ``stderr`` says so."""
+
+    code: int
+    reason: str
+    workdir: str
 
 
 def job_preexec(parent: int, mask: set[int | signal.Signals]) -> Callable[[], None]:
@@ -130,27 +148,33 @@ class JobLauncher:
         """Where a job of ``acct``'s (not the worker's) runs."""
         return Path(acct.home) / USER_JOBS_DIR / self.site / job_id
 
-    def start(self, a: Assignment) -> JobRun | int:
-        """Start ``a``: its run, or the exit code of a job that could not start."""
+    def start(self, a: Assignment) -> JobRun | Refused:
+        """Start ``a``: its run, or why it could not start."""
         job_vars = {"ELASTICSITE_JOB_ID": a.job_id, "ELASTICSITE_NODE": self.node,
                     "ELASTICSITE_CORES": str(a.cores)}  # fmt: skip
+        workdir = str(self.jobs_dir / a.job_id)
         try:
             if is_own(a.user):
                 proc = self._own(a, job_vars)
             elif self.me.uid != 0:
                 why = f"it is {a.user}'s, and this worker runs as {self.me.name}, not as root"
-                return self._failed(a, CANNOT_RUN, why)
+                return self._failed(a, CANNOT_RUN, COMMAND_CANNOT_RUN, why)
             else:
-                proc = self._as_user(a, account(a.user), job_vars)
+                acct = account(a.user)
+                workdir = str(self.user_job_dir(acct, a.job_id))
+                proc = self._as_user(a, acct, job_vars)
         except BatchError as exc:  # no such user any more
-            return self._failed(a, CANNOT_RUN, str(exc))
+            return self._failed(a, CANNOT_RUN, COMMAND_CANNOT_RUN, str(exc))
         except (OSError, subprocess.SubprocessError) as exc:
-            code = NOT_FOUND if isinstance(exc, FileNotFoundError) else CANNOT_RUN
-            return self._failed(a, code, f"cannot start {a.argv!r}: {exc}")
+            if isinstance(exc, FileNotFoundError):
+                code, reason = NOT_FOUND, f"{COMMAND_NOT_FOUND} ({a.argv[0]})"
+            else:
+                code, reason = CANNOT_RUN, COMMAND_CANNOT_RUN
+            return self._failed(a, code, reason, f"cannot start {a.argv!r}: {exc}")
         log.info("%s: started job %s (pid %d%s): %s", self.node, a.job_id, proc.pid,
                  f", as {a.user}" if a.user else "", a.argv)  # fmt: skip
         deadline = time.monotonic() + a.walltime + WALLTIME_GRACE
-        return JobRun(a.job_id, a.attempt, a.cores, proc, deadline)
+        return JobRun(a.job_id, a.attempt, a.cores, proc, deadline, workdir)
 
     def _own(self, a: Assignment, job_vars: dict[str, str]) -> subprocess.Popen[bytes]:
         """The worker's own job, in ``<jobs-dir>/<id>/``."""
@@ -174,15 +198,16 @@ class JobLauncher:
             close_fds=True, process_group=0, preexec_fn=_as_user_preexec(self.preexec, job_dir),
         )  # fmt: skip
 
-    def _failed(self, a: Assignment, code: int, why: str) -> int:
+    def _failed(self, a: Assignment, code: int, reason: str, why: str) -> Refused:
         """Report a job that could not start, in the log and in the site's copy of its
         stderr (``<jobs-dir>/<id>/stderr``, for the operators)."""
-        log.warning("%s: job %s cannot start: %s", self.node, a.job_id, why)
+        job_dir = self.jobs_dir / a.job_id
+        log.warning("%s: job %s cannot start: %s (see %s)", self.node, a.job_id, why,
+                    job_dir / "stderr")  # fmt: skip
         with contextlib.suppress(OSError):
-            job_dir = self.jobs_dir / a.job_id
             job_dir.mkdir(parents=True, exist_ok=True)
             (job_dir / "stderr").write_text(f"elasticsite: {why}\n")
-        return code
+        return Refused(code, reason, str(job_dir))
 
 
 def kill(run: JobRun) -> None:

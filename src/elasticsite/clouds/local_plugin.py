@@ -14,6 +14,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -30,6 +31,7 @@ __all__ = ["LocalCloudOptions", "plugin"]
 
 _Seconds = Annotated[float, number("a number of seconds in [0, 86400]", 0.0, 86400.0)]
 _Probability = Annotated[float, number("a probability in [0, 1]", 0.0, 1.0)]
+_BOOTS = "an integer in [0, 10000] (0: no limit)"
 
 
 class HostOptions(BaseModel):
@@ -47,8 +49,11 @@ class LocalCloudOptions(PluginOptions):
 
     ``boot_delay`` and ``shutdown_delay`` default to the cloud's ``boot_time`` and
     ``shutdown_time``: unless told otherwise, workers take what the policies expect.
-    ``boot_slowdown`` is added to a boot for each other instance of the cloud booting
-    at its launch (paper 000's contention; ``docs/boot-model.md``).
+    ``image_transfer`` (the part of a boot alone that moves its image over a link the
+    cloud's boots share) and ``parallel_boots`` (boots in progress at once, the rest
+    wait) give the cloud paper 000's contention (``docs/boot-model.md``).
+    ``boot_slowdown``, the constant per boot in flight this replaced, is refused with
+    a message naming them.
     """
 
     boot_delay: _Seconds = 60.0
@@ -59,7 +64,10 @@ class LocalCloudOptions(PluginOptions):
     fail_boot: _Probability = 0.0
     fail_launch: _Probability = 0.0
     api_delay: _Seconds = 0.0
-    boot_slowdown: _Seconds = 0.0
+    image_transfer: _Seconds = 0.0
+    parallel_boots: Annotated[int, integer(_BOOTS)] = 0
+    boot_slowdown: Any = None
+    """Refused: see :meth:`_replaced`."""
     hosts: list[HostOptions] | None = None
     """A finite cloud: the hosts its instances take slots on (unlimited when absent)."""
     urgent_policies: dict[Literal["red", "orange", "yellow"], CloudPolicy] = {}
@@ -79,6 +87,35 @@ class LocalCloudOptions(PluginOptions):
                     data = {**data, option: cloud[estimate]}
         return data
 
+    @field_validator("boot_slowdown")
+    @classmethod
+    def _replaced(cls, value: Any) -> Any:
+        if value is not None:
+            raise ValueError(
+                "replaced by image_transfer (seconds a boot's image takes alone over the "
+                "cloud's shared link) and parallel_boots (boots at once); see "
+                "docs/boot-model.md"
+            )
+        return value
+
+    @field_validator("parallel_boots")
+    @classmethod
+    def _boots(cls, value: int) -> int:
+        if not 0 <= value <= 10000:
+            raise ValueError(f"must be {_BOOTS}")
+        return value
+
+    @field_validator("image_transfer")
+    @classmethod
+    def _within_a_boot(cls, value: float, info: ValidationInfo) -> float:
+        shortest = info.data.get("boot_delay", 0.0) - info.data.get("boot_jitter", 0.0)
+        if "boot_delay" in info.data and value > shortest:
+            raise ValueError(
+                f"must not exceed the shortest boot alone, boot_delay - boot_jitter "
+                f"({shortest:g} s), which includes it"
+            )
+        return value
+
 
 def _create(options: LocalCloudOptions, cloud: CloudConfig, site: SiteInfo) -> LocalCloud:
     capacity = None
@@ -93,7 +130,7 @@ def _create(options: LocalCloudOptions, cloud: CloudConfig, site: SiteInfo) -> L
         site_id=site.site_id,
         batch_path=site.batch_path,
         capacity=capacity,
-        **options.model_dump(exclude={"hosts", "urgent_policies"}),
+        **options.model_dump(exclude={"hosts", "urgent_policies", "boot_slowdown"}),
     )
 
 

@@ -7,6 +7,7 @@ their own progress with :func:`set_instance_state`. Apart from
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import time
@@ -14,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 
+from elasticsite.boottime import BootPath, replay
 from elasticsite.clouds.base import CloudError
 from elasticsite.clouds.local_spot import RECLAIMS_SCHEMA
 from elasticsite.files import StateFileError
@@ -21,12 +23,13 @@ from elasticsite.sqlite import connect
 
 __all__ = [
     "LOCK_TIMEOUT",
+    "REPLAY_WINDOW",
     "CloudStateError",
-    "boot_extra",
+    "boot_end",
     "cloud_db",
     "process_alive",
     "set_instance_state",
-    "slow_boots",
+    "worker_log",
 ]
 
 _SCHEMA = """
@@ -46,6 +49,23 @@ CREATE TABLE IF NOT EXISTS instances (
 HAVE_PROC = os.path.isdir("/proc/self")
 LOCK_TIMEOUT = 10.0
 """Seconds to wait for another process's write lock before giving up as "locked"."""
+REPLAY_WINDOW = 2 * 86400.0
+"""Seconds before an instance's launch whose boots :func:`boot_end` looks back over."""
+_BOOT_DONE = """
+CREATE TRIGGER IF NOT EXISTS boot_done AFTER UPDATE OF state ON instances
+WHEN OLD.state = 'pending' AND NEW.state != 'pending'
+BEGIN
+    UPDATE instances SET boot_done = COALESCE(boot_done, NEW.updated_at) WHERE id = NEW.id;
+END
+"""
+"""Whoever moves an instance out of ``pending`` (its worker joining, a termination, a
+failure), its boot leaves the cloud's boot path then."""
+
+
+def worker_log(state_dir: Path, name: str, part: str = "") -> Path:
+    """The log of instance ``name``'s worker process (``logs/NAME.log``), or of one of
+    its parts (``logs/NAME.agent.log``, ``logs/NAME.slurmd.log``)."""
+    return state_dir / "logs" / (f"{name}.{part}.log" if part else f"{name}.log")
 
 
 class CloudStateError(CloudError, StateFileError):
@@ -79,6 +99,11 @@ def cloud_db(
             if version < 3:  # from before boots slowed each other down
                 conn.execute("ALTER TABLE instances ADD COLUMN boot_extra REAL NOT NULL DEFAULT 0")
                 conn.execute("PRAGMA user_version = 3")
+            if version < 4:  # from before boots shared a boot path (boot_extra: unused)
+                conn.execute("ALTER TABLE instances ADD COLUMN boot_rest REAL")
+                conn.execute("ALTER TABLE instances ADD COLUMN boot_done REAL")
+                conn.execute(_BOOT_DONE)
+                conn.execute("PRAGMA user_version = 4")
             yield conn
     except StateFileError as exc:
         raise CloudStateError(exc.path, exc.cause) from exc
@@ -129,22 +154,33 @@ def process_alive(pid: int, instance_id: str) -> bool:
         return False
 
 
-def slow_boots(db: sqlite3.Connection, seconds: float, but: str) -> int:
-    """A new boot (instance ``but``) started: every other pending instance of the
-    cloud takes ``seconds`` longer to boot. Returns how many were booting."""
-    if seconds:
-        db.execute(
-            "UPDATE instances SET boot_extra = boot_extra + ? WHERE state = 'pending' AND id != ?",
-            (seconds, but),
-        )
-    row = db.execute(
-        "SELECT COUNT(*) FROM instances WHERE state = 'pending' AND id != ?", (but,)
-    ).fetchone()
-    return int(row[0])
+def boot_end(path: Path | str, instance_id: str, boot_path: BootPath) -> float | None:
+    """When this instance's boot ends on the cloud's ``boot_path``, as the registry
+    knows it now (a boot launched later may still push it back, within the path's
+    bound); None for an instance unknown or already off the path.
 
-
-def boot_extra(path: Path | str, instance_id: str) -> float:
-    """Seconds later boots of the cloud added to this instance's boot so far."""
+    Replays the boots of the cloud (:func:`elasticsite.boottime.replay`): each from its
+    launch, with the rest it takes after its image transfer (``boot_rest``), until
+    it left the path (``boot_done``), from the last moment before this instance's
+    launch that no boot was in progress (within :data:`REPLAY_WINDOW`).
+    """
     with cloud_db(path, write=False, create=False) as db:
-        row = db.execute("SELECT boot_extra FROM instances WHERE id = ?", (instance_id,)).fetchone()
-    return float(row[0]) if row is not None else 0.0
+        mine = db.execute(
+            "SELECT created_at, boot_done FROM instances WHERE id = ?", (instance_id,)
+        ).fetchone()
+        if mine is None or mine[1] is not None:
+            return None
+        rows = db.execute(
+            "SELECT id, created_at, boot_rest, boot_done FROM instances WHERE boot_rest IS "
+            "NOT NULL AND created_at >= ? ORDER BY created_at, rowid",
+            (mine[0] - REPLAY_WINDOW,),
+        ).fetchall()
+    start, busy_until = 0, -math.inf
+    for i, (row_id, created_at, _, done) in enumerate(rows):
+        if busy_until <= created_at:
+            start = i  # nothing was booting when this one was launched
+        if row_id == instance_id:
+            break
+        busy_until = max(busy_until, math.inf if done is None else done)
+    ends = replay(((r[0], r[1], r[2], r[3]) for r in rows[start:]), boot_path)
+    return ends.get(instance_id)

@@ -26,19 +26,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from elasticsite import logs
-from elasticsite.batch.base import BatchError
+from elasticsite.batch.base import WALLTIME_EXCEEDED, BatchError
 from elasticsite.batch.local import LocalBatch
+from elasticsite.batch.local_workers import Ended
+from elasticsite.boottime import BootPath
 from elasticsite.clouds.base import CloudError
 from elasticsite.clouds.local_agent import LocalAgent
-from elasticsite.clouds.local_jobs import JobLauncher, JobRun, job_preexec, kill
-from elasticsite.clouds.local_registry import boot_extra, set_instance_state
+from elasticsite.clouds.local_jobs import JobLauncher, JobRun, Refused, job_preexec, kill
+from elasticsite.clouds.local_registry import boot_end, set_instance_state, worker_log
 from elasticsite.clouds.local_slurmd import SlurmdError, SlurmdNode
 from elasticsite.files import StateFileError
 
 log = logging.getLogger("elasticsite.worker")
 
-WALLTIME_EXIT = -9
-"""Exit code recorded for a job killed for overrunning its walltime."""
+WALLTIME_EXIT = -signal.SIGKILL
+"""Status recorded for a job killed for overrunning its walltime (with its reason)."""
 HEARTBEAT_EVERY = 5.0
 """Longest time between two heartbeats (shorter with a short poll)."""
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -57,6 +59,8 @@ class Worker:
         self.batch_db = Path(args.batch_db)
         self.jobs_dir = Path(args.jobs_dir)
         self.boot_delay: float = args.boot_delay
+        """What the boot takes after its turn on the cloud's boot path (if it has one)."""
+        self.boot_path = BootPath(args.image_transfer, args.parallel_boots)
         self.shutdown_delay: float = args.shutdown_delay
         self.poll: float = max(args.poll, 0.01)
         self.never_join: bool = args.never_join
@@ -65,11 +69,13 @@ class Worker:
         self.rng = random.Random()
         self.stopping = False
         self.runs: dict[tuple[str, int], JobRun] = {}
-        self.unreported: list[tuple[str, int, int]] = []
+        self.unreported: list[Ended] = []
         self.last_heartbeat = time.monotonic()
         self.batch: LocalBatch | None = None
         self._mask: set[int | signal.Signals] = set()
         self.jobs: JobLauncher | None = None
+        self.log_path = str(worker_log(self.jobs_dir.parent, self.name))
+        """Where the cloud sends this process's output (``elasticsite job`` shows it)."""
         self.userdata_path = Path(os.environ.get("ELASTICSITE_USERDATA", ""))
         self.userdata = _read_userdata(self.userdata_path)
         self.node: str = self.userdata.get("node", self.name)
@@ -82,7 +88,7 @@ class Worker:
                 self.userdata,
                 self.userdata.get("node", self.name),
                 state_dir / "agents" / self.name,
-                state_dir / "logs" / f"{self.name}.agent.log",
+                worker_log(state_dir, self.name, "agent"),
             )
 
     # -- signals and sleeping ----------------------------------------------------------
@@ -117,15 +123,17 @@ class Worker:
     # -- life --------------------------------------------------------------------------
 
     def _boot(self) -> bool:
-        """Wait out the boot, and whatever later boots of the cloud added to it; True
-        once asked to stop."""
-        if self.wait(self.boot_delay):
-            return True
-        waited = 0.0
-        while (extra := boot_extra(self.cloud_db, self.instance_id)) > waited:
-            if self.wait(extra - waited):
+        """Wait out the boot; True once asked to stop. On a shared boot path, until the
+        registry's boots say it has ended, looking again every poll (a later boot may
+        still push it back a little, an earlier one cancelled bring it forward)."""
+        if not self.boot_path.shared:
+            return self.wait(self.boot_delay)
+        while (end := boot_end(self.cloud_db, self.instance_id, self.boot_path)) is not None:
+            left = end - time.time()
+            if left <= 0:
+                break
+            if self.wait(min(left, self.poll)):
                 return True
-            waited = extra
         return False
 
     def run(self) -> int:
@@ -137,7 +145,9 @@ class Worker:
         if prior is None:
             log.error("%s: instance %s is not in %s", self.name, self.instance_id, self.cloud_db)
             return 1
-        log.info("%s: booting for %.2fs (%d cores)", self.name, self.boot_delay, self.cores)
+        log.info("%s: booting for %.2fs%s (%d cores)", self.name, self.boot_delay,
+                 f" after its turn on the boot path ({self.boot_path.describe()})"
+                 if self.boot_path.shared else "", self.cores)  # fmt: skip
         if prior in ("stopping", "terminated") or self._boot():
             return self.shutdown(joined=False)
         marked = set_instance_state(
@@ -181,7 +191,7 @@ class Worker:
             feature=ud.get("slurm_feature", "elastic"),
             slurmd=ud.get("slurmd", "/usr/sbin/slurmd"),
             controller=ud.get("slurm_controller", "localhost"),
-            log_path=self.jobs_dir.parent / "logs" / f"{self.name}.slurmd.log",
+            log_path=worker_log(self.jobs_dir.parent, self.name, "slurmd"),
             preexec=job_preexec(os.getpid(), set()),
         )
         try:
@@ -234,19 +244,20 @@ class Worker:
             log.info("%s: job %s no longer runs here (preempted, cancelled or requeued); "
                      "killing it", self.name, key[0])  # fmt: skip
             kill(self.runs.pop(key))
-        started: list[tuple[str, int, int]] = []
+        started: list[tuple[str, int, int | None, str]] = []
         assert self.jobs is not None
         for a in assigned:
             if (a.job_id, a.attempt) not in self.runs:
                 run = self.jobs.start(a)
-                if isinstance(run, int):  # it could not start: it ended at once
-                    self.unreported.append((a.job_id, a.attempt, run))
+                if isinstance(run, Refused):  # it could not start: it ended at once
+                    self.unreported.append((a.job_id, a.attempt, run.code, run.reason))
+                    started.append((a.job_id, a.attempt, None, run.workdir))
                 else:
                     self.runs[(a.job_id, a.attempt)] = run
-                    started.append((a.job_id, a.attempt, run.proc.pid))
-        if started:
+                    started.append((a.job_id, a.attempt, run.proc.pid, run.workdir))
+        if started:  # recorded before the next poll reports any of them ended
             try:
-                self.batch.record_pids(self.node, started)
+                self.batch.record_pids(self.node, started, self.log_path)
             except BatchError as exc:
                 log.warning("%s: cannot record job pids (%s)", self.name, exc)
 
@@ -254,14 +265,21 @@ class Worker:
         """Collect ended jobs for reporting; kill those past their walltime."""
         for key, run in list(self.runs.items()):
             code = run.proc.poll()
+            reason = ""
             if code is None and now > run.deadline:
                 log.warning("%s: job %s exceeded its walltime; killing it", self.name, run.job_id)
                 kill(run)
-                code = WALLTIME_EXIT
+                code, reason = WALLTIME_EXIT, WALLTIME_EXCEEDED
             if code is not None:
                 del self.runs[key]
-                self.unreported.append((run.job_id, run.attempt, code))
-                log.info("%s: job %s ended with exit code %d", self.name, run.job_id, code)
+                self.unreported.append((run.job_id, run.attempt, code, reason))
+                if code == 0:
+                    log.info("%s: job %s completed", self.name, run.job_id)
+                else:
+                    how = f"exit code {code}" if code > 0 else f"signal {-code}"
+                    log.info("%s: job %s failed (%s%s); its stderr: %s", self.name, run.job_id,
+                             how, f", {reason}" if reason else "",
+                             Path(run.workdir) / "stderr")  # fmt: skip
 
     def _kill_all(self) -> None:
         for run in self.runs.values():
@@ -312,7 +330,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cores", type=int, default=1)
     parser.add_argument("--batch-db", required=True, help="the local batch system's file")
     parser.add_argument("--jobs-dir", required=True, help="job working directories go here")
-    parser.add_argument("--boot-delay", type=float, default=0.0)
+    parser.add_argument(
+        "--boot-delay",
+        type=float,
+        default=0.0,
+        help="seconds the boot takes (after its turn on the boot path)",
+    )
+    parser.add_argument(
+        "--image-transfer",
+        type=float,
+        default=0.0,
+        help="seconds an image takes alone over the cloud's shared link",
+    )
+    parser.add_argument(
+        "--parallel-boots",
+        type=int,
+        default=0,
+        help="boots of the cloud in progress at once (0: no limit)",
+    )
     parser.add_argument("--shutdown-delay", type=float, default=0.0)
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between polls")
     parser.add_argument("--never-join", action="store_true", help="simulate a failed boot")

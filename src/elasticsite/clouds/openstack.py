@@ -9,7 +9,11 @@ How the contract maps onto Nova, through openstacksdk:
 * **describe** lists the project's servers (all pages) and keeps those whose
   metadata names this site.
 * **terminate** deletes only servers carrying this site's metadata; unknown ids and
-  other servers are ignored.
+  other servers are ignored. Servers the last ``describe()`` showed (or this driver
+  created) are known to be the site's and deleted at once; other ids are looked up
+  in one server list. Nova deletes one server per call, so the manager runs a step's
+  deletions concurrently on its pool (:attr:`OpenStackCloud.terminate_batch` is 1),
+  and the session keeps a connection open for each of its threads.
 * A server Nova could not place goes to ``ERROR`` with the fault "No valid host was
   found": that is Nova's way of saying it has no capacity. ``describe`` reports it as
   an error (the manager fails the worker and gives the server back), and the next
@@ -39,7 +43,8 @@ from pydantic import Field, model_validator
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for
 from elasticsite.clouds.errors import ErrorKind, openstack_kind
-from elasticsite.clouds.sdk import guarded, sdk_module, wanted_names
+from elasticsite.clouds.known import Known
+from elasticsite.clouds.sdk import guarded, sdk_module, size_pools, wanted_names
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
 
@@ -156,6 +161,9 @@ def read_openrc(path: str | Path) -> dict[str, str]:
 class OpenStackCloud:
     """One OpenStack project (and region) for one site."""
 
+    terminate_batch = 1
+    """Nova deletes one server per call: the manager runs them concurrently."""
+
     def __init__(
         self,
         name: str,
@@ -171,6 +179,8 @@ class OpenStackCloud:
         self.options = options
         self._flavors: dict[str, str] = {}
         self._images: dict[str, str] = {}
+        self.known = Known(60.0)
+        """The site's servers as of the last describe, and those created since."""
 
     def __repr__(self) -> str:  # never the connection (it holds the credentials)
         return f"OpenStackCloud({self.name!r}, site={self.site_id!r})"
@@ -182,8 +192,10 @@ class OpenStackCloud:
         site_id: str,
         options: OpenStackOptions,
         bootstrap: BootstrapConfig | None = None,
+        pool_size: int = 10,
     ) -> OpenStackCloud:
-        """A driver with its own openstacksdk connection (credentials as the options say)."""
+        """A driver with its own openstacksdk connection (credentials as the options say),
+        keeping up to ``pool_size`` connections open per endpoint."""
         connection = sdk_module("openstack.connection", name, "openstack", "openstacksdk")
         args: dict[str, Any] = {
             "api_timeout": options.timeout,
@@ -213,6 +225,7 @@ class OpenStackCloud:
                 args["region_name"] = region
         try:
             conn = connection.Connection(**args)
+            size_pools(getattr(conn.session, "session", None), pool_size)
         except Exception as exc:
             raise _error(name, "connect", exc) from None
         return cls(name, site_id, conn, options, bootstrap)
@@ -223,7 +236,10 @@ class OpenStackCloud:
     # -- lookups --------------------------------------------------------------------
 
     def _servers(self) -> list[Any]:
-        found = self._call("list servers", lambda: list(self.conn.compute.servers(details=True)))
+        def servers() -> list[Any]:
+            return list(self.conn.compute.servers(details=True))
+
+        found = self._call("list servers", servers)
         return [s for s in found if (s.metadata or {}).get(SITE_TAG) == self.site_id]
 
     def _flavor(self, vm_type: VMType) -> str:
@@ -267,7 +283,10 @@ class OpenStackCloud:
     # -- the contract ---------------------------------------------------------------
 
     def describe(self) -> list[Instance]:
-        return [self._instance(s) for s in self._servers()]
+        asked = self.known.now()
+        found = [self._instance(s) for s in self._servers()]
+        self.known.described(found, asked)
+        return found
 
     def launch(
         self,
@@ -338,18 +357,23 @@ class OpenStackCloud:
         found.tags = {**metadata, **found.tags}
         if found.state is InstanceState.UNKNOWN:
             found.state = InstanceState.PENDING  # Nova answers before it has a status
+        self.known.launched(found)
         return found
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
-        ids = set(i for i in instance_ids if i)
-        if not ids:
-            return
-        for server in self._servers():
-            if server.id in ids and str(server.status).upper() not in ("DELETED",):
-                self._call(
-                    f"delete server {server.id}",
-                    self.conn.compute.delete_server, server.id, ignore_missing=True,
-                )  # fmt: skip
+        ids = list(dict.fromkeys(i for i in instance_ids if i))
+        known = self.known.ours(ids)
+        unknown = set(ids) - set(known)
+        if unknown:  # not seen as ours: only if the server list says so
+            known += [
+                str(s.id) for s in self._servers()
+                if str(s.id) in unknown and str(s.status).upper() != "DELETED"
+            ]  # fmt: skip
+        for server_id in known:
+            self._call(
+                f"delete server {server_id}",
+                self.conn.compute.delete_server, server_id, ignore_missing=True,
+            )  # fmt: skip
 
 
 def _flavor_of(server: Any) -> str | None:
@@ -373,7 +397,10 @@ def _error(cloud: str, what: str, exc: Exception) -> CloudError:
 
 
 def _create(options: OpenStackOptions, cloud: CloudConfig, site: SiteInfo) -> OpenStackCloud:
-    return OpenStackCloud.connect(cloud.name, site.site_id, options, site.config.bootstrap)
+    return OpenStackCloud.connect(
+        cloud.name, site.site_id, options, site.config.bootstrap,
+        pool_size=site.config.manager.launch_threads + 2,
+    )  # fmt: skip
 
 
 plugin = CloudPlugin(OpenStackOptions, _create)

@@ -12,7 +12,7 @@ from typing import Any
 from elasticsite.clouds.base import SITE_TAG, CloudError
 from elasticsite.clouds.errors import ErrorKind
 
-__all__ = ["guarded", "sdk_module", "wanted_names"]
+__all__ = ["guarded", "sdk_module", "size_pools", "wanted_names"]
 
 ErrorMapper = Callable[[str, str, Exception], CloudError]
 """``(cloud, what was being done, the SDK's exception) -> CloudError`` with its kind."""
@@ -41,10 +41,29 @@ def sdk_module(module: str, cloud: str, driver: str, package: str) -> ModuleType
 
 
 def guarded(cloud: str, what: str, error: ErrorMapper, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``; any failure but a CloudError becomes one, by ``error``."""
+    """``fn(*args, **kwargs)``; any failure but a CloudError becomes one, by ``error``,
+    naming ``fn`` as the API call that failed."""
     try:
         return fn(*args, **kwargs)
     except CloudError:
         raise
     except Exception as exc:
-        raise error(cloud, what, exc) from exc
+        failed = error(cloud, what, exc)
+        if not failed.call:
+            failed.call = str(getattr(fn, "__name__", "")).strip("<>")
+        raise failed from exc
+
+
+def size_pools(session: Any, size: int) -> None:
+    """Let a ``requests`` session keep ``size`` connections per host open, one for each
+    thread that may call at once (requests keeps 10): with fewer, each extra thread
+    opens a connection of its own and drops it ("Connection pool is full"). The
+    adapters the SDK mounted keep their own settings (keep-alive, TLS)."""
+    for adapter in set(getattr(session, "adapters", {}).values()):
+        current = getattr(adapter, "_pool_maxsize", None)
+        if isinstance(current, int) and current < size and hasattr(adapter, "init_poolmanager"):
+            adapter._pool_maxsize = size
+            adapter.init_poolmanager(
+                getattr(adapter, "_pool_connections", 10), size,
+                block=getattr(adapter, "_pool_block", False),
+            )  # fmt: skip

@@ -23,7 +23,13 @@ from elasticsite.clouds.bootstrap import BootstrapConfig
 from elasticsite.config.advisor import AdvisorConfig, AdvisorRepository, AdvisorResource
 from elasticsite.config.common import ConfigError, Strict, explain
 from elasticsite.config.plugged import BatchConfig, CloudConfig, VMTypeConfig
-from elasticsite.config.sections import ContextConfig, ManagerConfig, PolicyConfig
+from elasticsite.config.sections import (
+    BudgetConfig,
+    ContextConfig,
+    ManagerConfig,
+    PolicyConfig,
+    SiteSection,
+)
 from elasticsite.config.urgent import UrgentConfig
 from elasticsite.model import CloudSpec
 from elasticsite.policies.base import PolicySettings
@@ -33,12 +39,14 @@ __all__ = [
     "AdvisorRepository",
     "AdvisorResource",
     "BatchConfig",
+    "BudgetConfig",
     "CloudConfig",
     "ConfigError",
     "ContextConfig",
     "ManagerConfig",
     "PolicyConfig",
     "SiteConfig",
+    "SiteSection",
     "UrgentConfig",
     "VMTypeConfig",
     "explain",
@@ -50,6 +58,8 @@ __all__ = [
 class SiteConfig(Strict):
     """A whole site: manager, policy, batch system and clouds."""
 
+    site: SiteSection = Field(default_factory=SiteSection)
+    """What holds for the whole site (the currency of its clouds' prices)."""
     manager: ManagerConfig = Field(default_factory=ManagerConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     batch: BatchConfig = Field(default_factory=BatchConfig)
@@ -91,6 +101,7 @@ class SiteConfig(Strict):
             spend_cap_per_hour=p.spend_cap_per_hour,
             urgent_extra_instances=p.urgent_extra_instances,
             urgent_extra_spend_per_hour=p.urgent_extra_spend_per_hour,
+            budget=None if p.budget is None else p.budget.budget(),
             cloud_rule=p.cloud_rule,
             billing_margin=p.billing_margin,
             redirect_to=p.redirect_to,

@@ -150,6 +150,9 @@ class CloudConfig(Strict):
             waste_estimate=self.waste_estimate,
             vm_types=tuple(VMType(v.name, v.cores, v.memory_mb) for v in self.vm_types),
             serves=Selector.of(self.serves),
+            images=tuple(
+                (v.name, image) for v in self.vm_types if (image := self.options.image_of(v.name))
+            ),
             spot=self.spot,
             spot_price_cap=self.spot_price_cap,
         )

@@ -1,4 +1,4 @@
-"""The sections of a site file that name no plug-in: policy, context and manager."""
+"""The sections of a site file that name no plug-in: site, policy, context and manager."""
 
 from __future__ import annotations
 
@@ -9,8 +9,45 @@ from pydantic import Field, field_validator, model_validator
 
 from elasticsite.config.common import DAY, HOUR, WEEK, Strict
 from elasticsite.policies.base import CloudRule
+from elasticsite.spend import Budget, Period
 
-__all__ = ["ContextConfig", "ManagerConfig", "PolicyConfig"]
+__all__ = ["BudgetConfig", "ContextConfig", "ManagerConfig", "PolicyConfig", "SiteSection"]
+
+
+class SiteSection(Strict):
+    """What holds for the whole site: the currency its clouds' prices are in."""
+
+    currency: str = Field("USD", description="ISO 4217 code of the clouds' prices")
+
+    @field_validator("currency")
+    @classmethod
+    def _code(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Z]{3}", v):
+            raise ValueError(f"must be a three-letter currency code such as USD or EUR (got {v!r})")
+        return v
+
+
+class BudgetConfig(Strict):
+    """Money the site may spend per calendar period in UTC (``docs/operations.md``)."""
+
+    amount: float = Field(gt=0, description="in the site's currency")
+    period: Period = "month"
+    urgent_extra: float = Field(
+        0.0, ge=0, description="what launches for urgent jobs may add past the amount"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError(
+                'must be a table like { amount = 500, period = "month" } '
+                f"(periods: day, week, month; got {value!r})"
+            )
+        return value
+
+    def budget(self) -> Budget:
+        return Budget(self.amount, self.period, self.urgent_extra)
 
 
 class PolicyConfig(Strict):
@@ -29,6 +66,7 @@ class PolicyConfig(Strict):
     urgent_extra_spend_per_hour: float = Field(
         0.0, ge=0, description="spend per hour urgent jobs may add past spend_cap_per_hour"
     )
+    budget: BudgetConfig | None = None
     cloud_rule: CloudRule = "cheapest"
     billing_margin: float = Field(120.0, ge=0, le=31 * DAY, description="seconds")
     redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -76,8 +114,9 @@ class ContextConfig(Strict):
     )
     replace_on_rejoin: bool = Field(
         False,
-        description="a worker rejoining under its old name with the same SSH host key "
-        "replaces its old record (else an administrator removes that first)",
+        description="a worker rejoining under its old name with the same SSH host key, "
+        "proven by signing the broker's challenge, replaces its old record (else an "
+        "administrator removes that first)",
     )
 
     @field_validator("broker")
@@ -96,6 +135,13 @@ class ManagerConfig(Strict):
     # Durations, in seconds, bounded so that every wait and deadline stays computable.
     interval: float = Field(10.0, gt=0, le=HOUR)
     launch_threads: int = Field(10, ge=1, le=256)
+    describe_timeout: float | None = Field(
+        None,
+        gt=0,
+        le=HOUR,
+        description="seconds a step waits for the clouds' describes (default: the interval, "
+        "at least 5); a cloud that misses it is not sensed that step",
+    )
     stall_timeout: float = Field(600.0, gt=0, le=WEEK)
     heartbeat_timeout: float = Field(60.0, gt=0, le=DAY)
     max_attempts: int = Field(5, ge=1)

@@ -21,31 +21,33 @@ snapshot (``since=0``), so a crash in the middle only finishes the diff.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import os
 import random
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
-from pydantic import ValidationError
-
+from elasticsite.context.agent_config import (
+    USERDATA_ENV,
+    AgentSettings,
+    ContextRef,
+    Identity,
+    configure,
+    discover_identity,
+    load_userdata,
+)
 from elasticsite.context.agent_state import AgentError, AgentState
 from elasticsite.context.applying import DEFAULT_SCRIPTS, SCRIPT_KINDS, ScriptRunner, Step, plan
-from elasticsite.context.client import ContextError
-from elasticsite.context.models import JoinResult, NodeIn, Updates
-from elasticsite.context.validation import describe_errors
+from elasticsite.context.client import ContextError, split_context_uri
+from elasticsite.context.hostkey import host_key_candidates, sign_challenge
+from elasticsite.context.models import JoinResult, Updates
 
 __all__ = [
     "DEFAULT_SCRIPTS",
     "SCRIPT_KINDS",
+    "USERDATA_ENV",
     "Agent",
     "AgentError",
     "AgentSettings",
@@ -56,15 +58,14 @@ __all__ = [
     "Identity",
     "ScriptRunner",
     "Step",
+    "configure",
     "discover_identity",
     "load_userdata",
     "plan",
+    "run_agent",
 ]
 
 log = logging.getLogger(__name__)
-
-USERDATA_ENV = "ELASTICSITE_USERDATA"
-SSH_KEY_FILES = ("ssh_host_ed25519_key.pub", "ssh_host_ecdsa_key.pub", "ssh_host_rsa_key.pub")
 
 
 class BrokerLink(Protocol):
@@ -87,154 +88,6 @@ class BrokerLink(Protocol):
 def _retryable(exc: ContextError) -> bool:
     """No answer, or the broker's own failure: worth trying again later."""
     return exc.status is None or exc.status >= 500
-
-
-# --- configuration -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ContextRef:
-    """Which context to join and how to reach it (never logged: holds the secret)."""
-
-    uri: str
-    key: str
-    secret: str = field(repr=False)
-    ca_pem: str | None = field(default=None, repr=False)
-
-
-def load_userdata(path: Path) -> ContextRef:
-    """Read the context from a user data JSON file (keys of docs/recontext-api.md)."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise AgentError(f"cannot read user data {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AgentError(f"user data {path} is not JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise AgentError(f"user data {path} must be a JSON object")
-    missing = [k for k in ("context_uri", "context_key", "context_secret") if not raw.get(k)]
-    if missing:
-        raise AgentError(f"user data {path} lacks {', '.join(missing)}")
-    bad = [k for k in ("context_uri", "context_key", "context_secret", "context_ca")
-           if k in raw and not isinstance(raw[k], str)]  # fmt: skip
-    if bad:
-        raise AgentError(f"user data {path}: {', '.join(bad)} must be strings")
-    return ContextRef(
-        raw["context_uri"], raw["context_key"], raw["context_secret"], raw.get("context_ca")
-    )
-
-
-@dataclass(frozen=True)
-class Identity:
-    """What this node tells the broker about itself."""
-
-    short_hostname: str
-    hostname: str
-    address: str
-    ssh_host_key: str
-    data: str = ""
-
-    def body(self) -> dict[str, str]:
-        return {
-            "short_hostname": self.short_hostname,
-            "hostname": self.hostname,
-            "address": self.address,
-            "ssh_host_key": self.ssh_host_key,
-            "data": self.data,
-        }
-
-
-def _route_address(uri: str) -> str:
-    """The local address on the route to the broker: the one peers can reach us at,
-    found by connecting a UDP socket (which sends nothing)."""
-    parts = urlsplit(uri)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 443
-    try:
-        family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
-        with socket.socket(family, socket.SOCK_DGRAM) as sock:
-            sock.connect(sockaddr)
-            return str(sock.getsockname()[0])
-    except OSError as exc:
-        raise AgentError(
-            f"cannot find this node's address towards {host}: {exc}; pass --address"
-        ) from None
-
-
-def read_ssh_key(root: Path, given: str | None) -> str:
-    """The SSH public host key: ``given`` (a key line or a .pub file), else the first
-    of the usual host key files under ``root``/etc/ssh."""
-    candidates = [root / "etc" / "ssh" / name for name in SSH_KEY_FILES]
-    if given is not None:
-        if given.startswith(("ssh-", "ecdsa-", "sk-")) or not Path(given).is_file():
-            return given.strip()
-        candidates = [Path(given)]
-    for path in candidates:
-        if path.is_file():
-            try:
-                return path.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                raise AgentError(f"cannot read SSH host key {path}: {exc}") from None
-    raise AgentError(f"no SSH host key in {root / 'etc' / 'ssh'}; pass --ssh-host-key")
-
-
-def _own_hostname() -> str:
-    """This machine's fully qualified name, or its plain one when the resolver knows
-    it by another (``localhost`` on many cloud images)."""
-    name = socket.gethostname()
-    fqdn = socket.getfqdn()
-    return fqdn if fqdn.split(".")[0] == name.split(".")[0] else name
-
-
-def discover_identity(
-    ref: ContextRef,
-    root: Path,
-    *,
-    short_hostname: str | None = None,
-    hostname: str | None = None,
-    address: str | None = None,
-    ssh_host_key: str | None = None,
-    data: str = "",
-) -> Identity:
-    """This node's identity; every field may be given instead of discovered."""
-    host = hostname or _own_hostname()
-    short = short_hostname or host.split(".")[0]
-    return checked_identity(
-        Identity(
-            short,
-            host,
-            address or _route_address(ref.uri),
-            read_ssh_key(root, ssh_host_key),
-            data,
-        )
-    )
-
-
-def checked_identity(identity: Identity) -> Identity:
-    """``identity`` as the broker will take it (host names in lower case), or one
-    :class:`AgentError` naming the field the broker would refuse."""
-    try:
-        node = NodeIn.model_validate(identity.body())
-    except ValidationError as exc:
-        problem = describe_errors(exc.errors())
-        raise AgentError(f"this node's record cannot be published: {problem}") from None
-    return Identity(**node.model_dump())
-
-
-@dataclass(frozen=True)
-class AgentSettings:
-    """Everything the agent needs to run; built by the CLI."""
-
-    context: ContextRef
-    identity: Identity
-    scripts: Path = DEFAULT_SCRIPTS
-    state: Path = Path("/var/lib/elasticsite/agent.json")
-    root: Path = Path("/")
-    period: float = 0.0
-    wait: float = 30.0
-    leave: bool = True
-    strict: bool = False
-    once: bool = False
-    script_timeout: float = 120.0
 
 
 # --- retrying ------------------------------------------------------------------------
@@ -407,15 +260,20 @@ class Agent:
     def _ensure_joined(self) -> None:
         """Join, or update our record if our identity changed since we joined."""
         body = self.settings.identity.body()
+        proof: dict[str, str] | None = None
         while self.state.node is None or self.state.joined_as != body:
             try:
                 with self._waiting():
                     if self.state.node is None:
-                        result: JoinResult | None = self.link.join(body)
+                        signed = body if proof is None else {**body, "proof": proof}
+                        result: JoinResult | None = self.link.join(signed)
                     else:
                         self.link.update(body)
                         result = None
             except ContextError as exc:
+                was_signed, proof = proof is not None, self._prove(exc)
+                if proof is not None and not was_signed:
+                    continue  # our old record holds our name: prove we hold its host key
                 if _retryable(exc) or exc.status in (409, 429):
                     # 409: a current member holds our name (an administrator may remove
                     # it); 429: the context's join budget is spent for now.
@@ -444,6 +302,20 @@ class Agent:
             self.state.joined_as = body
             self._save()
             self._backoff.reset()
+
+    def _prove(self, exc: ContextError) -> dict[str, str] | None:
+        """Our answer to the challenge of a ``409`` to our join, if it carries one and
+        our host key's private half is at hand."""
+        challenge = exc.challenge
+        if exc.status != 409 or challenge is None or self.state.node is not None:
+            return None
+        s = self.settings
+        ours = (split_context_uri(s.context.uri)[1], s.identity.hostname)
+        if (challenge.context_id, challenge.hostname) != ours:
+            return None  # we sign for our own context and name only
+        keys = s.host_keys or host_key_candidates(s.root)
+        proof = sign_challenge(challenge, s.identity.ssh_host_key, keys)
+        return proof.model_dump() if proof is not None else None
 
     def _apply(self, updates: Updates) -> None:
         """Apply one answer, saving after every step, then run the restart scripts."""
@@ -500,76 +372,6 @@ class Agent:
     def _save(self) -> None:
         self.state.save(self.settings.state)
         self._journaled = 0
-
-
-def configure(
-    *,
-    userdata: Path | None = None,
-    uri: str | None = None,
-    key: str | None = None,
-    secret: str | None = None,
-    ca: Path | None = None,
-    root: Path = Path("/"),
-    state: Path | None = None,
-    scripts: Path = DEFAULT_SCRIPTS,
-    short_hostname: str | None = None,
-    hostname: str | None = None,
-    address: str | None = None,
-    ssh_host_key: str | None = None,
-    data: str = "",
-    period: float = 0.0,
-    wait: float = 30.0,
-    leave: bool = True,
-    strict: bool = False,
-    once: bool = False,
-    script_timeout: float = 120.0,
-) -> AgentSettings:
-    """Settings from user data (``userdata``, else ``$ELASTICSITE_USERDATA``) with
-    explicit values taking precedence; identity discovered where not given."""
-    path = userdata or (Path(os.environ[USERDATA_ENV]) if os.environ.get(USERDATA_ENV) else None)
-    base = load_userdata(path) if path is not None else None
-    uri = uri or (base.uri if base else None)
-    key = key or (base.key if base else None)
-    secret = secret or (base.secret if base else None)
-    if not (uri and key and secret):
-        raise AgentError(
-            f"no context given: pass --userdata FILE (or set {USERDATA_ENV}), "
-            "or --uri, --key and --secret"
-        )
-    if ca is not None:
-        try:
-            ca_pem: str | None = ca.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise AgentError(f"cannot read CA certificate {ca}: {exc.strerror}") from None
-    else:
-        ca_pem = base.ca_pem if base else None
-    if not scripts.is_dir():
-        raise AgentError(f"scripts directory {scripts} does not exist")
-    if period < 0 or not 0 <= wait <= 60:
-        raise AgentError("--period must be >= 0 and --wait between 0 and 60 seconds")
-    context = ContextRef(uri, key, secret, ca_pem)
-    identity = discover_identity(
-        context,
-        root,
-        short_hostname=short_hostname,
-        hostname=hostname,
-        address=address,
-        ssh_host_key=ssh_host_key,
-        data=data,
-    )
-    return AgentSettings(
-        context=context,
-        identity=identity,
-        scripts=scripts,
-        state=state or root / "var" / "lib" / "elasticsite" / "agent.json",
-        root=root,
-        period=period,
-        wait=wait,
-        leave=leave,
-        strict=strict,
-        once=once,
-        script_timeout=script_timeout,
-    )
 
 
 def run_agent(settings: AgentSettings) -> int:

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from elasticsite.context.agent_state import AgentError
 from elasticsite.context.models import Entry, NodeIn, NodeInfo, Updates
-from elasticsite.context.validation import describe_errors
+from elasticsite.context.validation import describe_errors, publishable_key
 
 __all__ = ["DEFAULT_SCRIPTS", "SCRIPT_KINDS", "ScriptRunner", "Step", "plan", "plan_entry"]
 
@@ -164,7 +164,11 @@ class ScriptRunner:
         env = dict(self._env)
         args: list[str] = []
         if step is not None:
-            n = step.node
+            # A key comment an older broker took (several words): meaningless to
+            # other nodes, and no reason to leave a node out of their files.
+            n = step.node.model_copy(
+                update={"ssh_host_key": publishable_key(step.node.ssh_host_key)}
+            )
             args = [n.short_hostname, n.hostname, n.address, n.ssh_host_key, n.data]
             env.update(
                 ELASTICSITE_NODE_SHORT_HOSTNAME=n.short_hostname,
@@ -175,7 +179,7 @@ class ScriptRunner:
                 ELASTICSITE_NODE_ID=n.node_id,
                 ELASTICSITE_ENTRY_ID=str(step.entry_id),
             )
-        if step is not None and (problem := unsafe_field(step.node)) is not None:
+        if step is not None and (problem := unsafe_field(n)) is not None:
             # Published by a broker that did not check it (an older one): no script
             # may see it, since scripts write these fields into system files.
             log.warning("not running %s scripts for node %s: %s", kind, step.node.node_id, problem)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hmac
+import logging
 import os
 import stat
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Literal
 from fastapi import HTTPException, Request
 
 from elasticsite.context.store import ContextState, Store, digest, new_secret
-from elasticsite.files import private_dir
+from elasticsite.files import private_dir, private_file
 
 __all__ = [
     "TOKEN_ENV",
@@ -37,6 +38,8 @@ _MIN_TOKEN = 16
 BASIC = 'Basic realm="elasticsite"'
 BEARER = 'Bearer realm="elasticsite"'
 
+log = logging.getLogger(__name__)
+
 Role = Literal["admin", "context", "node"]
 
 
@@ -48,13 +51,24 @@ def load_admin_token(state_dir: Path, token_file: Path | None = None) -> tuple[s
     """The admin token and a description of where it came from (never the token).
 
     Order: ``token_file``, then ``$ELASTICSITE_BROKER_TOKEN``, then ``admin.token`` in
-    the state directory, generated (mode 0600) when absent.
+    the state directory, generated (mode 0600) when absent. An ``admin.token`` others
+    may read is made the owner's alone, with a warning, like every state file; a
+    ``token_file`` others may read (the operator's own file, perhaps shared with a
+    group on purpose) is only warned about.
     """
     if token_file is not None:
         try:
             token = token_file.read_text().strip()
+            mode = stat.S_IMODE(token_file.stat().st_mode)
         except OSError as exc:
             raise BrokerError(f"cannot read admin token file {token_file}: {exc}") from None
+        if mode & 0o077:
+            log.warning(
+                "%s is mode %04o, readable by others: whoever reads it administers the "
+                "broker; chmod 600 it",
+                token_file,
+                mode,
+            )
         source = str(token_file)
     elif os.environ.get(TOKEN_ENV):
         token, source = os.environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}"
@@ -65,6 +79,8 @@ def load_admin_token(state_dir: Path, token_file: Path | None = None) -> tuple[s
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
             with os.fdopen(fd, "w") as f:
                 f.write(new_secret() + "\n")
+        else:
+            private_file(path)  # tightened (and said) if it was left readable by others
         token, source = path.read_text().strip(), str(path)
     if len(token) < _MIN_TOKEN:
         raise BrokerError(

@@ -7,31 +7,52 @@ so a route and the fast path cannot disagree.
 
 Long polls wait on an in-memory future per request, registered in a per-context set
 and all resolved at once when the context changes; nothing polls the database.
+
+A join that would replace a member (replace-on-rejoin) is answered with a challenge
+until it carries a valid proof of the member's host key
+(:mod:`elasticsite.context.hostkey`): a nonce for that context and host name, valid
+:data:`CHALLENGE_TTL` seconds, used at most once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import HTTPException, Request
 
-from elasticsite.context.admission import BrokerLimits, Refused, admit
+from elasticsite.context import hostkey
+from elasticsite.context.admission import BrokerLimits, ProofNeeded, Refused, admit
 from elasticsite.context.auth import Authority, load_admin_token
-from elasticsite.context.models import NodeIn
+from elasticsite.context.models import Challenge, ChallengeBody, HostKeyProof, NodeIn
 from elasticsite.context.store import ContextState, Store
 from elasticsite.files import private_dir
 
-__all__ = ["MAX_WAIT", "Broker", "open_broker"]
+__all__ = ["CHALLENGE_TTL", "MAX_WAIT", "Broker", "Challenged", "open_broker"]
 
 MAX_WAIT = 60.0
 """Longest long poll a caller may ask for (seconds)."""
 
 _RECORD_OVERHEAD = 64
 """Bytes a member's stored record adds to its fields (node id, join time, keys)."""
+
+CHALLENGE_TTL = 60.0
+"""Seconds a replace-on-rejoin challenge may be answered in."""
+
+_MAX_CHALLENGES = 1024
+"""Challenges a context keeps at once (the oldest give way; each cost a join's budget)."""
+
+
+class Challenged(Exception):
+    """A join must prove its host key first: the ``409`` answer to send."""
+
+    def __init__(self, body: ChallengeBody) -> None:
+        super().__init__(body.detail)
+        self.body = body
 
 
 class Broker:
@@ -66,18 +87,59 @@ class Broker:
         updating: str | None = None,
     ) -> list[str]:
         """The members a join replaces, after the context's admission rules; a refusal
-        becomes the HTTP answer it names."""
-        size = len(node.model_dump_json()) + _RECORD_OVERHEAD
+        becomes the HTTP answer it names, a replacement without proof :class:`Challenged`."""
+        size = len(node.model_dump_json(exclude={"proof"})) + _RECORD_OVERHEAD
+        now = self.clock()
+        proof: HostKeyProof | None = getattr(node, "proof", None)
+        why = None
+        if proof is not None and updating is None:
+            why = self._check_proof(ctx, node, proof, now)
+        proven = why == ""
         try:
             source = request.client.host if request.client else None
-            return admit(
-                ctx, node, size, self.limits, self.clock(), updating=updating, source=source
+            replaced = admit(
+                ctx, node, size, self.limits, now, updating=updating, source=source, proven=proven
             )
+        except ProofNeeded as exc:
+            detail = f"{exc.detail} ({why})" if why else exc.detail
+            challenge = self._challenge(ctx, node.hostname, now)
+            raise Challenged(ChallengeBody(detail=detail, challenge=challenge)) from None
         except Refused as exc:
             headers = None
             if exc.retry_after is not None:
                 headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
             raise HTTPException(exc.status, exc.detail, headers) from None
+        if proof is not None and proven:
+            ctx.challenges.pop(proof.nonce, None)  # used up by the join it admits
+        return replaced
+
+    def _check_proof(self, ctx: ContextState, node: NodeIn, proof: HostKeyProof, now: float) -> str:
+        """Why ``proof`` does not answer a live challenge of ``ctx`` for ``node``'s host
+        name with its host key, or an empty string if it does."""
+        held = ctx.challenges.get(proof.nonce)
+        if held is None or held[0] != node.hostname:
+            return "the proof's nonce is no current challenge for this host name"
+        if now >= held[1]:
+            del ctx.challenges[proof.nonce]
+            return "the challenge expired"
+        data = hostkey.message(proof.nonce, ctx.id, node.hostname)
+        if not hostkey.verify(node.ssh_host_key, data, proof.signature):
+            return "the signature does not verify with the SSH host key presented"
+        return ""
+
+    def _challenge(self, ctx: ContextState, hostname: str, now: float) -> Challenge:
+        """A new single-use challenge of ``ctx`` for ``hostname``."""
+        pending = ctx.challenges
+        while pending:
+            oldest = next(iter(pending))
+            if pending[oldest][1] > now and len(pending) < _MAX_CHALLENGES:
+                break
+            del pending[oldest]
+        nonce = secrets.token_urlsafe(32)
+        pending[nonce] = (hostname, now + CHALLENGE_TTL)
+        return Challenge(
+            nonce=nonce, context_id=ctx.id, hostname=hostname, expires_in=CHALLENGE_TTL
+        )
 
     def uri(self, request: Request, cid: str) -> str:
         base = self.public_url or str(request.base_url).rstrip("/")

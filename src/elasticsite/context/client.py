@@ -8,8 +8,8 @@ one-line detail; a broker that cannot be reached raises :class:`BrokerUnavailabl
 
 from __future__ import annotations
 
-import asyncio
 import base64
+import contextlib
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +18,9 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from elasticsite.context.lean import LeanConnection, LeanUnavailable
 from elasticsite.context.models import (
+    Challenge,
     ContextCreated,
     ContextPolicy,
     ContextSummary,
@@ -46,13 +48,22 @@ class ContextError(Exception):
     """The broker refused a request, or could not be reached.
 
     ``status`` is the HTTP status (None when no answer came), ``detail`` the broker's
-    one-line reason, ``last_id`` the context's last id on a ``409``.
+    one-line reason, ``last_id`` the context's last id on a ``409``, ``challenge`` what
+    to sign with the host key to replace a member (a ``409`` to a join).
     """
 
-    def __init__(self, status: int | None, detail: str, *, last_id: int | None = None) -> None:
+    def __init__(
+        self,
+        status: int | None,
+        detail: str,
+        *,
+        last_id: int | None = None,
+        challenge: Challenge | None = None,
+    ) -> None:
         self.status = status
         self.detail = detail
         self.last_id = last_id
+        self.challenge = challenge
         super().__init__(f"{status}: {detail}" if status is not None else detail)
 
 
@@ -93,7 +104,7 @@ def split_context_uri(uri: str) -> tuple[str, str]:
 
 
 def _error(response: httpx.Response) -> ContextError:
-    detail, last_id = response.reason_phrase or "error", None
+    detail, last_id, challenge = response.reason_phrase or "error", None, None
     try:
         body = response.json()
     except ValueError:
@@ -105,7 +116,9 @@ def _error(response: httpx.Response) -> ContextError:
             detail = str(body.get("detail", detail))
             if isinstance(body.get("last_id"), int):
                 last_id = body["last_id"]
-    return ContextError(response.status_code, detail, last_id=last_id)
+            with contextlib.suppress(ValueError):
+                challenge = Challenge.model_validate(body.get("challenge"))
+    return ContextError(response.status_code, detail, last_id=last_id, challenge=challenge)
 
 
 def _unavailable(url: str, exc: httpx.HTTPError) -> BrokerUnavailable:
@@ -297,90 +310,6 @@ class NodeClient(_NodeBase, _Sync):
         return Members.model_validate_json(r.content)
 
 
-class _LeanConnection:
-    """One kept-alive HTTP/1.1 connection for ``GET`` requests, on bare asyncio streams.
-
-    A simulated agent spends its life in long polls; httpx costs about half a
-    millisecond of CPU per answer, which for ten thousand agents in one process is
-    seconds. This reads the broker's Content-Length-framed answers directly.
-    """
-
-    def __init__(self, base_url: str, verify: ssl.SSLContext | bool) -> None:
-        parts = urlsplit(base_url)
-        tls = parts.scheme == "https"
-        self.host = parts.hostname or "localhost"
-        self.port = parts.port or (443 if tls else 80)
-        self.netloc = parts.netloc.encode()
-        self.prefix = parts.path
-        self.base_url = base_url
-        self.tls: ssl.SSLContext | None = None
-        if tls:
-            self.tls = (
-                verify if isinstance(verify, ssl.SSLContext) else ssl.create_default_context()
-            )
-        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-
-    def close(self) -> None:
-        if self._streams is not None:
-            self._streams[1].close()
-            self._streams = None
-
-    async def get(self, target: str, authorization: str, timeout: float) -> tuple[int, bytes]:
-        """``(status, body)``; a stale kept-alive connection is replaced once."""
-        request = b"GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\n\r\n" % (
-            (self.prefix + target).encode(),
-            self.netloc,
-            authorization.encode(),
-        )
-        for attempt in (1, 2):
-            fresh = self._streams is None
-            try:
-                async with asyncio.timeout(timeout):
-                    if self._streams is None:
-                        self._streams = await asyncio.open_connection(
-                            self.host, self.port, ssl=self.tls
-                        )
-                    reader, writer = self._streams
-                    writer.write(request)
-                    return await self._response(reader)
-            except (
-                OSError,
-                EOFError,
-                TimeoutError,
-                ValueError,
-                asyncio.IncompleteReadError,
-            ) as exc:
-                self.close()
-                if fresh or attempt == 2:
-                    reason = str(exc) or type(exc).__name__
-                    raise BrokerUnavailable(
-                        f"no answer from the broker at {self.base_url}: {reason}"
-                    ) from None
-        raise AssertionError("unreachable")
-
-    async def _response(self, reader: asyncio.StreamReader) -> tuple[int, bytes]:
-        head = await reader.readuntil(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        status = int(lines[0].split(b" ", 2)[1])
-        length: int | None = None
-        close = False
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"connection" and value.strip().lower() == b"close":
-                close = True
-            elif name == b"transfer-encoding":
-                raise ValueError("the broker answered with a framing this client does not read")
-        if length is None:
-            raise ValueError("the broker's answer has no Content-Length")
-        body = await reader.readexactly(length)
-        if close:
-            self.close()
-        return status, body
-
-
 def _basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
@@ -388,8 +317,9 @@ def _basic(user: str, password: str) -> str:
 class AsyncNodeClient(_NodeBase):
     """:class:`NodeClient` for asyncio (many simulated agents in one process).
 
-    ``updates`` uses one lean kept-alive connection (see :class:`_LeanConnection`);
-    the other calls use httpx (``http`` may be shared between clients).
+    ``updates`` uses one lean kept-alive connection (see
+    :class:`~elasticsite.context.lean.LeanConnection`); the other calls use httpx
+    (``http`` may be shared between clients).
     """
 
     def __init__(
@@ -407,7 +337,7 @@ class AsyncNodeClient(_NodeBase):
         self._verify = tls_context(ca)
         self._shared_http = http
         self._own_http: httpx.AsyncClient | None = None
-        self._lean = _LeanConnection(self.base_url, self._verify)
+        self._lean = LeanConnection(self.base_url, self._verify)
 
     @property
     def _http(self) -> httpx.AsyncClient:
@@ -452,7 +382,10 @@ class AsyncNodeClient(_NodeBase):
 
     async def updates(self, since: int, wait: float = 0) -> Updates:
         target = f"{self._path}/updates?since={int(since)}&wait={float(wait)!r}"
-        status, body = await self._lean.get(target, _basic(*self._auth()), wait + _TIMEOUT)
+        try:
+            status, body = await self._lean.get(target, _basic(*self._auth()), wait + _TIMEOUT)
+        except LeanUnavailable as exc:
+            raise BrokerUnavailable(str(exc)) from None
         if status >= 400:
             raise _error(httpx.Response(status, content=body))
         return Updates.model_validate_json(body)

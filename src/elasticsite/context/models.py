@@ -15,6 +15,8 @@ from elasticsite.context import validation
 
 __all__ = [
     "RESERVED_NAMES",
+    "Challenge",
+    "ChallengeBody",
     "ContextCreate",
     "ContextCreated",
     "ContextPolicy",
@@ -22,6 +24,8 @@ __all__ = [
     "Entry",
     "EntryRef",
     "ErrorBody",
+    "HostKeyProof",
+    "JoinIn",
     "JoinResult",
     "Members",
     "NodeIn",
@@ -111,7 +115,18 @@ class ContextPolicy(BaseModel):
     replace_on_rejoin: bool = Field(
         default=False,
         description="A join with a current member's host name replaces that member when it "
-        "presents the same SSH host key (the same machine rejoining); refused otherwise.",
+        "presents the same SSH host key and proves it holds its private half, by signing "
+        "the broker's challenge (the same machine rejoining); refused otherwise.",
+    )
+    allow_loopback: bool = Field(
+        default=False,
+        description="Nodes may publish loopback addresses (127.0.0.0/8, ::1): only for "
+        "nodes that all live on the broker's own machine, such as the local cloud's.",
+    )
+    allow_link_local: bool = Field(
+        default=False,
+        description="Nodes may publish link-local addresses (169.254.0.0/16, fe80::/10), "
+        "which reach only one link and carry no scope id here.",
     )
     max_members: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
     join_rate: Annotated[float, Field(gt=0, le=100_000)] | None = Field(
@@ -147,6 +162,31 @@ class NodeIn(BaseModel):
         if len(self.data.encode("utf-8")) > MAX_DATA:
             raise ValueError(f"data holds more than {MAX_DATA} bytes of UTF-8")
         return self
+
+
+class HostKeyProof(BaseModel):
+    """A signature, by the SSH host key a node publishes, of the broker's challenge
+    (docs/recontext-api.md#replacing-a-member-proof-of-the-host-key)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nonce: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_-]+$")]
+    signature: str = Field(
+        min_length=1,
+        max_length=4096,  # RSA host keys of up to 24,576 bits
+        pattern=r"^[A-Za-z0-9+/]+={0,2}$",
+        description="base64 of the signature of the challenge's message",
+    )
+
+
+class JoinIn(NodeIn):
+    """A join: the node's record, and the proof a replacing join needs."""
+
+    proof: HostKeyProof | None = Field(
+        default=None,
+        description="Only to replace a member under replace_on_rejoin, after a 409 "
+        "carrying a challenge; never stored or published.",
+    )
 
 
 class NodeInfo(BaseModel):
@@ -227,6 +267,24 @@ class ErrorBody(BaseModel):
     """Every error answer."""
 
     detail: str
+
+
+class Challenge(BaseModel):
+    """What a node signs with its SSH host key to replace the member holding its name:
+    ``nonce`` is single-use and valid ``expires_in`` seconds, for this context and
+    host name only."""
+
+    nonce: str
+    context_id: str
+    hostname: str
+    expires_in: float
+
+
+class ChallengeBody(BaseModel):
+    """``409`` to a join that would replace a member without a valid proof."""
+
+    detail: str
+    challenge: Challenge
 
 
 class SinceAhead(BaseModel):

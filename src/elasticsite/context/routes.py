@@ -18,14 +18,16 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from elasticsite.context.auth import unauthorized
-from elasticsite.context.broker import MAX_WAIT, Broker
+from elasticsite.context.broker import MAX_WAIT, Broker, Challenged
 from elasticsite.context.models import (
+    ChallengeBody,
     ContextCreate,
     ContextCreated,
     ContextPolicy,
     ContextSummary,
     EntryRef,
     ErrorBody,
+    JoinIn,
     JoinResult,
     Members,
     NodeIn,
@@ -120,21 +122,40 @@ def build_router(broker: Broker) -> APIRouter:
     @router.post(
         "/ctx/{cid}/nodes",
         status_code=201,
-        responses={**_ERRORS, **_ADMISSION_ERRORS},
+        response_model=JoinResult,
+        responses={
+            **_ERRORS,
+            **_ADMISSION_ERRORS,
+            409: {
+                "model": ChallengeBody | ErrorBody,
+                "description": "A current member holds the name or address, or the context "
+                "is full; under replace_on_rejoin, a challenge to sign with the host key",
+            },
+        },
         tags=["nodes"],
     )
-    async def join(cid: str, body: NodeIn, request: Request) -> JoinResult:
+    async def join(cid: str, body: JoinIn, request: Request) -> Response | JoinResult:
         """Join with the context's key and secret; the answer holds the node's credential.
 
         The record must not take a current member's host name, short host name or
-        address, nor a reserved name (409, 422); see the context's admission rules."""
+        address, nor a reserved name (409, 422); see the context's admission rules.
+        Replacing a member (replace_on_rejoin) takes a ``proof`` signed with the SSH
+        host key, answering the challenge of a first ``409``."""
         ctx, _, _ = broker.auth.caller(request, cid, ("context",))
         assert ctx is not None
-        replaced = broker.admit(ctx, body, request)
+        try:
+            replaced = broker.admit(ctx, body, request)
+        except Challenged as exc:
+            return JSONResponse(exc.body.model_dump(), status_code=409)
         node_id, node_secret, entry_id = store.join(ctx, body, replaced)
         broker.notify(cid)
         if replaced:
-            log.info("context %s: %s rejoined, replacing %s", cid, body.hostname, replaced)
+            log.info(
+                "context %s: %s rejoined with its host key proven, replacing %s",
+                cid,
+                body.hostname,
+                replaced,
+            )
         log.info("context %s: %s joined as node %s", cid, body.hostname, node_id)
         return JoinResult(node_id=node_id, node_secret=node_secret, entry_id=entry_id)
 

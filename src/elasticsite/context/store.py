@@ -3,31 +3,36 @@
 Every change is committed to SQLite before memory is updated and before the broker
 answers, so a restart loses nothing a client was told. Reads never touch the
 database: each context keeps its recent entries as pre-serialised JSON, its members,
-and the digests of its credentials in memory, because thousands of agents long-poll
-the same few contexts and each answer must cost next to nothing.
+and the digests of its credentials in memory (:mod:`elasticsite.context.memory`),
+because thousands of agents long-poll the same few contexts and each answer must
+cost next to nothing.
 
 Secrets are stored only as SHA-256 digests. History is bounded: each context keeps
 its last ``history`` entries; a caller further behind gets a snapshot of the current
-members instead (see :meth:`ContextState.updates_body`).
+members instead (see :meth:`ContextState.updates_body`). Replace-on-rejoin challenges
+live in memory only: a restarted broker issues new ones.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
+import logging
 import secrets
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from elasticsite.context.admission import JoinBudget
+from pydantic import ValidationError
+
+from elasticsite.context.memory import ContextState, Member, digest
 from elasticsite.context.models import ContextPolicy, NodeIn
+from elasticsite.context.validation import describe_errors
 from elasticsite.files import private_dir
 from elasticsite.sqlite import connect
 
 __all__ = ["ContextState", "Member", "Store", "digest", "new_secret"]
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS contexts (
@@ -56,13 +61,30 @@ CREATE TABLE IF NOT EXISTS entries (
 ) WITHOUT ROWID;
 """
 
+SCHEMA_VERSION = 1
+"""``PRAGMA user_version``: 1 since contexts refuse loopback and link-local addresses
+unless their policy allows them (contexts created before keep taking them)."""
+
+_RECORD_FIELDS = set(NodeIn.model_fields)
+"""What a member's stored record holds of a join (never its host key proof)."""
+
 LOCK_TIMEOUT = 5.0
 """Seconds to wait for a lock on the file (the broker is its only user)."""
-_RESPONSE_CACHE = 64
-"""Distinct ``since`` answers kept per context between two changes."""
-_RESPONSE_CACHE_BYTES = 64 * 1024 * 1024
-"""Bytes of cached answers per context (a snapshot of 10,000 members is a few MiB, and
-every agent starting at once asks for it)."""
+
+
+def _stored_policy(cid: str, stored: str) -> ContextPolicy:
+    """A context's stored rules. Rules an older broker took but today's checks refuse
+    (a domain with a numeric label, say) are kept as stored, and logged: they can
+    only narrow who may join, and the broker must start."""
+    try:
+        return ContextPolicy.model_validate_json(stored)
+    except ValidationError as exc:
+        log.warning(
+            "context %s: its stored rules do not pass today's checks (%s); kept as stored",
+            cid,
+            describe_errors(exc.errors()),
+        )
+        return ContextPolicy.model_construct(**json.loads(stored))
 
 
 def new_secret() -> str:
@@ -70,152 +92,8 @@ def new_secret() -> str:
     return secrets.token_urlsafe(24)
 
 
-def digest(value: str) -> bytes:
-    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
-
-
 def _dumps(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-@dataclass(slots=True)
-class Member:
-    """A current member: its record as JSON, and its pre-serialised join entry."""
-
-    node_id: str
-    secret_digest: bytes
-    info: dict[str, object]
-    info_json: bytes
-    join_entry: int
-    join_json: bytes
-
-    @property
-    def hostname(self) -> str:
-        return str(self.info["hostname"])
-
-    @property
-    def short_hostname(self) -> str:
-        return str(self.info["short_hostname"])
-
-    @property
-    def address(self) -> str:
-        return str(self.info["address"])
-
-    @property
-    def ssh_host_key(self) -> str:
-        return str(self.info["ssh_host_key"])
-
-    @property
-    def size(self) -> int:
-        return len(self.info_json)
-
-    def names(self) -> tuple[tuple[str, str], ...]:
-        """How other members find this one: its index keys in :class:`ContextState`."""
-        return (
-            ("node_id", self.node_id),
-            ("hostname", self.hostname),
-            ("short_hostname", self.short_hostname),
-            ("address", self.address),
-        )
-
-
-@dataclass(slots=True)
-class ContextState:
-    """One context in memory; ``entries[i]`` is the JSON of entry ``first_id + i``."""
-
-    id: str
-    name: str
-    created_at: float
-    key_digest: bytes
-    secret_digest: bytes
-    last_id: int = 0
-    first_id: int = 1
-    entries: list[bytes] = field(default_factory=list)
-    members: dict[str, Member] = field(default_factory=dict)
-    departed: dict[str, tuple[bytes, int]] = field(default_factory=dict)
-    cache: dict[int, bytes] = field(default_factory=dict)
-    policy: ContextPolicy = field(default_factory=ContextPolicy)
-    budget: JoinBudget = field(default_factory=JoinBudget)
-    member_bytes: int = 0
-    index: dict[tuple[str, str], Member] = field(default_factory=dict)
-    """Current members by node id, host name, short host name and address."""
-
-    @property
-    def member_count(self) -> int:
-        return len(self.members)
-
-    def holder(self, kind: str, value: str) -> Member | None:
-        return self.index.get((kind, value))
-
-    def add_member(self, member: Member) -> None:
-        self.members[member.node_id] = member
-        self.member_bytes += member.size
-        for key in member.names():
-            self.index[key] = member
-
-    def drop_member(self, member: Member) -> None:
-        del self.members[member.node_id]
-        self.member_bytes -= member.size
-        for key in member.names():
-            if self.index.get(key) is member:
-                del self.index[key]
-
-    def check_context(self, key: str, secret: str) -> bool:
-        """Whether ``key``/``secret`` are this context's (constant time)."""
-        ok_key = hmac.compare_digest(digest(key), self.key_digest)
-        ok_secret = hmac.compare_digest(digest(secret), self.secret_digest)
-        return ok_key & ok_secret
-
-    def check_node(self, node_id: str, secret: str) -> bool:
-        """Whether ``node_id``/``secret`` are a current member's credential."""
-        member = self.members.get(node_id)
-        if member is None:
-            return False
-        return hmac.compare_digest(digest(secret), member.secret_digest)
-
-    def check_departed(self, node_id: str, secret: str) -> bool:
-        """Whether the credential belongs to a node that has left (kept as long as its
-        leave entry is in the history, so a retried leave learns it already happened)."""
-        held = self.departed.get(node_id)
-        return held is not None and hmac.compare_digest(digest(secret), held[0])
-
-    def updates_body(self, since: int) -> bytes:
-        """The JSON answer for a caller that applied everything up to ``since``.
-
-        ``since`` must not exceed ``last_id``. Answers are cached until the next change,
-        since thousands of agents ask the same question at the same moment.
-        """
-        snapshot = since == 0 or since < self.first_id - 1
-        key = -1 if snapshot else since
-        body = self.cache.get(key)
-        if body is not None:
-            return body
-        if snapshot:
-            parts = [m.join_json for m in self.members.values()]
-        else:
-            parts = self.entries[since - self.first_id + 1 :]
-        body = b'{"last_id":%d,"snapshot":%s,"entries":[%s]}' % (
-            self.last_id,
-            b"true" if snapshot else b"false",
-            b",".join(parts),
-        )
-        if len(self.cache) >= _RESPONSE_CACHE or (
-            sum(map(len, self.cache.values())) + len(body) > _RESPONSE_CACHE_BYTES
-        ):
-            self.cache.clear()
-        if len(body) <= _RESPONSE_CACHE_BYTES // 2:
-            self.cache[key] = body
-        return body
-
-    def members_body(self) -> bytes:
-        body = self.cache.get(-2)
-        if body is None:
-            body = b'{"last_id":%d,"members":[%s]}' % (
-                self.last_id,
-                b",".join(m.info_json for m in self.members.values()),
-            )
-            self.cache[-2] = body
-        return body
 
 
 class Store:
@@ -243,13 +121,33 @@ class Store:
         self._db.close()
 
     def _migrate(self) -> None:
-        """Bring a database written by an older broker up to this schema."""
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(contexts)")}
-        if "policy" not in columns:
-            with self._db.transaction():
-                self._db.execute(
-                    "ALTER TABLE contexts ADD COLUMN policy TEXT NOT NULL DEFAULT '{}'"
+        """Bring a database written by an older broker up to this schema.
+
+        Contexts created before version 1 took loopback and link-local addresses: they
+        keep doing so (their members, the embedded site's, may live on loopback), and
+        the log names them; new contexts refuse such addresses unless told otherwise.
+        """
+        db = self._db
+        with db.transaction():
+            columns = {row[1] for row in db.execute("PRAGMA table_info(contexts)")}
+            if "policy" not in columns:
+                db.execute("ALTER TABLE contexts ADD COLUMN policy TEXT NOT NULL DEFAULT '{}'")
+            if db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+                return
+            for cid, policy in db.execute("SELECT id, policy FROM contexts").fetchall():
+                kept = _stored_policy(cid, policy).model_copy(
+                    update={"allow_loopback": True, "allow_link_local": True}
                 )
+                db.execute(
+                    "UPDATE contexts SET policy = ? WHERE id = ?",
+                    (kept.model_dump_json(exclude_defaults=True), cid),
+                )
+                log.warning(
+                    "context %s predates the refusal of loopback and link-local addresses: "
+                    "it keeps taking them (recreate it to refuse them)",
+                    cid,
+                )
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _load(self) -> None:
         db = self._db
@@ -257,7 +155,7 @@ class Store:
             "SELECT id, name, created_at, key_digest, secret_digest, last_id, policy FROM contexts"
         ):
             loaded = ContextState(cid, name, created, kd, sd, last, last + 1)
-            loaded.policy = ContextPolicy.model_validate_json(policy)
+            loaded.policy = _stored_policy(cid, policy)
             self.contexts[cid] = loaded
         for cid, nid, sd, info, join_entry, left_entry in db.execute(
             "SELECT context_id, id, secret_digest, info, join_entry, left_entry FROM nodes "
@@ -376,7 +274,10 @@ class Store:
         if joining is not None:
             node_id, sd, node = joining
             entry_id += 1
-            info: dict[str, object] = {"node_id": node_id, **node.model_dump()}
+            info: dict[str, object] = {
+                "node_id": node_id,
+                **node.model_dump(include=_RECORD_FIELDS),
+            }
             info["joined_at"] = time.time()
             new_member = self._member(node_id, sd, info, entry_id)
             new_entries.append((entry_id, new_member.join_json))

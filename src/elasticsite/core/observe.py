@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from elasticsite.batch.base import Node, NodeState
-from elasticsite.clouds.base import SITE_TAG, Instance
+from elasticsite.clouds.base import Instance
 from elasticsite.clouds.base import InstanceState as IS
 from elasticsite.core import estimates, health
+from elasticsite.core.adopt import adopt
 from elasticsite.core.plan import (
     AddAndLaunch,
     CoreConfig,
@@ -35,7 +36,7 @@ from elasticsite.core.plan import (
     WorkerRecord,
     command_key,
 )
-from elasticsite.core.transitions import move, move_new
+from elasticsite.core.transitions import move
 from elasticsite.model import Cause, Job, Worker, WorkerState
 from elasticsite.snapshot import SiteSnapshot
 
@@ -59,13 +60,16 @@ def observe(
     instances: Mapping[str, Mapping[str, Instance]],
     queued: Sequence[Job] = (),
     running: Sequence[Job] = (),
+    listed: Mapping[str, float] | None = None,
 ) -> SiteSnapshot:
     """Settle ``outcomes``, then reconcile every worker with ``nodes`` (by node name)
     and ``instances`` (per cloud, by worker id; a cloud missing from it could not be
-    asked this time). Returns the snapshot a policy decides on."""
+    asked this time). ``listed``: when a cloud's listing was asked for, if before
+    ``now`` (a slow cloud's): what it lacks is judged as of then. Returns the snapshot
+    a policy decides on."""
     settle(state, plan, config, now, outcomes)
-    _reconcile(state, plan, config, now, nodes, instances)
-    _adopt(state, plan, config, now, instances)
+    _reconcile(state, plan, config, now, nodes, instances, listed or {})
+    adopt(state, plan, config, now, instances)
     workers = [r.worker for r in state.records.values() if r.worker.state not in _FINAL]
     held = {r.worker.node for r in state.records.values()}
     site_cores = sum(
@@ -93,6 +97,10 @@ def settle(
     a step that could not sense, or a driver stopping)."""
     for outcome in outcomes:
         _settle(state, plan, config, now, outcome)
+    for (kind, _), more in plan.alike.items():
+        if more:
+            plan.errors.append(Problem(f"{kind} of {more} more workers failed the same way"))
+    plan.alike.clear()
     health.track(state, plan, config, now)
     estimates.track(state, plan, config)
 
@@ -146,18 +154,25 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
                 move(plan, rec, S.BUSY if w.running_jobs else S.IDLE, at, Cause.DEMAND_RETURNED)
         elif isinstance(command, RemoveNode):
             _gone(state, plan, rec, at)
+        elif isinstance(command, TerminateInstance):  # a listing may show it up a while yet
+            rec.next_attempt_at = max(rec.next_attempt_at, at + config.grace)
         return
     kind = command.kind
     plan.count(f"{'remove_node' if kind == 'remove' else kind}_errors")
-    plan.errors.append(
-        Problem(
-            f"{kind} {w.id} failed (attempt {rec.attempts + 1}): {out.error}",
-            worker=w.id,
-            cloud=w.cloud,
-            instance=w.instance_id,
-            node=w.node,
+    alike = (kind, out.error)
+    if alike in plan.alike:  # said once this step already (a batch refused together)
+        plan.alike[alike] += 1
+    else:
+        plan.alike[alike] = 0
+        plan.errors.append(
+            Problem(
+                f"{kind} {w.id} failed (attempt {rec.attempts + 1}): {out.error}",
+                worker=w.id,
+                cloud=w.cloud,
+                instance=w.instance_id,
+                node=w.node,
+            )
         )
-    )
     if isinstance(command, DrainNode | UndrainNode | RemoveNode | OwnNode):
         return  # asked again by the policy, or at the next step
     rec.attempts += 1
@@ -219,6 +234,7 @@ def _reconcile(
     now: float,
     nodes: Mapping[str, Node],
     instances: Mapping[str, Mapping[str, Instance]],
+    listed: Mapping[str, float],
 ) -> None:
     grace = config.grace
     running, up = IS.RUNNING, _STEADY
@@ -267,7 +283,11 @@ def _reconcile(
                     move(plan, rec, S.BUSY if w.running_jobs else S.IDLE, joined, Cause.JOINED)
                 if w.owner != (node.owner or ""):  # a system that cannot say is told again
                     plan.run(OwnNode(w.id, node.name, w.owner), state)
-            elif cloud_ok and f"launch:{w.id}" not in inflight and _vanished(inst, w, now, grace):
+            elif (
+                cloud_ok
+                and f"launch:{w.id}" not in inflight
+                and _vanished(inst, w, listed.get(w.cloud, now), grace)
+            ):
                 move(plan, rec, S.FAILED, now, _lost(inst))
             continue
 
@@ -280,7 +300,7 @@ def _reconcile(
                 if now - since < config.power_down_grace:
                     continue
             state.down_since.pop(w.id, None)
-            if cloud_ok and _vanished(inst, w, now, grace):
+            if cloud_ok and _vanished(inst, w, listed.get(w.cloud, now), grace):
                 move(plan, rec, S.FAILED, now, _lost(inst))
                 continue
             if lost_heartbeat:
@@ -313,6 +333,8 @@ def _reconcile(
         if cloud is None or f"terminate:{w.id}" in inflight:
             continue
         inst = cloud.get(w.id)
+        if inst is None and listed.get(w.cloud, now) < w.state_since:
+            continue  # listed before the worker's last move: it cannot tell
         if inst is None or inst.state is IS.TERMINATED:
             if inst is not None and inst.ended_at is not None:
                 rec.ended_at = inst.ended_at
@@ -360,52 +382,3 @@ def _vanished(inst: Instance | None, w: Worker, now: float, grace: float) -> boo
     if inst is None:
         return now - w.state_since > grace
     return inst.state in (IS.TERMINATED, IS.ERROR)
-
-
-def _adopt(
-    state: CoreState,
-    plan: Plan,
-    config: CoreConfig,
-    now: float,
-    instances: Mapping[str, Mapping[str, Instance]],
-) -> None:
-    """Tagged instances no live record knows of: adopt new ones, take down stale ones."""
-    specs = {c.name: c for c in config.clouds}
-    for cloud_name, found in instances.items():
-        spec = specs.get(cloud_name)
-        for wid, inst in found.items():
-            if wid in state.records or inst.tags.get(SITE_TAG) != config.site_id:
-                continue
-            if inst.state in (IS.TERMINATED, IS.STOPPING):
-                continue
-            if wid in state.known or spec is None:
-                # Its worker is finished: the instance must not outlive it.
-                if now >= state.strays.get(inst.id, 0.0):
-                    if inst.id not in state.strays:
-                        plan.count("strays_terminated")
-                        plan.errors.append(
-                            Problem(
-                                f"terminating stray instance {inst.id} ({wid})",
-                                cloud=cloud_name,
-                                instance=inst.id,
-                                worker=wid,
-                            )
-                        )
-                    state.strays[inst.id] = float("inf")  # until its outcome says otherwise
-                    plan.run(TerminateInstance("", cloud_name, inst.id), state)
-                continue
-            vm = spec.default_vm
-            w = Worker(
-                id=wid,
-                cloud=cloud_name,
-                vm_type=vm.name,
-                cores=vm.cores,
-                requested_at=inst.created_at or now,
-                instance_id=inst.id,
-            )
-            rec = WorkerRecord(w)
-            state.records[wid] = rec
-            state.known.add(wid)
-            move_new(plan, rec, now, Cause.ADOPTED)
-            move(plan, rec, S.BOOTING, now, Cause.ADOPTED)
-            plan.count("adopted")

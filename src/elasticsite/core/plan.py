@@ -216,6 +216,8 @@ class Outcome:
     instance_id: str | None = None
     kind: str | None = None
     """Why a cloud call failed (:class:`~elasticsite.clouds.errors.ErrorKind`), if known."""
+    call: str | None = None
+    """The provider's API call that failed (``RunInstances`` ...), if the driver said."""
 
 
 # --- the state a driver keeps and the plan it gets ---------------------------------
@@ -320,6 +322,9 @@ class Plan:
     """A cloud's health record changed: the driver persists them."""
     held_changed: bool = False
     """The jobs held changed: the driver persists them."""
+    alike: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Failures of one kind with the same error (a batch of terminations refused
+    together) past the first, reported as one line each."""
 
     def count(self, name: str, by: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + by

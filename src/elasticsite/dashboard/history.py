@@ -2,9 +2,12 @@
 
 The manager (:class:`HistoryWriter`, a step observer on its loop thread) keeps, every
 ``every`` seconds: one *sample* of the queue, the running jobs, the workers by cloud
-and state and the spend rate, and the head of the queue as it stood. Samples older
-than ``keep`` seconds are dropped as new ones come. Everything else the dashboard
-shows (the workers as they are, their last transitions) is the manager's own state.
+and state, the spend rate and what was spent (per cloud, and in the budget's period
+with its forecast), and the head of the queue as it stood. Samples older than ``keep``
+seconds are dropped as new ones come. When the manager stops, it takes a last sample
+of its last step and marks the history stopped, so the dashboard never calls a stopped
+manager live. Everything else the dashboard shows (the workers as they are, their last
+transitions, the budget's refusals) is the manager's own state.
 
 :class:`HistoryReader` opens the same file read-only: it never takes a write lock, so a
 dashboard can watch a running manager, and it works as well on the file of a manager
@@ -14,6 +17,7 @@ that is stopped, which is what "the last known state" means.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,12 +25,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elasticsite.model import CloudSpec, Job, WorkerState
+from elasticsite.spend import WATCH_KEY, Budget, BudgetWatch
 from elasticsite.sqlite import Connection, connect
 
 if TYPE_CHECKING:
     from elasticsite.manager.report import StepReport
 
-__all__ = ["QUEUE_SHOWN", "HistoryReader", "HistoryWriter", "Sample", "WorkerRow"]
+__all__ = ["QUEUE_SHOWN", "HistoryReader", "HistoryWriter", "Money", "Sample", "WorkerRow"]
+
+log = logging.getLogger(__name__)
 
 QUEUE_SHOWN = 100
 """Queued jobs kept for the dashboard, from the head of the queue."""
@@ -39,7 +46,8 @@ CREATE TABLE IF NOT EXISTS site_samples (
     running_jobs INTEGER NOT NULL,
     running_cores INTEGER NOT NULL,
     workers TEXT NOT NULL,
-    spend_rate REAL NOT NULL
+    spend_rate REAL NOT NULL,
+    spent TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS site_queue (
     pos INTEGER PRIMARY KEY,
@@ -51,6 +59,8 @@ CREATE TABLE IF NOT EXISTS site_queue (
     grp TEXT NOT NULL
 );
 """
+_STOPPED = "history_stopped_at"
+"""Meta key: the time of the last step of a manager that stopped (none while it runs)."""
 _PAID = {s.value for s in (WorkerState.REQUESTED, WorkerState.BOOTING, WorkerState.IDLE,
                            WorkerState.BUSY, WorkerState.DRAINING)}  # fmt: skip
 
@@ -66,10 +76,30 @@ class Sample:
     running_cores: int
     workers: dict[str, dict[str, int]]
     spend_rate: float
+    spent: dict[str, float]
+    """What was spent by then, per cloud (empty in samples from before it was kept)."""
+    period_spent: float | None = None
+    """Spent in the budget's period by then (None without a budget)."""
+    forecast: float | None = None
+    """The budget period's forecast spend at that step."""
 
     @property
     def live_workers(self) -> int:
         return sum(n for states in self.workers.values() for n in states.values())
+
+    @property
+    def spent_total(self) -> float:
+        return sum(self.spent.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Money:
+    """The site's currency and budget, as its manager was configured when it started,
+    and what the manager remembers of the budget (refusals, the 80% warning)."""
+
+    currency: str
+    budget: Budget | None
+    watch: BudgetWatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +117,18 @@ class WorkerRow:
 
 
 def _sample(row: tuple[Any, ...]) -> Sample:
-    at, qj, qc, rj, rc, workers, spend = row
-    return Sample(float(at), int(qj), int(qc), int(rj), int(rc), json.loads(workers), float(spend))
+    at, qj, qc, rj, rc, workers, spend = row[:7]
+    spent = row[7] if len(row) > 7 else "{}"  # a file its manager has not upgraded yet
+    money = json.loads(spent or "{}")
+    period, forecast = money.get("period"), money.get("forecast")
+    return Sample(float(at), int(qj), int(qc), int(rj), int(rc), json.loads(workers), float(spend),
+                  {str(k): float(v) for k, v in money.get("by_cloud", {}).items()},
+                  None if period is None else float(period),
+                  None if forecast is None else float(forecast))  # fmt: skip
+
+
+def _columns(db: Connection, table: str) -> set[str]:
+    return {str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")}
 
 
 class HistoryWriter:
@@ -103,6 +143,8 @@ class HistoryWriter:
         every: float = 60.0,
         keep: float = 8 * 86400.0,
         busy_timeout: float = 30.0,
+        currency: str = "USD",
+        budget: Budget | None = None,
     ) -> None:
         # Opened by whoever builds the manager, used by its loop thread only.
         self.db: Connection = connect(
@@ -111,21 +153,40 @@ class HistoryWriter:
         for statement in filter(str.strip, _SCHEMA.split(";")):
             with self.db.transaction(immediate=False):
                 self.db.execute(statement)
+        with self.db.transaction():
+            if "spent" not in _columns(self.db, "site_samples"):  # a file from before
+                self.db.execute(
+                    "ALTER TABLE site_samples ADD COLUMN spent TEXT NOT NULL DEFAULT '{}'"
+                )
         self.prices = {c.name: c.price_per_hour for c in specs}
         self.every = every
         self.keep = keep
         self._last = -1e300
+        self._report: StepReport | None = None
+        budget_json = None if budget is None else json.dumps(
+            {"amount": budget.amount, "period": budget.period,
+             "urgent_extra": budget.urgent_extra}
+        )  # fmt: skip
         with self.db.transaction():
-            self.db.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('spend_cap', ?)",
-                ("" if spend_cap is None else repr(spend_cap),),
-            )
+            self.db.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [("spend_cap", "" if spend_cap is None else repr(spend_cap)),
+                 ("currency", currency), ("budget_limit", budget_json or "")],
+            )  # fmt: skip
+            self.db.execute("DELETE FROM meta WHERE key = ?", (_STOPPED,))
 
     def __call__(self, report: StepReport) -> None:
-        if report.at - self._last < self.every or report.snapshot is None:
+        if report.snapshot is None:
             return
+        self._report = report
+        if report.at - self._last < self.every:
+            return
+        self._take(report)
+
+    def _take(self, report: StepReport) -> None:
         self._last = report.at
         snap = report.snapshot
+        assert snap is not None
         workers: dict[str, dict[str, int]] = {}
         spend = 0.0
         for (cloud, state), n in report.worker_counts.items():
@@ -135,11 +196,20 @@ class HistoryWriter:
             if state in _PAID:
                 spend += self.prices.get(cloud, 0.0) * n
         head: list[Job] = list(snap.queued[:QUEUE_SHOWN])
+        money: dict[str, Any] = {}
+        if report.spent is not None:
+            spent = report.spent()
+            money["by_cloud"] = dict(spent.by_cloud)
+            if spent.period is not None:
+                money["period"] = spent.period_total
+        if report.forecast is not None:
+            money["forecast"] = report.forecast()
         with self.db.transaction():
             self.db.execute(
-                "INSERT OR REPLACE INTO site_samples VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO site_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (report.at, len(snap.queued), snap.queued_cores, len(snap.running),
-                 sum(j.cores for j in snap.running), json.dumps(workers), spend),
+                 sum(j.cores for j in snap.running), json.dumps(workers), spend,
+                 json.dumps(money)),
             )  # fmt: skip
             self.db.execute("DELETE FROM site_samples WHERE at < ?", (report.at - self.keep,))
             self.db.execute("DELETE FROM site_queue")
@@ -150,7 +220,22 @@ class HistoryWriter:
             )  # fmt: skip
 
     def close(self) -> None:
-        self.db.close()
+        """The manager stops: keep its last step as the last sample, and say it stopped
+        (a failure is logged: the history must never keep the manager from stopping)."""
+        last = self._report
+        try:
+            if last is not None:
+                if last.at > self._last:
+                    self._take(last)
+                with self.db.transaction():
+                    self.db.execute(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                        (_STOPPED, repr(last.at)),
+                    )
+        except Exception:
+            log.exception("dashboard history: cannot record that the manager stopped")
+        finally:
+            self.db.close()
 
 
 class HistoryReader:
@@ -197,6 +282,15 @@ class HistoryReader:
             for _, j, u, c, w, s, g in self._rows("SELECT * FROM site_queue ORDER BY pos")
         ]
 
+    def unservable(self) -> list[tuple[str, str, float]]:
+        """Queued jobs no cloud can run, as the manager last marked them: (job, why, since)."""
+        return [
+            (str(j), str(why), float(since))
+            for j, why, since in self._rows(
+                "SELECT job_id, reason, since FROM unservable_jobs ORDER BY since, job_id"
+            )
+        ]
+
     def workers(self) -> list[WorkerRow]:
         return [
             WorkerRow(str(i), str(c), str(v), str(st), float(since),
@@ -217,6 +311,27 @@ class HistoryReader:
                 (limit,),
             )
         ]
+
+    def stopped_at(self) -> float | None:
+        """The last step of a manager that stopped cleanly (None while one runs)."""
+        rows = self._rows("SELECT value FROM meta WHERE key = ?", (_STOPPED,))
+        return float(str(rows[0][0])) if rows and rows[0][0] else None
+
+    def money(self) -> Money:
+        """The currency, the budget and the manager's budget watch."""
+        meta = dict(self._rows(
+            "SELECT key, value FROM meta WHERE key IN ('currency', 'budget_limit', ?)",
+            (WATCH_KEY,),
+        ))  # fmt: skip
+        budget = None
+        try:
+            b = json.loads(meta.get("budget_limit") or "null")
+            if b is not None:
+                budget = Budget(float(b["amount"]), b["period"], float(b["urgent_extra"]))
+        except (ValueError, TypeError, KeyError):
+            budget = None
+        return Money(str(meta.get("currency") or "USD"), budget,
+                     BudgetWatch.load(meta.get(WATCH_KEY)))  # fmt: skip
 
     def spend_cap(self) -> float | None:
         rows = self._rows("SELECT value FROM meta WHERE key = 'spend_cap'")

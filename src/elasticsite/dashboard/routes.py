@@ -33,6 +33,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from elasticsite.dashboard.history import HistoryReader
 from elasticsite.dashboard.views import STATES, age_text, overview
+from elasticsite.spend import utc
 
 __all__ = ["PAGE_HEADERS", "SESSION_COOKIE", "Dashboard", "install", "read_form"]
 
@@ -74,6 +75,7 @@ class Dashboard:
         )
         self.env.filters["age"] = age_text
         self.env.filters["clock"] = lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+        self.env.filters["utc"] = utc
 
     # -- sessions -------------------------------------------------------------------
 
@@ -147,7 +149,7 @@ def install(
             return RedirectResponse("/dashboard/login", 303, headers=PAGE_HEADERS)
         view = overview(dashboard.reader, dashboard.clock(), stale_after=dashboard.stale_after)
         return _page(dashboard.render("main.html.j2", v=view, states=STATES,
-                                      csrf=dashboard.session(request) or "",
+                                      session_csrf=dashboard.session(request) or "",
                                       refresh=REFRESH_SECONDS))  # fmt: skip
 
     @app.get("/dashboard/live", include_in_schema=False)
@@ -163,7 +165,7 @@ def install(
             return RedirectResponse("/dashboard/login", 303, headers=PAGE_HEADERS)
         view = overview(dashboard.reader, dashboard.clock(), stale_after=dashboard.stale_after)
         return _page(dashboard.render("workers.html.j2", v=view,
-                                      csrf=dashboard.session(request) or ""))  # fmt: skip
+                                      session_csrf=dashboard.session(request) or ""))  # fmt: skip
 
     @app.get("/dashboard/login", include_in_schema=False)
     def login_form(request: Request, failed: int = 0) -> Response:

@@ -2,20 +2,24 @@
 
 :class:`CommandRunner` turns one :class:`~elasticsite.core.Command` into the calls it
 stands for and returns its :class:`~elasticsite.core.Outcome`, dated when the cloud
-or batch system answered. It runs on the manager's thread pool and never raises: a
-failure, whatever it is, is an outcome the core settles (retry, back off, give up).
-It touches no state store.
+or batch system answered. A step's terminations on one cloud go together
+(:meth:`CommandRunner.batches`): one ``terminate(ids)`` call for as many ids as the
+driver's ``terminate_batch`` says, each command keeping its own outcome. It runs on
+the manager's thread pool and never raises: a failure, whatever it is, is an outcome
+the core settles (retry, back off, give up). It touches no state store.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from elasticsite.batch.base import BatchError, BatchSystem, UnknownJob
 from elasticsite.clouds.base import (
     SITE_TAG,
+    TERMINATE_BATCH,
     URGENCY_TAG,
     VOLUNTEER_TAG,
     WORKER_TAG,
@@ -68,20 +72,56 @@ class CommandRunner:
         self.clock = clock
         self.context = context
 
+    def batches(self, commands: Sequence[Command]) -> list[list[Command]]:
+        """``commands`` as the pool runs them: the terminations on one cloud in groups
+        of the driver's ``terminate_batch``, every other command on its own."""
+        out: list[list[Command]] = []
+        grouped: dict[str, list[Command]] = {}
+        for command in commands:
+            if isinstance(command, TerminateInstance) and command.cloud in self.clouds:
+                grouped.setdefault(command.cloud, []).append(command)
+            else:
+                out.append([command])
+        for cloud, group in grouped.items():
+            size = getattr(self.clouds[cloud], "terminate_batch", TERMINATE_BATCH)
+            size = max(1, int(size))
+            out.extend(group[i : i + size] for i in range(0, len(group), size))
+        return out
+
+    def run_all(self, commands: Sequence[Command]) -> list[Outcome]:
+        """Carry out a group made by :meth:`batches`: terminations in one driver call."""
+        first = commands[0] if commands else None
+        if len(commands) < 2 or not isinstance(first, TerminateInstance):
+            return [self.run(c) for c in commands]
+        ids = [c.instance_id for c in commands if isinstance(c, TerminateInstance)]
+        try:
+            self.clouds[first.cloud].terminate(ids)
+        except Exception as exc:
+            failed = self._failed(first, exc)
+            return [replace(failed, command=c) for c in commands]
+        at = self.clock()
+        return [Outcome(c, at) for c in commands]
+
     def run(self, command: Command) -> Outcome:
         """Carry ``command`` out; its outcome, success or failure."""
         try:
             instance_id = self._execute(command)
-        except CloudError as exc:
-            kind = str(exc.kind)
-            return Outcome(command, self.clock(), error=str(exc) or type(exc).__name__, kind=kind)
-        except BatchError as exc:
+        except Exception as exc:
+            return self._failed(command, exc)
+        return Outcome(command, self.clock(), instance_id=instance_id)
+
+    def _failed(self, command: Command, exc: Exception) -> Outcome:
+        """The outcome of ``command`` that raised ``exc``."""
+        if isinstance(exc, CloudError):
+            return Outcome(
+                command, self.clock(), error=str(exc) or type(exc).__name__,
+                kind=str(exc.kind), call=exc.call or None,
+            )  # fmt: skip
+        if isinstance(exc, BatchError):
             why = "unknown_job" if isinstance(exc, UnknownJob) else None
             return Outcome(command, self.clock(), error=str(exc) or type(exc).__name__, kind=why)
-        except Exception as exc:  # a driver's bug must not lose the outcome
-            log.exception("%s failed unexpectedly", command)
-            return Outcome(command, self.clock(), error=f"{type(exc).__name__}: {exc}")
-        return Outcome(command, self.clock(), instance_id=instance_id)
+        log.error("%s failed unexpectedly", command, exc_info=exc)  # a driver's bug
+        return Outcome(command, self.clock(), error=f"{type(exc).__name__}: {exc}")
 
     def _execute(self, command: Command) -> str | None:
         if isinstance(command, AddAndLaunch):

@@ -67,9 +67,18 @@ def _read_token(config: ContextConfig) -> str:
 class ContextLink:
     """The site's context on the broker, as the manager uses it."""
 
-    def __init__(self, config: ContextConfig, store: StateStore, site_id: str) -> None:
+    def __init__(
+        self,
+        config: ContextConfig,
+        store: StateStore,
+        site_id: str,
+        *,
+        loopback_workers: bool = False,
+    ) -> None:
         self.config = config
         self.store = store
+        self.loopback_workers = loopback_workers
+        """Some workers live on this machine's loopback (the local cloud's do)."""
         self.name = config.name or site_id
         self.ca_pem: str | None = None
         if config.ca:
@@ -117,7 +126,8 @@ class ContextLink:
 
     def policy(self) -> ContextPolicy:
         """The new context's admission rules: no worker may take this host's names
-        (nor those the configuration reserves)."""
+        (nor those the configuration reserves), and loopback addresses are taken only
+        when workers live on loopback."""
         reserved: list[str] = []
         for name in (socket.gethostname(), socket.getfqdn(), *self.config.reserved):
             try:
@@ -131,7 +141,9 @@ class ContextLink:
             if name not in reserved:
                 reserved.append(name)
         return ContextPolicy(
-            reserved=reserved[:64], replace_on_rejoin=self.config.replace_on_rejoin
+            reserved=reserved[:64],
+            replace_on_rejoin=self.config.replace_on_rejoin,
+            allow_loopback=self.loopback_workers,
         )
 
     def _userdata(self, values: dict[str, str]) -> dict[str, str]:

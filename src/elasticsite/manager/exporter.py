@@ -11,13 +11,21 @@ Counted on the loop thread after each step, in O(what the step changed):
 * ``elasticsite_worker_failures_total{cloud,cause}``, ``elasticsite_stalls_total{cloud}``
 * ``elasticsite_step_duration_seconds`` (histogram), ``elasticsite_step_errors_total``,
   ``elasticsite_last_step_timestamp_seconds``
+* ``elasticsite_budget_refused_launches_total{cloud}``: launches the budget held back
 
 Read from the last step's report when Prometheus scrapes (so a step never pays for
 them): ``elasticsite_workers{cloud,state}``, ``elasticsite_queued_jobs{group}``,
 ``elasticsite_queued_cores{group}``, ``elasticsite_running_jobs{group}``,
 ``elasticsite_running_cores{group}`` (a group is the jobs' partition, ``default``
 without one), ``elasticsite_spend_rate_per_hour`` and
-``elasticsite_spend_cap_per_hour`` (in the clouds' currency).
+``elasticsite_spend_cap_per_hour``, ``elasticsite_spent_total{cloud,currency}`` (a
+counter: what the workers have cost so far under each cloud's billing rule, finished
+ones included, kept across restarts), and with a budget
+``elasticsite_budget{period,currency}``, ``elasticsite_budget_spent{period,currency}``
+(spent in the current period) and ``elasticsite_budget_forecast{period,currency}``,
+and ``elasticsite_jobs_unservable`` (queued jobs no cloud can run, for which nothing is
+launched; ``elasticsite queue`` says why). Every HELP text names the site's currency
+(``[site] currency``).
 """
 
 from __future__ import annotations
@@ -33,10 +41,11 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from elasticsite.model import Cause, CloudSpec, Job, WorkerState
+from elasticsite.spend import Budget
 
 if TYPE_CHECKING:
     from elasticsite.manager.report import StepReport
@@ -63,10 +72,15 @@ class ManagerMetrics:
         specs: Sequence[CloudSpec],
         spend_cap: float | None = None,
         registry: CollectorRegistry | None = None,
+        *,
+        currency: str = "USD",
+        budget: Budget | None = None,
     ) -> None:
         self.registry = registry or CollectorRegistry()
         self.prices = {c.name: c.price_per_hour for c in specs}
         self.spend_cap = spend_cap
+        self.currency = currency
+        self.budget = budget
         r = self.registry
         self.launches = Counter(
             "elasticsite_launches", "Workers asked of a cloud", ["cloud"], registry=r
@@ -101,6 +115,12 @@ class ManagerMetrics:
         self.step_errors = Counter(
             "elasticsite_step_errors", "Problems a step reported", registry=r
         )
+        self.refused = Counter(
+            "elasticsite_budget_refused_launches",
+            "Launches the budget held back (their forecast spend would pass it)",
+            ["cloud"],
+            registry=r,
+        )
         self.last_step = Gauge(
             "elasticsite_last_step_timestamp_seconds",
             "When the last step ran (Unix time)",
@@ -126,6 +146,8 @@ class ManagerMetrics:
                     self.stalls.labels(cloud).inc()
         for cloud in report.retried:
             self.retries.labels(cloud).inc()
+        for refusal in report.decision.refused:
+            self.refused.labels(refusal.launch.cloud).inc(refusal.launch.count)
         if report.errors:
             self.step_errors.inc(len(report.errors))
         self.step_seconds.observe(report.total_seconds)
@@ -162,18 +184,26 @@ class _Scraped(Collector):
             for (cloud, state), count in counts.items()
             if S(state) in _PAID
         )
+        cur = m.currency
         rate = GaugeMetricFamily(
             "elasticsite_spend_rate_per_hour",
-            "What the site's workers cost per hour now, in the clouds' currency",
+            f"What the site's workers cost per hour now, in {cur}",
         )
         rate.add_metric([], spend)
         yield rate
         if m.spend_cap is not None:
             cap = GaugeMetricFamily(
-                "elasticsite_spend_cap_per_hour", "The site's spend cap per hour"
+                "elasticsite_spend_cap_per_hour", f"The site's spend cap, in {cur} per hour"
             )
             cap.add_metric([], m.spend_cap)
             yield cap
+        yield from _money(m, report)
+        unservable = GaugeMetricFamily(
+            "elasticsite_jobs_unservable",
+            "Queued jobs no cloud can run (nothing is launched for them)",
+        )
+        unservable.add_metric([], len(report.unservable) if report else 0)
+        yield unservable
         snapshot = report.snapshot if report else None
         for name, help_, jobs in (
             ("queued", "Jobs waiting", snapshot.queued if snapshot else ()),
@@ -196,6 +226,37 @@ class _Scraped(Collector):
                 fam_c.add_metric([g], cores[g])
             yield fam
             yield fam_c
+
+
+def _money(m: ManagerMetrics, report: StepReport | None) -> Iterator[Any]:
+    """What was spent (a counter: it only grows, and starts again where the store left
+    it after a restart), and the budget's amount, spent part and forecast."""
+    cur = m.currency
+    spent = report.spent() if report is not None and report.spent is not None else None
+    total = CounterMetricFamily(
+        "elasticsite_spent",
+        f"What the site's workers have cost so far under each cloud's billing rule, in {cur}",
+        labels=["cloud", "currency"],
+    )
+    for cloud, amount in sorted((spent.by_cloud if spent else {}).items()):
+        total.add_metric([cloud, cur], amount)
+    yield total
+    budget = m.budget
+    if budget is None:
+        return
+    for name, help_, value in (
+        ("elasticsite_budget", f"The site's budget per {budget.period} (UTC), in {cur}",
+         budget.amount),
+        ("elasticsite_budget_spent", f"What was spent in the budget's current period, in {cur}",
+         spent.period_total if spent else None),
+        ("elasticsite_budget_forecast",
+         f"What the budget's period will have cost by its end at this rate, in {cur}",
+         report.forecast() if report is not None and report.forecast is not None else None),
+    ):  # fmt: skip
+        fam = GaugeMetricFamily(name, help_, labels=["period", "currency"])
+        if value is not None:
+            fam.add_metric([budget.period, cur], value)
+        yield fam
 
 
 def serve_metrics(metrics: ManagerMetrics, address: str, port: int) -> Any:

@@ -1,7 +1,8 @@
 """The decision loop: every ``interval``, sense -> core -> persist -> run commands.
 
 * **sense**: collect the outcomes of the commands that finished, take one batch
-  snapshot and one ``describe()`` per cloud;
+  snapshot and one ``describe()`` per cloud, all clouds at once, waiting for them
+  until the step's deadline (a cloud that misses it is not sensed this step);
 * **core**: :func:`elasticsite.core.observe` moves every worker from what was sensed,
   :func:`elasticsite.policies.evaluate` decides on the snapshot it gives, and
   :func:`elasticsite.core.apply` carries the decision out, as the simulator does;
@@ -10,30 +11,42 @@
   adopts);
 * **run**: every command (launches, terminations, drains, node removals, broker
   departures) on a thread pool, so nothing slow runs on the loop's thread, which is
-  the only one that writes the state store. Outcomes come back at the next step.
+  the only one that writes the state store; a step's terminations on one cloud go
+  in as few calls as the cloud takes. Outcomes come back at the next step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from elasticsite import core
 from elasticsite.batch.base import BatchError, BatchSystem, Node
-from elasticsite.clouds.base import CloudDriver, Instance
+from elasticsite.clouds.base import CloudDriver
 from elasticsite.config import ManagerConfig
-from elasticsite.core import Command, CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
+from elasticsite.core import CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
 from elasticsite.logs import ids
 from elasticsite.manager.commands import CommandRunner
+from elasticsite.manager.dispatch import Dispatch
 from elasticsite.manager.power import power_requests
 from elasticsite.manager.report import StepReport
-from elasticsite.manager.step_io import describe_clouds, persist, reserve_tagged
+from elasticsite.manager.spending import Spending
+from elasticsite.manager.step_io import (
+    CloudSensor,
+    Described,
+    cloud_resets,
+    note_cloud_errors,
+    persist,
+    reserve_tagged,
+)
 from elasticsite.manager.store import StateStore, worker_number
-from elasticsite.model import Cause, CloudSpec, Decision, Job, WorkerState
+from elasticsite.manager.unservable import UnservableMarks
+from elasticsite.model import CloudSpec, Decision, Job
 from elasticsite.policies import Policy, PolicySettings, evaluate
 
 if TYPE_CHECKING:
@@ -44,11 +57,10 @@ if TYPE_CHECKING:
 __all__ = ["Manager", "StepReport"]
 
 log = logging.getLogger(__name__)
-S = WorkerState
-_CHATTY = (Cause.JOB_STARTED, Cause.JOB_FINISHED)
-_FINAL = (S.TERMINATED, S.FAILED)
 POWER_DOWN_GRACE = 15.0
 """Seconds a joined node may look down under power saving before it counts as lost."""
+DESCRIBE_TIMEOUT = 5.0
+"""Seconds a step waits at least for the clouds' describes, unless configured."""
 
 
 class Manager:
@@ -72,6 +84,7 @@ class Manager:
         recorder: Recorder | None = None,
         metrics: ManagerMetrics | None = None,
         observers: Sequence[Callable[[StepReport], None]] = (),
+        currency: str = "USD",
     ) -> None:
         self.config = config
         self.site_id = config.site_id
@@ -100,9 +113,7 @@ class Manager:
             protect_cooldown=config.protect_cooldown,
             typed_nodes=bool(getattr(policy, "typed_nodes", False)),
         )
-        self._pool = executor or ThreadPoolExecutor(
-            config.launch_threads, thread_name_prefix="es-cloud"
-        )
+        pool = executor or ThreadPoolExecutor(config.launch_threads, thread_name_prefix="es-cloud")
         self.runner = CommandRunner(
             batch=batch,
             clouds=self.clouds,
@@ -112,8 +123,14 @@ class Manager:
             clock=clock,
             context=context,
         )
-        self._futures: list[Future[Outcome]] = []
+        self.dispatch = Dispatch(pool, self.runner, context)
+        deadline = config.describe_timeout or max(config.interval, DESCRIBE_TIMEOUT)
+        grace = self.core_config.grace
+        self.sensor = CloudSensor(self.clouds, deadline, grace, max_defer=2 * grace)
         self._unsettled: list[Outcome] = []
+        self._sensing = True
+        """False for a wind-down's first step: it acts on the store alone, so the clouds'
+        first listing is asked after its terminations and confirms them."""
         self._stop = threading.Event()
         self._abort = threading.Event()
         self.last_report: StepReport | None = None
@@ -136,7 +153,13 @@ class Manager:
         )
         self.state.health = health.load(store.cloud_health())
         self.state.held = {j.id: j for j in store.held_jobs()}
+        self.cloud_errors = store.cloud_errors()
+        """The last error of each cloud, with its kind and API call (``status`` shows it)."""
         self._reserved = store.last_worker_number()
+        self.spending = Spending(store, self.specs, settings.budget, currency, clock())
+        """What the site has spent (bills of finished workers) and its budget watch."""
+        self.unservable = UnservableMarks(store, self.site_id)
+        """The queued jobs no cloud can run, and why, as the store holds them."""
         if self.state.records:
             log.info("resuming with %d workers from %s", len(self.state.records), store.path)
 
@@ -197,7 +220,11 @@ class Manager:
         # that (its records reloaded from the store) must not lose what commands did.
         outcomes = self._unsettled = self._unsettled + self._outcomes()
         plan = Plan()
-        self._cloud_resets(plan)
+        cloud_resets(self.store, self.state, plan)
+        sensing, self._sensing = self._sensing, True
+        if sensing:
+            busy = self.dispatch.busy(self.config.launch_threads)
+            self.sensor.ask(now, busy)  # the clouds answer while the batch system does
         try:
             view = self.batch.snapshot()
         except BatchError as exc:
@@ -210,7 +237,7 @@ class Manager:
             self._unsettled = []
             self._record(None, plan)
             return report
-        instances = self._describe(report)
+        instances = self._describe(report, outcomes, now) if sensing else Described()
         report.sense_seconds = time.perf_counter() - t0
         nodes: dict[str, Node] = {n.name: n for n in view.nodes}
         if self.power_save and not self.state.shutting_down:
@@ -226,8 +253,13 @@ class Manager:
             instances,
             view.queued,
             view.running,
+            instances.listed,
         )
-        self._resend_departures(plan)
+        self.dispatch.resend_departures(plan, self.state)
+        # What was spent is counted here only for a budget; else when someone asks.
+        spent = self.spending.later(now, [r.worker for r in self.state.records.values()])
+        if self.settings.budget is not None:
+            snapshot.spent_in_period = spent().period_total
 
         t1 = time.perf_counter()
         if self.state.shutting_down:
@@ -236,7 +268,13 @@ class Manager:
             decision = Decision()  # the power requests were carried out before reconciling
         else:
             decision = evaluate(self.policy, snapshot, self.settings)
+            self._mark(decision.unservable, now)
+        report.unservable = self.unservable.current
         report.decide_seconds = time.perf_counter() - t1
+        report.spent = spent
+        report.forecast = self.spending.review(
+            now, spent, snapshot, report.decision if self.power_save else decision
+        )
         core.apply(self.state, plan, self.core_config, now, decision, self._new_ids(decision))
         self._finish(plan, report)
         self._unsettled = []
@@ -246,15 +284,7 @@ class Manager:
             report.decision = decision
         report.queued = len(view.queued)
         report.running = len(view.running)
-        counted: dict[tuple[str, WorkerState], int] = {}
-        for r in self.state.records.values():
-            key = (r.worker.cloud, r.worker.state)
-            counted[key] = counted.get(key, 0) + 1
-        by_state: dict[str, int] = {}
-        for (cloud, st), n in counted.items():
-            report.worker_counts[cloud, st.value] = n
-            by_state[st.value] = by_state.get(st.value, 0) + n
-        report.workers = by_state
+        report.tally(r.worker for r in self.state.records.values())
         report.snapshot = snapshot
         report.total_seconds = time.perf_counter() - t0
         if decision:
@@ -298,6 +328,7 @@ class Manager:
 
     def _wind_down(self, deadline: float, on_step: Callable[[StepReport], None] | None) -> int:
         self.state.shutting_down = True
+        self._sensing = False
         self._stop.set()  # a later stop() cuts the wind-down short
         while self.records and time.monotonic() < deadline and not self._abort.is_set():
             started = time.monotonic()
@@ -310,7 +341,7 @@ class Manager:
         return len(self.records)
 
     def _close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self.dispatch.close()
         plan = Plan()
         now = self.clock()
         core.settle(self.state, plan, self.core_config, now, self._unsettled + self._outcomes())
@@ -329,24 +360,18 @@ class Manager:
 
     def _outcomes(self) -> list[Outcome]:
         """The outcomes of the commands that finished, in the order they were run."""
-        done = [f for f in self._futures if f.done()]
-        if not done:
-            return []
-        self._futures = [f for f in self._futures if not f.done()]
-        outcomes = [f.result() for f in done]
-        for out in outcomes:
-            if isinstance(out.command, core.ForgetNode) and self.context is not None:
-                if out.error is None:
-                    self.context.done(out.command.node)
-                else:
-                    log.warning("broker: removing %s failed (will retry): %s",
-                                out.command.node, out.error)  # fmt: skip
-        return outcomes
+        return self.dispatch.finished()
 
-    def _describe(self, report: StepReport) -> dict[str, dict[str, Instance]]:
-        instances = describe_clouds(self.clouds, report)
-        if instances.failed:
-            self._bump("describe_errors", instances.failed)
+    def _describe(self, report: StepReport, outcomes: list[Outcome], now: float) -> Described:
+        instances = self.sensor.sense(report, now)
+        for name, n in (
+            ("describe_errors", instances.failed),
+            ("describe_late", len(instances.late)),
+        ):
+            if n:
+                self._bump(name, n)
+        if note_cloud_errors(self.cloud_errors, now, outcomes, instances):
+            self.store.save_cloud_errors(self.cloud_errors)
         self._reserved = reserve_tagged(self.store, self.site_id, instances, self._reserved)
         return instances
 
@@ -377,37 +402,24 @@ class Manager:
                 rec = records.get(command.worker_id)
                 if rec is not None and rec.attempts > 0:
                     report.retried.append(command.cloud)
-            self._run(command)
+        self.dispatch.submit(plan.commands, self.state)
 
     def _persist(self, plan: Plan) -> None:
-        persist(self.store, self.state, plan)
-
-    def _cloud_resets(self, plan: Plan) -> None:
-        """Open the clouds an operator reset (``elasticsite cloud reset``)."""
-        for name in self.store.take_cloud_resets():
-            if health.reset(self.state, name):
-                log.warning("cloud %s: reset by an operator; launches allowed again", name,
-                            extra=ids(cloud=name))  # fmt: skip
-            plan.health_changed = True
-
-    def _run(self, command: Command) -> None:
-        if isinstance(command, core.ForgetNode):
-            if self.context is None:
-                self.state.inflight.discard(core.command_key(command))
-                return
-            # Kept in the store until the broker has it: a restart sends it again.
-            host = self.context.remember(command.node)
-            self.state.inflight.discard(core.command_key(command))
-            command = core.ForgetNode(host)
-            self.state.inflight.add(core.command_key(command))
-        self._futures.append(self._pool.submit(self.runner.run, command))
-
-    def _resend_departures(self, plan: Plan) -> None:
-        """Departures the broker could not take earlier, sent again (one at a time each)."""
-        if self.context is None:
-            return
-        for host in self.context.pending():
-            plan.run(core.ForgetNode(host), self.state)
+        """Write the plan; the workers whose records it drops leave their bills, in the
+        same transaction."""
+        before = dict(self.state.records)
+        writes = plan.transitions or plan.dirty or plan.counts
+        bills = []
+        # A step that writes nothing takes no write lock (nor a commit on disk).
+        with self.store.transaction() if writes else contextlib.nullcontext():
+            persist(self.store, self.state, plan)
+            records = self.state.records
+            if len(records) < len(before):
+                bills = self.spending.bills_for(
+                    r.worker for wid, r in before.items() if wid not in records
+                )
+                self.store.add_bills(bills)
+        self.spending.count(bills, self.clock())  # once they are stored
 
     def _record(self, running: list[Job] | None, plan: Plan) -> None:
         """Hand the step's news to the advisor's recorder (O(new events); it writes on its
@@ -420,6 +432,12 @@ class Manager:
             if not self._record_failed:
                 self._record_failed = True
                 log.exception("advisor history: recording failed; the loop goes on without it")
+
+    def _mark(self, marks: dict[str, str], now: float) -> None:
+        try:
+            self.unservable.update(marks, now)
+        except Exception:  # telling about jobs must never break a decision
+            log.exception("could not record the queued jobs no cloud can run")
 
     def _bump(self, name: str, by: int = 1) -> None:
         try:

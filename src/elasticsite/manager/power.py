@@ -41,10 +41,13 @@ def power_requests(manager: Manager, now: float, plan: Plan, report: StepReport)
     suspend = [n for n, a in last.items() if a == "suspend"]
     workers = [r.worker for r in m.records.values() if r.worker.state not in _FINAL]
     snapshot = SiteSnapshot(now, [], [], workers, m.specs)
+    if m.settings.budget is not None:
+        spent = m.spending.spent(now, (r.worker for r in m.records.values()))
+        snapshot.spent_in_period = spent.period_total
     planned = decide_power(snapshot, m.settings, resume, suspend)
     if planned.refused:
         msg = f"power saving: no cloud may take {', '.join(planned.refused)} now"
-        log.warning("%s (caps or spend limit); Slurm's resume timeout will apply", msg)
+        log.warning("%s (caps, spend limit or budget); Slurm's resume timeout will apply", msg)
         report.errors.append(msg)
         m._bump("power_refused", len(planned.refused))
     log.info("power saving: resume %s, suspend %s", resume or "-", suspend or "-")

@@ -6,11 +6,13 @@ The loop fills one per step; logs, progress displays, the Prometheus metrics
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from elasticsite.core import Command
-from elasticsite.model import Decision, Transition
+from elasticsite.model import Decision, Transition, Worker
 from elasticsite.snapshot import SiteSnapshot
+from elasticsite.spend import Spent
 
 __all__ = ["StepReport"]
 
@@ -40,3 +42,23 @@ class StepReport:
     """Unfinished workers by (cloud, state) after the step."""
     snapshot: SiteSnapshot | None = None
     """What the step's decision was taken on (queue, running jobs, workers)."""
+    spent: Callable[[], Spent] | None = None
+    """What the site had spent when the step decided, per cloud and in the budget's
+    period: counted when first called (a pass over the workers)."""
+    forecast: Callable[[], float] | None = None
+    """The budget period's forecast spend after the step's launches, counted when first
+    called (None without a budget)."""
+    unservable: Mapping[str, str] = field(default_factory=dict)
+    """The queued jobs no cloud can run (job id -> why), as of the last decision."""
+    unsensed: list[str] = field(default_factory=list)
+    """Clouds not sensed this step (their describe failed or missed the deadline)."""
+
+    def tally(self, workers: Iterable[Worker]) -> None:
+        """Count ``workers`` by cloud and state (:attr:`worker_counts`) and by state
+        (:attr:`workers`)."""
+        by_state: dict[str, int] = {}
+        for w in workers:
+            key = (w.cloud, w.state.value)
+            self.worker_counts[key] = self.worker_counts.get(key, 0) + 1
+            by_state[key[1]] = by_state.get(key[1], 0) + 1
+        self.workers = by_state

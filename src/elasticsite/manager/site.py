@@ -7,35 +7,41 @@ What a plug-in refuses as it starts becomes one :class:`ConfigError`; a state fi
 cannot be used raises :class:`~elasticsite.files.StateFileError`.
 
 A :class:`Site` also answers what the command line shows of it (:meth:`Site.queue`,
-:meth:`Site.status`), whatever its batch system; :func:`request_power` hands Slurm's
-power-saving requests to the site's manager.
+:meth:`Site.status`, :meth:`Site.job`) and cancels jobs (:meth:`Site.cancel`),
+whatever its batch system; :func:`request_power` hands Slurm's power-saving requests
+to the site's manager.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elasticsite import plugins, policies
-from elasticsite.batch.base import BatchError, BatchSystem, BatchView
+from elasticsite.batch.base import BatchError, BatchSystem, BatchView, JobDetail
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import CloudDriver
+from elasticsite.clouds.local import LocalCloud
+from elasticsite.clouds.local_registry import worker_log
 from elasticsite.config import CloudConfig, ConfigError, SiteConfig
 from elasticsite.files import StateFileError, private_dir
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.store import StateStore
+from elasticsite.model import JobState
 
 if TYPE_CHECKING:
     from elasticsite.manager.context_link import SavedContext
+    from elasticsite.manager.spending import SpendingView
     from elasticsite.manager.store import WorkerRecord
     from elasticsite.model import Job, Transition
 
-__all__ = ["QueueView", "Site", "SiteStatus", "open_site", "request_power"]
+__all__ = ["Cancelled", "QueueView", "Site", "SiteStatus", "open_site", "request_power"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +53,8 @@ class QueueView:
 
     jobs: list[Job]
     counts: dict[str, int]
+    unservable: dict[str, str] = field(default_factory=dict)
+    """Queued jobs the manager found no cloud can run, and why (its last known marks)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +73,22 @@ class SiteStatus:
     transitions: list[Transition]
     clouds: dict[str, dict[str, object]]
     """Clouds with a health record (closed, or failing): kind, reason, until when."""
+    spending: SpendingView
+    """What the site has spent, per cloud and in the budget's period, and the budget."""
+    unservable: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Queued jobs no cloud can run as of the manager's last step: id -> (why, since)."""
+    cloud_errors: dict[str, dict[str, object]] = field(default_factory=dict)
+    """Each cloud's last error: when, what was done, its kind and the API call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """What cancelling one job did: ``before`` is the state it was in (and ``node``
+    where it ran), ``already`` true when it was cancelled before."""
+
+    job_id: str
+    before: JobDetail
+    already: bool = False
 
 
 @dataclass
@@ -103,19 +127,21 @@ class Site:
         Raises :class:`BatchError` when the batch system cannot be read, ValueError for
         ``finished`` where :attr:`lists_finished_jobs` is false.
         """
+        marks = {job: why for job, (why, _) in self.store.unservable().items()}
         if isinstance(self.batch, LocalBatch):
-            jobs = self.batch.jobs(None if finished else ["queued", "running"])
-            return QueueView(jobs, dict(self.batch.counts()))
+            jobs = self.batch.jobs(None if finished else UNFINISHED)
+            return QueueView(jobs, dict(self.batch.counts()), marks)
         if finished:
             raise ValueError(f"the {self.config.batch.type} batch system keeps no finished jobs")
         view = self.batch.snapshot()
-        return QueueView([*view.running, *view.queued], _snapshot_counts(view))
+        return QueueView([*view.running, *view.queued], _snapshot_counts(view), marks)
 
-    def status(self, *, events: int = 10) -> SiteStatus:
-        """The unfinished workers, the jobs per state, the broker context, the counters
-        and the last ``events`` transitions; a batch system that cannot be read is
-        reported in the result, not raised."""
+    def status(self, *, events: int = 10, now: float | None = None) -> SiteStatus:
+        """The unfinished workers, the jobs per state, the broker context, the counters,
+        the last ``events`` transitions and the money spent by ``now``; a batch system
+        that cannot be read is reported in the result, not raised."""
         from elasticsite.manager.context_link import saved_context
+        from elasticsite.manager.spending import spending_view
 
         workers = self.store.load(include_done=False)
         batch_error = None
@@ -131,7 +157,41 @@ class Site:
             counters=self.store.counters(),
             transitions=self.store.transitions(last=events) if events else [],
             clouds=self.store.cloud_health(),
+            spending=spending_view(
+                self.store,
+                self.config.cloud_specs(),
+                self.config.policy_settings().budget,
+                self.config.site.currency,
+                time.time() if now is None else now,
+            ),
+            unservable=self.store.unservable(),
+            cloud_errors=self.store.cloud_errors(),
         )
+
+    def job(self, job_id: str) -> JobDetail:
+        """What the batch system tells of one job, with the manager's worker whose node
+        ran it and, on the embedded cloud, that worker's log. Raises
+        :class:`~elasticsite.batch.base.UnknownJob` (or another BatchError)."""
+        job = self.batch.job(job_id)
+        if not job.node:
+            return job
+        record = next(
+            (r for r in self.store.load(include_done=True) if r.worker.node == job.node), None
+        )
+        if record is None:
+            return job
+        log_path = job.worker_log
+        if not log_path and isinstance(self.clouds.get(record.worker.cloud), LocalCloud):
+            log_path = str(worker_log(self.state_dir, record.worker.id))
+        return dataclasses.replace(job, worker=record.worker.id, worker_log=log_path)
+
+    def cancel(self, job_id: str) -> Cancelled:
+        """Cancel one queued, held or running job (the batch system's rules say whose).
+        Raises :class:`~elasticsite.batch.base.UnknownJob`, or a BatchError saying why
+        not (it ended already, the batch system refused)."""
+        before = self.batch.job(job_id)
+        self.batch.cancel(job_id)
+        return Cancelled(job_id, before, already=before.state is JobState.CANCELLED)
 
     def _count_jobs(self) -> dict[str, int]:
         """Jobs per state, counted as :meth:`queue` counts them."""
@@ -150,7 +210,13 @@ class Site:
             from elasticsite.context.client import ContextError
             from elasticsite.manager.context_link import ContextLink
 
-            context = ContextLink(self.config.context, self.store, self.config.manager.site_id)
+            context = ContextLink(
+                self.config.context,
+                self.store,
+                self.config.manager.site_id,
+                # The local cloud's instances publish addresses in 127.0.0.0/8.
+                loopback_workers=any(c.driver == "local" for c in self.config.clouds),
+            )
             try:
                 userdata.update(context.ensure())
             except ContextError as exc:
@@ -160,7 +226,10 @@ class Site:
             from elasticsite.manager.exporter import ManagerMetrics
 
             kwargs["metrics"] = ManagerMetrics(
-                self.config.cloud_specs(), self.config.policy.spend_cap_per_hour
+                self.config.cloud_specs(),
+                self.config.policy.spend_cap_per_hour,
+                currency=self.config.site.currency,
+                budget=self.config.policy_settings().budget,
             )
         if self.config.manager.history_interval and "observers" not in kwargs:
             from elasticsite.dashboard.history import HistoryWriter
@@ -171,9 +240,15 @@ class Site:
                     self.config.cloud_specs(),
                     self.config.policy.spend_cap_per_hour,
                     every=self.config.manager.history_interval,
+                    currency=self.config.site.currency,
+                    budget=self.config.policy_settings().budget,
                     busy_timeout=self.store.timeout,
                 )
             ]
+        from elasticsite.manager.job_log import FailedJobLog
+
+        # one log line per failed job, naming where its stderr is
+        kwargs["observers"] = [*kwargs.get("observers", ()), FailedJobLog(self.batch, time.time)]
         if self.config.advisor.record and "recorder" not in kwargs:
             from elasticsite.advisor.history import store_path
             from elasticsite.advisor.recorder import Recorder
@@ -192,8 +267,13 @@ class Site:
             userdata={**userdata, **kwargs.pop("userdata", {})},
             context=context,
             power_save=self.config.batch.mode == "power_save",
+            currency=self.config.site.currency,
             **kwargs,
         )
+
+
+UNFINISHED = (JobState.QUEUED, JobState.HELD, JobState.REQUEUED, JobState.RUNNING)
+"""What ``queue`` lists without ``finished``: every job still to run or running."""
 
 
 def _snapshot_counts(view: BatchView) -> dict[str, int]:

@@ -29,6 +29,7 @@ from typing import Any
 from elasticsite.core.plan import WorkerRecord, worker_id, worker_number
 from elasticsite.files import StateFileError, private_dir
 from elasticsite.model import Job, Transition, Worker, WorkerState
+from elasticsite.spend import Bill
 from elasticsite.sqlite import Connection, connect
 
 __all__ = [
@@ -43,6 +44,12 @@ __all__ = [
 LOCK_TIMEOUT = 30.0
 """Seconds to wait for another process's write lock before giving up as "locked"."""
 _WORKER_SEQ = "seq:worker"
+_DONE = "(state = 'terminated' OR (state = 'failed' AND instance_gone = 1))"
+"""A worker whose record the manager no longer loads: its instance is gone."""
+_WORKER_COLUMNS = (
+    "id, cloud, vm_type, cores, node, instance_id, state, requested_at, joined_at, "
+    "state_since, running_jobs, attempts, next_attempt_at, instance_gone, last_error, owner"
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -75,6 +82,21 @@ CREATE TABLE IF NOT EXISTS transitions (
 );
 CREATE INDEX IF NOT EXISTS transitions_worker ON transitions(worker_id);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS bills (
+    worker_id TEXT PRIMARY KEY,
+    cloud TEXT NOT NULL,
+    started REAL NOT NULL,
+    ended REAL NOT NULL,
+    price REAL NOT NULL,
+    increment REAL NOT NULL,
+    cost REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS bills_ended ON bills(ended);
+CREATE TABLE IF NOT EXISTS unservable_jobs (
+    job_id TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    since REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS power_requests (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     action TEXT NOT NULL,
@@ -160,6 +182,22 @@ class StateStore:
 
     def save_cloud_health(self, data: Mapping[str, object]) -> None:
         self.set_meta("cloud_health", json.dumps(data, sort_keys=True))
+
+    def cloud_errors(self) -> dict[str, dict[str, object]]:
+        """The last error of each cloud as the manager last saved it: ``at``, ``what``
+        (launch, terminate, describe), ``kind``, ``call`` (the API call), ``error``."""
+        try:
+            data = json.loads(self.get_meta("cloud_errors") or "{}")
+        except ValueError:
+            return {}
+        return (
+            {str(k): v for k, v in data.items() if isinstance(v, dict)}
+            if isinstance(data, dict)
+            else {}
+        )
+
+    def save_cloud_errors(self, data: Mapping[str, object]) -> None:
+        self.set_meta("cloud_errors", json.dumps(data, sort_keys=True))
 
     def held_jobs(self) -> list[Job]:
         """The queued jobs the manager holds (fair share), as it last saved them."""
@@ -284,6 +322,26 @@ class StateStore:
         rows = self._read("SELECT name, value FROM counters WHERE name NOT LIKE 'seq:%'")
         return {name: int(value) for name, value in rows}
 
+    # -- queued jobs no cloud can run -----------------------------------------
+
+    def unservable(self) -> dict[str, tuple[str, float]]:
+        """Queued jobs the manager found no cloud could run at its last step: job id ->
+        (why, since when). Read without the manager running: the last known marks."""
+        rows = self._read(
+            "SELECT job_id, reason, since FROM unservable_jobs ORDER BY since, job_id"
+        )
+        return {str(j): (str(r), float(t)) for j, r, t in rows}
+
+    def save_unservable(self, marks: Mapping[str, str], gone: Iterable[str], at: float) -> None:
+        """Mark (or mark anew, when the reason changed) the jobs of ``marks`` as of
+        ``at``, and forget those ``gone`` (served, started or no longer queued)."""
+        with self.transaction() as db:
+            db.executemany("DELETE FROM unservable_jobs WHERE job_id=?", [(j,) for j in gone])
+            db.executemany(
+                "INSERT OR REPLACE INTO unservable_jobs(job_id, reason, since) VALUES (?, ?, ?)",
+                [(j, reason, at) for j, reason in marks.items()],
+            )
+
     # -- power requests (from the batch system's power saving) --------------
 
     def add_power_requests(self, action: str, nodes: Sequence[str], at: float) -> None:
@@ -356,37 +414,54 @@ class StateStore:
 
     def load(self, *, include_done: bool = False, history: bool = False) -> list[WorkerRecord]:
         """Workers still needing attention (or all of them), oldest first."""
-        sql = (
-            "SELECT id, cloud, vm_type, cores, node, instance_id, state, requested_at, "
-            "joined_at, state_since, running_jobs, attempts, next_attempt_at, instance_gone, "
-            "last_error, owner FROM workers"
-        )
+        sql = f"SELECT {_WORKER_COLUMNS} FROM workers"
         if not include_done:
-            sql += " WHERE state != 'terminated' AND NOT (state = 'failed' AND instance_gone = 1)"
+            sql += f" WHERE NOT {_DONE}"
         sql += " ORDER BY requested_at, id"
-        out = []
-        for row in self._read(sql):
-            w = Worker(
-                id=row[0],
-                cloud=row[1],
-                vm_type=row[2],
-                cores=row[3],
-                requested_at=row[7],
-                state=WorkerState(row[6]),
-                instance_id=row[5],
-                node=row[4],
-                joined_at=row[8],
-                state_since=row[9],
-                running_jobs=row[10],
-                owner=row[15],
-            )
-            out.append(WorkerRecord(w, row[11], row[12], bool(row[13]), row[14]))
+        out = [_record(row) for row in self._read(sql)]
         if history and out:
             by_id = {r.worker.id: r.worker for r in out}
             for t in self.transitions():
                 if t.worker_id in by_id:
                     by_id[t.worker_id].history.append(t)
         return out
+
+    # -- bills: what finished workers cost ------------------------------------
+
+    def add_bills(self, bills: Iterable[Bill]) -> None:
+        """Keep the bills of workers whose records are done (once each)."""
+        rows = [
+            (b.worker_id, b.cloud, b.start, b.end, b.price_per_hour, b.increment, b.cost)
+            for b in bills
+        ]
+        if rows:
+            with self.transaction() as db:
+                db.executemany("INSERT OR IGNORE INTO bills VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def bill_totals(self) -> dict[str, float]:
+        """What the billed workers cost, per cloud."""
+        rows = self._read("SELECT cloud, SUM(cost) FROM bills GROUP BY cloud")
+        return {str(cloud): float(total) for cloud, total in rows}
+
+    def bills_ending_after(self, at: float) -> list[Bill]:
+        """The bills of workers that ended after ``at``."""
+        return [
+            Bill(str(w), str(c), float(s), float(e), float(p), float(i))
+            for w, c, s, e, p, i in self._read(
+                "SELECT worker_id, cloud, started, ended, price, increment FROM bills "
+                "WHERE ended > ?",
+                (at,),
+            )
+        ]
+
+    def unbilled_done(self) -> list[Worker]:
+        """Workers whose records are done but have no bill (finished before bills were
+        kept, by an older version)."""
+        sql = (
+            f"SELECT {_WORKER_COLUMNS} FROM workers WHERE {_DONE} "
+            "AND id NOT IN (SELECT worker_id FROM bills)"
+        )
+        return [_record(row).worker for row in self._read(sql)]
 
     def transitions(
         self, worker_id: str | None = None, last: int | None = None
@@ -406,3 +481,22 @@ class StateStore:
             Transition(r[1], WorkerState(r[2]) if r[2] else None, WorkerState(r[3]), r[4], r[5])
             for r in self._read(sql, args)
         ]
+
+
+def _record(row: Sequence[Any]) -> WorkerRecord:
+    """A worker's record from a row of ``_WORKER_COLUMNS``."""
+    w = Worker(
+        id=row[0],
+        cloud=row[1],
+        vm_type=row[2],
+        cores=row[3],
+        requested_at=row[7],
+        state=WorkerState(row[6]),
+        instance_id=row[5],
+        node=row[4],
+        joined_at=row[8],
+        state_since=row[9],
+        running_jobs=row[10],
+        owner=row[15],
+    )
+    return WorkerRecord(w, row[11], row[12], bool(row[13]), row[14])

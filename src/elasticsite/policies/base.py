@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 
 from elasticsite.model import Decision
 from elasticsite.snapshot import SiteSnapshot
+from elasticsite.spend import Budget
 
 __all__ = [
     "CLOUD_RULES",
@@ -65,6 +66,9 @@ class PolicySettings:
     each cloud's ``quota`` (:mod:`elasticsite.policies.urgent`)."""
     urgent_extra_spend_per_hour: float = 0.0
     """Spend per hour urgent jobs may add past ``spend_cap_per_hour``."""
+    budget: Budget | None = None
+    """Money per calendar period (UTC) no launch may push the forecast past
+    (:mod:`elasticsite.policies.budget`); the snapshot brings what is spent so far."""
     cloud_rule: CloudRule = "cheapest"
     billing_margin: float = 120.0
     stall_timeout: float = 600.0

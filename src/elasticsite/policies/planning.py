@@ -4,6 +4,9 @@ Every built-in policy goes through :func:`scale_up` and :func:`scale_down`, so a
 them honour the same rules:
 
 * per-cloud ``max_instances`` and the optional site-wide spending cap;
+* a launch is of a VM type that fits the queued jobs it is launched for, on a cloud
+  that serves them: the cloud's default type when it fits, otherwise the smallest type
+  that does; idle and booting workers take the jobs they fit first;
 * a draining worker is put back into service before any new one is launched;
 * the cloud of each new worker is chosen by ``settings.cloud_rule``;
 * on clouds that bill by the hour, an idle worker that is already paid for is kept
@@ -15,8 +18,11 @@ them honour the same rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from elasticsite import feasibility
 from elasticsite.model import (
     Cause,
     CloudSpec,
@@ -24,6 +30,7 @@ from elasticsite.model import (
     Drain,
     Launch,
     Undrain,
+    VMType,
     Worker,
     WorkerState,
 )
@@ -204,10 +211,139 @@ def scale_up(
                 live[c.name] = live.get(c.name, 0) + n
                 spend += n * c.price_per_hour
                 count -= n
+    if not planned:
+        return decision
+    if not _defaults_fit(snapshot, usable):
+        start = dict(cen.live_by_cloud or {})
+        decision.launch = _typed_launches(
+            snapshot, settings, count + sum(planned.values()), cause, ranked, start, cen
+        )
+        return decision
     for c in snapshot.clouds:
         if planned.get(c.name):
             decision.launch.append(Launch(c.name, c.default_vm.name, planned[c.name], cause))
     return decision
+
+
+def _defaults_fit(snapshot: SiteSnapshot, usable: list[CloudSpec]) -> bool:
+    """Whether every queued job fits the default type of every usable cloud and every
+    such cloud serves it: then where a worker goes is all that matters (the fast path)."""
+    if not snapshot.queued:
+        return True
+    top = snapshot.plain_cores()
+    return (
+        top is not None
+        and all(not c.serves for c in usable)
+        and top <= min((c.default_vm.cores for c in usable), default=0)
+    )
+
+
+def _typed_launches(
+    snapshot: SiteSnapshot,
+    settings: PolicySettings,
+    count: int,
+    cause: Cause,
+    ranked: list[CloudSpec],
+    live: dict[str, int],
+    cen: Census,
+) -> list[Launch]:
+    """Up to ``count`` workers for the queued jobs in queue order, each of a type that
+    fits its job on a cloud that serves it, chosen by the cloud rule within every cap.
+
+    Idle and booting workers take the jobs they fit first (the policy counted them).
+    Past the jobs, only a baseline (a floor, a fixed pool) launches more: of a type some
+    queued job fits, the default when one does."""
+    judged = feasibility.judge(snapshot.clouds, snapshot.closed)
+    cap = settings.spend_cap_per_hour
+    spend = cen.spend_per_hour
+    balanced = settings.cloud_rule == "balanced"
+    order = {c.name: i for i, c in enumerate(ranked)}
+    S = WorkerState
+    spare: dict[tuple[str, str, int], list[Any]] = {}
+    for w in snapshot.workers:
+        st = w.state
+        if st is S.IDLE or st is S.REQUESTED or st is S.BOOTING:
+            shape = (w.cloud, w.vm_type, w.cores)
+            entry = spare.get(shape)
+            if entry is None:
+                spare[shape] = [1, w]
+            else:
+                entry[0] += 1
+    planned: dict[tuple[str, str], int] = {}
+
+    def room(c: CloudSpec) -> int:
+        free = c.max_instances - live.get(c.name, 0)
+        if cap is not None and c.price_per_hour > 0:
+            free = min(free, int((cap - spend) / c.price_per_hour + 1e-9))
+        return max(0, free)
+
+    def pick(fits: Callable[[CloudSpec], bool]) -> CloudSpec | None:
+        if balanced:
+            best = None
+            for c in ranked:
+                if room(c) > 0 and fits(c):
+                    rank = (-(c.max_instances - live.get(c.name, 0)), c.price_per_hour,
+                            order[c.name])  # fmt: skip
+                    if best is None or rank < best[0]:
+                        best = (rank, c)
+            return None if best is None else best[1]
+        return next((c for c in ranked if room(c) > 0 and fits(c)), None)
+
+    def add(c: CloudSpec, vm: VMType, n: int) -> None:
+        nonlocal spend, count
+        planned[c.name, vm.name] = planned.get((c.name, vm.name), 0) + n
+        live[c.name] = live.get(c.name, 0) + n
+        spend += n * c.price_per_hour
+        count -= n
+
+    seen: dict[feasibility.Shape, None] = {}
+    for job in snapshot.queued:
+        if count <= 0 or not any(room(c) for c in ranked):
+            break
+        key = judged.key(job)
+        seen[key] = None
+        nodes = judged.need(key).nodes
+        while nodes > 0:  # a worker already there or on its way takes it
+            fitting = [e for e in spare.values() if e[0] > 0 and judged.fits_worker(key, e[1])]
+            if not fitting:
+                break
+            min(fitting, key=lambda e: e[1].cores)[0] -= 1
+            nodes -= 1
+        if nodes <= 0:
+            continue
+        cloud = pick(lambda c, key=key: judged.launch_type(key, c) is not None)  # type: ignore[misc]
+        if cloud is not None:
+            vm = judged.launch_type(key, cloud)
+            assert vm is not None
+            add(cloud, vm, min(nodes, count, room(cloud)))
+    if count > 0 and cause is Cause.BASELINE:
+        extra = {c.name: _baseline_type(judged, c, seen) for c in ranked}
+        while count > 0:
+            cloud = pick(lambda c: extra[c.name] is not None)
+            if cloud is None:
+                break
+            vm = extra[cloud.name]
+            assert vm is not None
+            add(cloud, vm, 1 if balanced else min(count, room(cloud)))
+    launches = []
+    for c in snapshot.clouds:
+        for vm in c.vm_types:
+            if planned.get((c.name, vm.name)):
+                launches.append(Launch(c.name, vm.name, planned[c.name, vm.name], cause))
+    return launches
+
+
+def _baseline_type(
+    judged: feasibility.Judge, cloud: CloudSpec, keys: Iterable[feasibility.Shape]
+) -> VMType | None:
+    """The type a baseline worker on ``cloud`` takes while jobs are queued: the default
+    when a queued job fits it, else the smallest type one fits; None when none does."""
+    types = [t for k in keys if (t := judged.launch_type(k, cloud)) is not None]
+    if not types:
+        return None
+    if any(t is cloud.default_vm for t in types):
+        return cloud.default_vm
+    return min(types, key=lambda v: (v.cores, v.memory_mb))
 
 
 def paid_time_left(worker: Worker, cloud: CloudSpec, now: float) -> float:

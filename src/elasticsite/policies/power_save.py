@@ -5,8 +5,9 @@ Under Slurm's power saving, slurmctld decides *when*: it asks for nodes by name
 after they idle for ``SuspendTime``; a node that misses ``ResumeTimeout`` goes to
 ``ResumeFailProgram``. What stays with elasticsite is *where and whether*: which cloud
 each node is started on (``cloud_rule``), the per-cloud ``max_instances`` and the
-site-wide spend cap, and the launch retries. A request beyond those limits is refused;
-Slurm then sees the node miss its resume timeout and handles the jobs as usual.
+site-wide spend cap, the budget, and the launch retries. A request beyond those limits
+is refused; Slurm then sees the node miss its resume timeout and handles the jobs as
+usual.
 
 Like every policy this is a pure function of a snapshot (plus the requests).
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 from elasticsite.model import Cause, Decision, Launch, Terminate, WorkerState
 from elasticsite.policies.base import PolicySettings
+from elasticsite.policies.budget import within_budget
 from elasticsite.policies.planning import scale_up
 from elasticsite.snapshot import SiteSnapshot
 
@@ -30,7 +32,7 @@ class PowerDecision:
 
     decision: Decision = field(default_factory=Decision)
     refused: list[str] = field(default_factory=list)
-    """Nodes asked for that no cloud may take now (caps or spend cap)."""
+    """Nodes asked for that no cloud may take now (caps, spend cap or budget)."""
 
 
 def decide_power(
@@ -65,4 +67,6 @@ def decide_power(
             Launch(launch.cloud, launch.vm_type, launch.count, Cause.POWER_UP, nodes)
         )
     out.refused = list(names)
+    within_budget(snapshot, settings, out.decision)
+    out.refused.extend(n for r in out.decision.refused for n in r.launch.nodes)
     return out

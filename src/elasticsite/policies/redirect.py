@@ -41,7 +41,8 @@ Pure: the snapshot in, a Decision out.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from elasticsite.attributes import PARTITION, Selector
@@ -132,11 +133,20 @@ class _Live:
     """The :class:`~elasticsite.sim.strategies.Context` of one live step: job ``i`` is
     ``jobs[i]``; redirections are recorded, not carried out."""
 
-    def __init__(self, jobs: Sequence[Job], site: Any, cloud: Pool | None, boot: float) -> None:
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        site: Any,
+        cloud: Pool | None,
+        boot: float,
+        servable: Collection[str] | None = None,
+    ) -> None:
         self.jobs = jobs
         self.site = site
         self.cloud = cloud
         self.boot = boot
+        self.servable = servable
+        """Ids of the jobs some cloud could run once redirected (None: every job)."""
         self.redirected: list[int] = []
 
     def procs(self, job: int) -> int:
@@ -155,7 +165,11 @@ class _Live:
         return None
 
     def fits_cloud(self, job: int) -> bool:
-        return self.cloud is not None and self.jobs[job].cores <= self.cloud.capacity
+        return (
+            self.cloud is not None
+            and self.jobs[job].cores <= self.cloud.capacity
+            and (self.servable is None or self.jobs[job].id in self.servable)
+        )
 
     def to_site(self, job: int, now: float) -> None:
         j = self.jobs[job]
@@ -199,7 +213,10 @@ def plan_redirects(
     cloud_cores = sum(c.max_instances * c.default_vm.cores for c in serving)
     if cloud_cores <= 0:
         return []
-    jobs: list[Job] = [*snapshot.running, *snapshot.queued]
+    # The site's own queue holds every waiting job; only those some cloud could run once
+    # redirected (the snapshot's ``queued``) may go.
+    jobs: list[Job] = [*snapshot.running, *snapshot.waiting]
+    servable = None if snapshot.waiting is snapshot.queued else {j.id for j in snapshot.queued}
     on_workers = {w.node for w in snapshot.workers}
     site_running: list[tuple[int, Job]] = []
     cloud_running: list[tuple[int, Job]] = []
@@ -208,15 +225,15 @@ def plan_redirects(
     first = len(snapshot.running)
     site_queued: list[int] = []
     cloud_queued: list[int] = []
-    for i, job in enumerate(snapshot.queued, first):
+    for i, job in enumerate(snapshot.waiting, first):
         (cloud_queued if bound.matches(job.attributes) else site_queued).append(i)
 
     cloud = make_pool(strategy.cloud_scheduler or "easy", max(cloud_cores, _cores(cloud_running)))
     boot = max((c.boot_time for c in serving), default=0.0)
     _occupy(cloud, cloud_running, now)
-    ctx = _Live(jobs, None, cloud, boot)
+    ctx = _Live(jobs, None, cloud, boot, servable)
     for i in cloud_queued:
-        if jobs[i].cores <= cloud.capacity:
+        if ctx.fits_cloud(i):
             cloud.submit(i, jobs[i].cores, ctx.cloud_requested(i), now)
             cloud.backdate(i, min(jobs[i].submitted_at, now))
 
@@ -264,8 +281,13 @@ def _policy(make: Callable[[], Strategy]) -> Policy:
         target = settings.redirect_to
         bound = Selector.of({PARTITION: [target]})
         moved = {job.id for job in chosen}
+        # A job sent to the cloud is sized there as it will be: in the target partition.
         cloud_queue = [
-            job for job in snapshot.queued if job.id in moved or bound.matches(job.attributes)
+            replace(job, attributes={**job.attributes, PARTITION: target})
+            if job.id in moved
+            else job
+            for job in snapshot.queued
+            if job.id in moved or bound.matches(job.attributes)
         ]
         on_workers = {w.node for w in snapshot.workers}
         cloud_view = SiteSnapshot(
@@ -275,6 +297,7 @@ def _policy(make: Callable[[], Strategy]) -> Policy:
             snapshot.workers,
             snapshot.clouds,
         )
+        cloud_view.closed = snapshot.closed
         decision = provision(cloud_view, settings)
         decision.redirect.extend(Redirect(job.id, target) for job in chosen)
         return decision

@@ -20,11 +20,21 @@ is left exactly as it was.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import replace
 
-from elasticsite.model import Cause, Decision, Job, Launch, Terminate, WorkerState
+from elasticsite import feasibility
+from elasticsite.feasibility import Judge, Shape
+from elasticsite.model import (
+    Cause,
+    CloudSpec,
+    Decision,
+    Job,
+    Launch,
+    Terminate,
+    VMType,
+    WorkerState,
+)
 from elasticsite.policies.base import PolicySettings
 from elasticsite.policies.planning import census, rank_clouds
 from elasticsite.snapshot import SiteSnapshot
@@ -61,8 +71,9 @@ def urgent_burst(snapshot: SiteSnapshot, settings: PolicySettings, decision: Dec
     ranked = rank_clouds(usable, settings.cloud_rule, live)
     if not ranked:
         return
-    cores_per_worker = ranked[0].default_vm.cores
-    wanted = sum(math.ceil(j.cores / max(1, cores_per_worker)) for j in waiting)
+    judged = feasibility.judge(snapshot.clouds, snapshot.closed)
+    keys = [judged.key(j) for j in waiting]
+    wanted = sum(judged.need(k).nodes for k in keys)
     urgency = waiting[0].attributes["urgency"]
     idle = sum(1 for w in snapshot.workers if w.state is WorkerState.IDLE)
     # Urgent jobs head the queue: the workers idle or on their way serve them first.
@@ -89,8 +100,11 @@ def urgent_burst(snapshot: SiteSnapshot, settings: PolicySettings, decision: Dec
         if budget is not None and c.price_per_hour > 0:
             allowed = min(allowed, int((budget - spend) / c.price_per_hour + 1e-9))
         n = max(0, min(short, allowed))
+        vm = _urgent_type(judged, c, keys)
+        if vm is None:
+            continue
         if n:
-            decision.launch.append(Launch(c.name, c.default_vm.name, n, Cause.URGENT, (), urgency))
+            decision.launch.append(Launch(c.name, vm.name, n, Cause.URGENT, (), urgency))
             extra -= max(0, n - max(0, room))
             live[c.name] = live.get(c.name, 0) + n
             spend += n * c.price_per_hour
@@ -99,6 +113,15 @@ def urgent_burst(snapshot: SiteSnapshot, settings: PolicySettings, decision: Dec
             blocked.append(c.name)
     if short > 0 and blocked:
         _make_room(snapshot, decision, blocked, short)
+
+
+def _urgent_type(judged: Judge, cloud: CloudSpec, keys: list[Shape]) -> VMType | None:
+    """The type urgent workers on ``cloud`` take: the one launched for the most demanding
+    urgent job the cloud can run (the default when it fits); None when it runs none."""
+    runs = [k for k in keys if judged.launch_type(k, cloud) is not None]
+    if not runs:
+        return None
+    return judged.launch_type(max(runs, key=lambda k: judged.need(k).cores), cloud)
 
 
 def _tag(decision: Decision, wanted: int, urgency: str) -> None:

@@ -22,8 +22,12 @@ from dataclasses import dataclass
 from elasticsite.attributes import PARTITION, partition_of
 from elasticsite.batch import scheduling
 from elasticsite.batch.base import (
+    KILLED,
+    PREEMPTED,
+    WALLTIME_EXCEEDED,
     BatchError,
     BatchView,
+    JobDetail,
     JobRequest,
     Node,
     NodeState,
@@ -102,9 +106,11 @@ class SimBatch:
         if self.running.get(job.id) is not job or job.started_at != started:
             return  # requeued meanwhile (its node went away), maybe started again
         now = self.sim.now
-        job.state = JobState.DONE
         job.finished_at = now
-        job.exit_code = 0 if (job.runtime or 0.0) <= job.walltime else -9
+        if (job.runtime or 0.0) <= job.walltime:
+            job.state, job.exit_code = JobState.COMPLETED, 0
+        else:  # cut at its walltime, as a real batch system kills it
+            job.state, job.signal, job.reason = JobState.FAILED, KILLED, WALLTIME_EXCEEDED
         del self.running[job.id]
         self.done += 1
         node = self.nodes.get(job.node or "")
@@ -140,6 +146,7 @@ class SimBatch:
             node = self.nodes[name]
             job.state = JobState.RUNNING
             job.started_at = now
+            job.attempts += 1
             job.node = name
             node.free -= job.cores
             node.running += 1
@@ -195,7 +202,8 @@ class SimBatch:
         lost = [j for j in self.running.values() if j.node == name]
         for job in lost:
             del self.running[job.id]
-            job.state, job.node, job.started_at = JobState.QUEUED, None, None
+            job.state, job.node, job.started_at = JobState.REQUEUED, None, None
+            job.reason = f"node {name} lost"
             if node is not None:
                 node.free += job.cores
                 node.running -= 1
@@ -300,13 +308,44 @@ class SimBatch:
         job = self._queued(job_id)
         self.queue.remove(job)
         self.held[job_id] = job
+        job.state = JobState.HELD
 
     def release(self, job_id: str) -> None:
         job = self.held.pop(job_id, None)
         if job is not None:
+            job.state = JobState.REQUEUED if job.attempts else JobState.QUEUED
             self.queue.append(job)
             self.queue.sort(key=self._key)
             self._schedule()
+
+    def cancel(self, job_id: str) -> None:
+        job = self._find(job_id)
+        if job.state is JobState.CANCELLED:
+            return
+        if job.state.finished:
+            raise BatchError(f"cancel: job {job_id} already {job.state.value}")
+        if job_id in self.held:
+            del self.held[job_id]
+        elif job_id in self.running:
+            del self.running[job_id]
+            node = self.nodes.get(job.node or "")
+            if node is not None:
+                node.free += job.cores
+                node.running -= 1
+        else:
+            self.queue.remove(job)
+        job.state, job.finished_at = JobState.CANCELLED, self.sim.now
+        self._schedule()
+
+    def job(self, job_id: str) -> JobDetail:
+        job = self._find(job_id)
+        return JobDetail.of(job, native_state=job.state.value)
+
+    def _find(self, job_id: str) -> Job:
+        for job in self.jobs:
+            if job.id == job_id:
+                return job
+        raise UnknownJob(f"no job {job_id!r} in the simulated batch system")
 
     def redirect(self, job_id: str, target: str) -> None:
         job = self._queued(job_id)
@@ -322,7 +361,8 @@ class SimBatch:
             raise UnknownJob(f"no running job {job_id}")
         node = self.nodes.get(job.node or "")
         del self.running[job_id]
-        job.state, job.node, job.started_at = JobState.QUEUED, None, None
+        job.state, job.node, job.started_at = JobState.REQUEUED, None, None
+        job.reason = PREEMPTED
         if node is not None:
             node.free += job.cores
             node.running -= 1

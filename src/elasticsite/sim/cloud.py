@@ -6,9 +6,9 @@ simulator's manager core drives exactly as the live manager drives a real cloud.
 
 Boot and shutdown times are a :class:`Durations`: a constant, a uniform range, or an
 empirical list sampled with replacement (paper 000 saw EC2 boots from 74 to 205 s).
-A boot is that sample plus ``boot_slowdown`` for each other instance of the cloud
-booting with it, whether it started before or during this boot
-(:mod:`elasticsite.boottime`);
+A sample is what a boot takes alone. With an ``image_transfer`` or ``parallel_boots``,
+boots share the cloud's finite boot path (:mod:`elasticsite.boottime`): at most that
+many in progress, each moving its image over one link whose bandwidth they divide;
 :meth:`CloudModel.paper000` gives paper 000's clouds so calibrated.
 Billing follows :func:`elasticsite.model.billed_cost`: every started increment is
 paid, so ``billing_increment=3600`` rounds partial hours up as paper 002 does and
@@ -17,85 +17,20 @@ paid, so ``billing_increment=3600`` rounds partial hours up as paper 002 does an
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from elasticsite.boottime import CALIBRATION_BOOTS, PAPER000, contended
+from elasticsite.boottime import CALIBRATION_BOOTS, PAPER000, BootPath, BootPipeline
 from elasticsite.clouds.base import CloudError, Instance, InstanceState
 from elasticsite.model import CloudSpec, VMType, WasteEstimate, billed_cost
 from elasticsite.sim.cloud_slots import SimSlots
+from elasticsite.sim.durations import Durations
 from elasticsite.sim.engine import Simulation
 
 __all__ = ["CloudModel", "Durations", "SimCloud", "describe_cloud", "sim_cloud"]
-
-
-@dataclass(frozen=True, slots=True)
-class Durations:
-    """A distribution of durations in seconds, sampled from a caller's seeded RNG."""
-
-    kind: str = "constant"
-    values: tuple[float, ...] = (0.0,)
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("constant", "uniform", "empirical"):
-            raise ValueError(
-                f"unknown duration kind {self.kind!r}; use constant, uniform or empirical"
-            )
-        need = {"constant": 1, "uniform": 2}.get(self.kind)
-        if need is not None and len(self.values) != need:
-            raise ValueError(f"a {self.kind} duration takes {need} value(s), got {self.values}")
-        if not self.values or any(v < 0 for v in self.values):
-            raise ValueError(f"durations must be non-negative seconds, got {self.values}")
-        if self.kind == "uniform" and self.values[0] > self.values[1]:
-            raise ValueError(f"uniform range must be low <= high, got {self.values}")
-
-    @classmethod
-    def constant(cls, seconds: float) -> Durations:
-        return cls("constant", (float(seconds),))
-
-    @classmethod
-    def uniform(cls, low: float, high: float) -> Durations:
-        return cls("uniform", (float(low), float(high)))
-
-    @classmethod
-    def empirical(cls, samples: Sequence[float]) -> Durations:
-        return cls("empirical", tuple(float(s) for s in samples))
-
-    @classmethod
-    def parse(cls, text: str) -> Durations:
-        """``"60"`` is constant, ``"74:205"`` uniform, ``"60,62,90"`` an empirical list."""
-        try:
-            if ":" in text:
-                low, high = text.split(":")
-                return cls.uniform(float(low), float(high))
-            if "," in text:
-                return cls.empirical([float(v) for v in text.split(",")])
-            return cls.constant(float(text))
-        except ValueError as exc:
-            raise ValueError(
-                f"bad duration {text!r}: give seconds (60), a range (74:205) or a list "
-                f"(60,62,90); {exc}"
-            ) from None
-
-    @property
-    def high(self) -> float:
-        """The longest duration this law can give."""
-        return max(self.values)
-
-    @property
-    def mean(self) -> float:
-        if self.kind == "uniform":
-            return (self.values[0] + self.values[1]) / 2
-        return sum(self.values) / len(self.values)
-
-    def sample(self, rng: random.Random) -> float:
-        if self.kind == "constant":
-            return self.values[0]
-        if self.kind == "uniform":
-            return rng.uniform(self.values[0], self.values[1])
-        return rng.choice(self.values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +51,11 @@ class CloudModel:
     process per instance); 0 is on-demand capacity, never taken back."""
     spot_notice: float = 120.0
     """Seconds of notice before a spot instance is taken back (EC2 gives two minutes)."""
-    boot_slowdown: float = 0.0
-    """Seconds each other instance of this cloud booting at launch adds to a boot."""
+    image_transfer: float = 0.0
+    """Seconds a boot's image takes alone over the cloud's shared link (part of a boot
+    alone; the boots transferring at once divide the link): 0, no shared link."""
+    parallel_boots: int = 0
+    """Boots in progress at once; later ones wait their turn (0: no limit)."""
     boot_estimate: float | None = None
     """The boot time policies assume until they observe some (None: a boot alone's mean)."""
     waste_estimate: WasteEstimate = "observed"
@@ -153,7 +91,8 @@ class CloudModel:
             "shutdown": Durations.uniform(
                 t.shutdown - t.shutdown_jitter, t.shutdown + t.shutdown_jitter
             ),
-            "boot_slowdown": t.slowdown,
+            "image_transfer": t.path.transfer,
+            "parallel_boots": t.path.parallel,
             "boot_estimate": t.mean_boot(CALIBRATION_BOOTS),
         }
         if which != "ec2":  # the paper capped its Nimbus clouds at 10 VMs
@@ -163,8 +102,12 @@ class CloudModel:
     def __post_init__(self) -> None:
         if self.boot_estimate is not None and not self.boot_estimate >= 0:
             raise ValueError(f"boot_estimate must be >= 0 seconds, got {self.boot_estimate}")
-        if not self.boot_slowdown >= 0:
-            raise ValueError(f"boot_slowdown must be >= 0 seconds, got {self.boot_slowdown}")
+        path = BootPath(self.image_transfer, self.parallel_boots)  # checks both
+        if path.transfer > min(self.boot.values):
+            raise ValueError(
+                f"image_transfer ({path.transfer:g} s) must not exceed the shortest boot "
+                f"alone ({min(self.boot.values):g} s), which includes it"
+            )
         if self.interruptions_per_hour < 0 or self.spot_notice < 0:
             raise ValueError("interruptions_per_hour and spot_notice must be >= 0")
         if self.vm_limit < 0:
@@ -175,6 +118,15 @@ class CloudModel:
             raise ValueError(f"cores_per_vm must be >= 1, got {self.cores_per_vm}")
         if self.hosts < 0 or self.tenant_vms < 0 or not 0 <= self.tenant_volunteers <= 1:
             raise ValueError("hosts and tenant_vms must be >= 0, tenant_volunteers in [0, 1]")
+
+    @property
+    def path(self) -> BootPath:
+        """The cloud's boot path: what its boots share."""
+        return BootPath(self.image_transfer, self.parallel_boots)
+
+    def boot_bound(self, n: int) -> float:
+        """The longest ``n`` VMs launched together on the idle cloud take to boot."""
+        return self.path.bound(n, self.boot.high)
 
     def cost(self, seconds: float) -> float:
         """What one VM alive for ``seconds`` costs."""
@@ -200,33 +152,44 @@ class CloudModel:
 def sim_cloud(
     preset: str,
     boot: str | None = None,
-    slowdown: float | None = None,
     shutdown: str | None = None,
+    *,
+    vm_limit: int | None = None,
+    image_transfer: float | None = None,
+    parallel_boots: int | None = None,
     **fields: Any,
 ) -> CloudModel:
-    """Paper 000's cloud ``preset`` (or ``none``: 60 s boots, 6 s shutdowns, no
-    contention), with each of boot, slowdown and shutdown replaced where given (the
-    durations in :meth:`Durations.parse`'s forms), and ``fields`` set."""
+    """Paper 000's cloud ``preset`` (or ``none``: 60 s boots, 6 s shutdowns), at most
+    ``vm_limit`` VMs (default 10), with boot and shutdown replaced where given (the
+    durations in :meth:`Durations.parse`'s forms), and ``fields`` set.
+
+    Contention belongs to the calibrated cloud as calibrated: a cloud described by its
+    own ``boot`` or ``vm_limit`` shares no boot path unless ``image_transfer`` or
+    ``parallel_boots`` ask for one (each given replaces the preset's)."""
     if preset == "none":
         model = CloudModel("cloud", boot=Durations.constant(60.0), shutdown=Durations.constant(6.0))
     else:
         model = CloudModel.paper000(preset, "cloud")
-    changes: dict[str, Any] = dict(fields)
+    changes: dict[str, Any] = {"vm_limit": 10 if vm_limit is None else vm_limit, **fields}
+    if boot is not None or vm_limit is not None:  # another cloud: the preset's times alone
+        changes.update(image_transfer=0.0, parallel_boots=0, boot_estimate=None)
     if boot is not None:
         changes["boot"] = Durations.parse(boot)
-    if slowdown is not None:
-        changes["boot_slowdown"] = slowdown
+    if image_transfer is not None:
+        changes["image_transfer"] = image_transfer
+    if parallel_boots is not None:
+        changes["parallel_boots"] = parallel_boots
     if shutdown is not None:
         changes["shutdown"] = Durations.parse(shutdown)
     return replace(model, **changes)
 
 
 def describe_cloud(model: CloudModel) -> str:
-    """One line on how a simulated cloud boots: ``boots 91-97 s +45 s per boot in flight``."""
+    """One line on how a simulated cloud boots: ``boots of 91-97 s alone; images over a
+    shared link (35 s each alone), 10 boots at once``."""
     b = model.boot
     alone = f"{b.values[0]:g}" if b.kind == "constant" else f"{min(b.values):g}-{b.high:g}"
-    more = f" +{model.boot_slowdown:g} s per boot in flight" if model.boot_slowdown else ""
-    return f"boots of {alone} s{more}"
+    return f"boots of {alone} s alone; {model.path.describe()}"
 
 
 class NodeHost(Protocol):
@@ -240,10 +203,10 @@ class SimCloud:
     """A :class:`CloudModel` as a cloud driver on the virtual clock.
 
     ``launch`` is idempotent by name and refuses (``CloudError``) past the VM limit;
-    an instance is PENDING for a boot time sampled from ``rng`` (slowed by
-    ``boot_slowdown`` for each other PENDING one at its launch, and for each launched
-    while it boots), then RUNNING, when
-    its node (the user data's ``node``) registers with ``batch``; ``terminate`` makes
+    an instance is PENDING for a boot time sampled from ``rng`` (what it takes alone;
+    on a shared boot path, :class:`~elasticsite.boottime.BootPipeline` says when it
+    ends), then RUNNING, when its node (the user data's ``node``) registers with
+    ``batch``; ``terminate`` makes
     it STOPPING (its node goes down) for a sampled shutdown time, then TERMINATED,
     with ``ended_at`` set. ``describe`` reports each terminated instance once more,
     then forgets it, as real clouds do after a while. On a spot cloud each instance
@@ -265,8 +228,13 @@ class SimCloud:
         self._node: dict[str, str] = {}
         self._live = 0
         self._serial = 0
-        self._booting: dict[str, float] = {}
-        """The PENDING instances' ids -> when each boot ends (later as others start)."""
+        self._path: BootPipeline[str] | None = None
+        """The boots sharing the cloud's boot path (None: nothing is shared)."""
+        if model.path.shared:
+            self._path = BootPipeline(model.path)
+        self._ticks: float = math.inf
+        """When the next look at the boot path is scheduled."""
+        self._by_id: dict[str, Instance] = {}
         self.slots: SimSlots | None = None
         if model.hosts:
             vm = VMType("vm", model.cores_per_vm, model.vm_memory_mb)
@@ -307,15 +275,15 @@ class SimCloud:
             self._by_name[name] = inst
             self._node[inst.id] = userdata.get("node", name)
             self._live += 1
-            slowdown = self.model.boot_slowdown
-            boot = contended(self.model.boot.sample(self.rng), slowdown, len(self._booting))
+            boot = self.model.boot.sample(self.rng)
             if urgent_boot is not None:  # paper 004's allocation delay under its policy
-                boot = urgent_boot
-            if slowdown:
-                for other in self._booting:  # its boot now shares the network too
-                    self._booting[other] += slowdown
-            self._booting[inst.id] = self.sim.now + boot
-            self.sim.at(self.sim.now + boot, self._booted, inst)
+                self.sim.at(self.sim.now + urgent_boot, self._booted, inst)
+            elif self._path is None:
+                self.sim.at(self.sim.now + boot, self._booted, inst)
+            else:  # its image crosses the shared link, after those ahead of it
+                self._by_id[inst.id] = inst
+                rest = boot - self.model.image_transfer
+                self._ended(self._path.add(inst.id, self.sim.now, rest))
             rate = self.model.interruptions_per_hour
             if rate > 0:
                 end = self.sim.now + self.rng.expovariate(rate / 3600.0)
@@ -339,12 +307,29 @@ class SimCloud:
         inst.reclaimed = True
         self._stopped(inst)
 
+    def _ended(self, ended: list[tuple[str, float]]) -> None:
+        """Boots the path says have ended join now; the next look at the path is booked."""
+        for instance_id, _ in ended:
+            inst = self._by_id.pop(instance_id, None)
+            if inst is not None:
+                self._booted(inst)
+        due = self._path.due() if self._path is not None else math.inf
+        if due < self._ticks:
+            self._ticks = due
+            self.sim.at(due, self._tick, due)
+
+    def _tick(self, at: float) -> None:
+        if at != self._ticks or self._path is None:
+            return  # a look booked before an earlier one was
+        self._ticks = math.inf
+        self._ended(self._path.advance(self.sim.now))
+
+    def _leave_path(self, inst: Instance) -> None:
+        """A boot cancelled: its place and its share of the link go to the others."""
+        if self._path is not None and self._by_id.pop(inst.id, None) is not None:
+            self._ended(self._path.remove(inst.id, self.sim.now))
+
     def _booted(self, inst: Instance) -> None:
-        due = self._booting.pop(inst.id, None)
-        if due is not None and due > self.sim.now:  # slowed down by later boots
-            self._booting[inst.id] = due
-            self.sim.at(due, self._booted, inst)
-            return
         if inst.state is InstanceState.PENDING:
             inst.state = InstanceState.RUNNING
             self.batch.register(self._node[inst.id])
@@ -360,14 +345,14 @@ class SimCloud:
         wanted = set(instance_ids)
         for inst in self._by_name.values():
             if inst.id in wanted and inst.state in (InstanceState.PENDING, InstanceState.RUNNING):
+                self._leave_path(inst)
                 inst.state = InstanceState.STOPPING
-                self._booting.pop(inst.id, None)
                 self.batch.node_down(self._node[inst.id])
                 delay = self.model.shutdown.sample(self.rng)
                 self.sim.at(self.sim.now + delay, self._stopped, inst)
 
     def _stopped(self, inst: Instance) -> None:
-        self._booting.pop(inst.id, None)
+        self._leave_path(inst)
         inst.state = InstanceState.TERMINATED
         inst.ended_at = self.sim.now
         self._live -= 1

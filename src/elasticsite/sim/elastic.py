@@ -17,7 +17,9 @@ fails. When the last job has finished, the site stops as a manager configured wi
 
 from __future__ import annotations
 
+import math
 import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,13 +28,29 @@ from elasticsite.clouds.base import WORKER_TAG, Instance
 from elasticsite.core import CoreConfig, CoreState, Outcome, Plan
 from elasticsite.manager.commands import CommandRunner
 from elasticsite.metrics import WorkloadMetrics, workload_metrics
-from elasticsite.model import Decision, Job, Transition, Worker
+from elasticsite.model import Decision, Job, Transition, Worker, WorkerState
 from elasticsite.sim.batch import SimBatch
 from elasticsite.sim.cloud import CloudModel, SimCloud
 from elasticsite.sim.engine import Simulation
+from elasticsite.sim.watch import (
+    RunLimits,
+    RunStatus,
+    SimulationExploded,
+    exploded_time,
+    exploded_workers,
+)
+from elasticsite.spend import Ledger, bill
 from elasticsite.urgent.batch_policies import URGENT_PRIORITY
 
-__all__ = ["SIM_SITE", "ElasticResult", "ElasticRun", "SimulationStalled", "simulate_elastic"]
+__all__ = [
+    "SIM_SITE",
+    "ElasticResult",
+    "ElasticRun",
+    "RunStatus",
+    "SimulationExploded",
+    "SimulationStalled",
+    "simulate_elastic",
+]
 
 SIM_SITE = "simulated"
 """The site id of simulated instances' tags."""
@@ -54,6 +72,9 @@ class ElasticResult:
             self.jobs, self.workers, [c.spec() for c in self.clouds], tolerance=tolerance
         )
 
+
+STATUS_EVERY = 0.25
+"""Wall-clock seconds between two calls of a run's status callback."""
 
 STALL_STEPS = 1000
 """Decisions in a row with jobs queued, nothing running and nothing launched after
@@ -84,10 +105,16 @@ class ElasticRun:
         site_cores: int = 0,
         preboot: int = 0,
         urgency: Mapping[int, str] | None = None,
+        status: Callable[[RunStatus], None] | None = None,
+        limits: RunLimits | None = None,
         *,
         users: Sequence[str] | None = None,
         attributes: Sequence[Mapping[str, str]] | None = None,
     ) -> None:
+        """``status`` is called at the first decision, then at most every
+        :data:`STATUS_EVERY` s of wall-clock time, with the run's :class:`RunStatus`;
+        ``limits`` (default: :meth:`RunLimits.of` the workload and clouds) stop a run
+        that explodes with :class:`SimulationExploded`."""
         if not clouds:
             raise ValueError("an elastic site needs at least one cloud")
         if interval <= 0:
@@ -120,6 +147,9 @@ class ElasticRun:
             typed_nodes=bool(getattr(policy, "typed_nodes", False)),
         )
         self.state = CoreState()
+        self.ledger = Ledger(settings.budget.period) if settings.budget else None
+        """What finished workers cost, for the budget (as the manager's bills)."""
+        self._specs = {c.name: c for c in specs}
         self.runner = CommandRunner(
             batch=self.batch,
             clouds=self.clouds,
@@ -136,6 +166,12 @@ class ElasticRun:
         self._outcomes: list[Outcome] = []
         self._numbers = 0
         self._idle_steps = 0
+        self._status = status
+        self._shown = -math.inf
+        self._first = first
+        self.limits = limits or RunLimits.of(arrivals, clouds, interval)
+        self.wasted = 0
+        """Workers that ended without ever joining."""
         for i, (at, cores, runtime, walltime) in enumerate(arrivals):
             if cores < 1 or runtime < 0 or walltime <= 0:
                 raise ValueError(
@@ -210,6 +246,10 @@ class ElasticRun:
             and not view.running
         ):
             self.state.shutting_down = True  # all work done: the site stops, draining
+        if self.ledger is not None:
+            on_record = (r.worker for r in self.state.records.values())
+            spent = self.ledger.spent(now, on_record, self.config.clouds)
+            snapshot.spent_in_period = spent.period_total
         if self.state.shutting_down:
             decision = core.shutdown_decision(snapshot)
         else:
@@ -218,10 +258,35 @@ class ElasticRun:
         self._check_progress(view.queued, view.running, decision)
         core.apply(self.state, plan, self.config, now, decision, self._new_ids(decision))
         self._carry_out(plan)
+        self._watch(now)
         if not self._released:
             self._preboot_check(min((j.submitted_at for j in self.jobs), default=now))
         if not (self.state.shutting_down and not self.state.records and not self._outcomes):
             self.sim.at(now + self.config.interval, self.step)
+
+    def status(self) -> RunStatus:
+        """Where the run is now."""
+        booting = workers = 0
+        for r in self.state.records.values():
+            st = r.worker.state
+            if st.live:
+                workers += 1
+                booting += st is WorkerState.REQUESTED or st is WorkerState.BOOTING
+        return RunStatus(self.sim.now - self._first, self.batch.done, len(self.jobs), workers,
+                         booting, len(self.workers))  # fmt: skip
+
+    def _watch(self, now: float) -> None:
+        """Report the run's status now and then; stop it past its limits."""
+        over = now - self._first > self.limits.until or self.wasted > self.limits.wasted
+        if self._status is not None and time.monotonic() - self._shown >= STATUS_EVERY:
+            self._shown = -math.inf
+            self._status(self.status())
+        if over:
+            stall = self.settings.stall_timeout
+            if self.wasted > self.limits.wasted:
+                raise exploded_workers(self.status(), self.wasted, self.limits, self.models,
+                                       stall)  # fmt: skip
+            raise exploded_time(self.status(), self.limits, self.models, stall)
 
     def _check_progress(
         self, queued: Sequence[Job], running: Sequence[Job], decision: Decision
@@ -258,9 +323,15 @@ class ElasticRun:
         self.workers.extend(rec.worker for rec in plan.new)
         self.log.extend(plan.transitions)
         for wid in plan.forgotten:
-            self.state.records.pop(wid, None)
-        for command in plan.commands:
-            self._outcomes.append(self.runner.run(command))
+            rec = self.state.records.pop(wid, None)
+            if rec is None:
+                continue
+            if self.ledger is not None:
+                self.ledger.add(bill(rec.worker, self._specs), self.sim.now)
+            if rec.worker.joined_at is None:
+                self.wasted += 1
+        for group in self.runner.batches(plan.commands):  # as the manager's pool runs them
+            self._outcomes.extend(self.runner.run_all(group))
 
 
 def simulate_elastic(
@@ -277,6 +348,8 @@ def simulate_elastic(
     preboot: int = 0,
     progress: Callable[[float], None] | None = None,
     urgency: Mapping[int, str] | None = None,
+    status: Callable[[RunStatus], None] | None = None,
+    limits: RunLimits | None = None,
     users: Sequence[str] | None = None,
     attributes: Sequence[Mapping[str, str]] | None = None,
 ) -> ElasticResult:
@@ -293,6 +366,9 @@ def simulate_elastic(
     a finite cloud (``CloudModel.hosts``) gives their launches its urgent policy.
     ``users`` and ``attributes``, when given, are each job's user and attributes (the
     ``vm_type`` Cloud Scheduler mode serves it by), in the order of ``arrivals``.
+    ``status`` gets the run's :class:`RunStatus` now and then; a run past its
+    :class:`~elasticsite.sim.watch.RunLimits` (``limits``, default from the workload
+    and clouds) raises :class:`SimulationExploded`.
     """
     run = ElasticRun(
         arrivals,
@@ -306,6 +382,8 @@ def simulate_elastic(
         site_cores,
         preboot,
         urgency,
+        status,
+        limits,
         users=users,
         attributes=attributes,
     )

@@ -14,7 +14,9 @@
 #     anything is written: a field not of its form stops the script with one line
 #     on stderr naming it;
 #   * they reach awk through ENVIRON only (never "awk -v", which expands
-#     backslash escapes), and the shell only ever expands them inside quotes;
+#     backslash escapes), are compared there as strings only (awk would compare
+#     "100" and "1e2" as equal numbers), and the shell only ever expands them
+#     inside quotes;
 #   * a script writes only the lines it owns, inside a marked block per context
 #     ("# BEGIN elasticsite CTX" ... "# END elasticsite CTX"), and a delete removes
 #     exactly the node's own line (and the block, once empty).
@@ -217,16 +219,19 @@ es_block() {
                 exit 2
             }
         }
+        # String equality, whatever the values look like: awk compares two fields
+        # or ENVIRON values that look numeric as numbers ("100" == "1e2" == "0x64").
+        function same(a, b) { return a "" == b "" }
         # Whether a block line is the node being added (same host name) or deleted
         # (same host name, short name and address).
         function node(   names) {
             if (format == "hosts") {
-                if (op == "add") return $2 == host
-                return NF == 3 && $1 == addr && $2 == host && $3 == short
+                if (op == "add") return same($2, host)
+                return NF == 3 && same($1, addr) && same($2, host) && same($3, short)
             }
             split($1, names, ",")
-            if (op == "add") return names[1] == host
-            return $1 == host "," short "," addr
+            if (op == "add") return same(names[1], host)
+            return same($1, host "," short "," addr)
         }
         # Print a block of ours, with the node added to the first one; none if empty.
         function flush(   i) {

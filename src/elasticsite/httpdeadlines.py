@@ -1,0 +1,208 @@
+"""uvicorn's HTTP protocols with a deadline for each request's headers and one for
+its body, and the connection's place in the caps given back when it closes
+(:mod:`elasticsite.connlimits` says what each limit is).
+
+A request's header clock is set once, never moved by the bytes that arrive, and
+stopped when its headers are complete; its body clock likewise from the end of its
+headers to the end of its body. Requests complete in one read (headers and body) are
+the common case on the long-poll path, and cost no timer at all. A client whose body
+is late is answered ``408`` (if nothing was answered yet) and disconnected, and the
+application waiting for the body sees the client gone.
+
+Written against uvicorn 0.54 (``HttpToolsProtocol``: ``connection_made``,
+``connection_lost``, ``data_received``, ``on_message_begin``,
+``on_headers_complete``, ``on_message_complete``, ``on_response_complete``,
+``pipeline``, ``cycle`` with ``response_complete``, ``response_started``,
+``disconnected`` and ``message_event``; ``H11Protocol``: the same ``cycle``,
+``data_received``, ``on_response_complete``, ``conn.their_state``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+if TYPE_CHECKING:
+    from elasticsite.connlimits import ConnectionLimits
+
+__all__ = ["Deadlines", "GuardedH11Protocol", "GuardedHttpToolsProtocol", "Slot"]
+
+
+class Slot(Protocol):
+    """A connection's place in the caps (:class:`elasticsite.connlimits.Acceptor`'s
+    gate): given back once, told when a deadline cut the connection."""
+
+    def release(self) -> None: ...
+
+    def overdue(self, part: Literal["headers", "body"], client: tuple[str, int] | None) -> None: ...
+
+
+class Deadlines(asyncio.Protocol):
+    """The header and body deadlines and the connection's place, shared by both HTTP
+    protocols.
+
+    The header deadline of the first request runs from the connection's accept; later
+    ones are started by each protocol's ``data_received``. A body deadline is started
+    after a read (or after a response, for a pipelined request) that leaves the served
+    request's body incomplete, and stopped when the body is complete.
+    """
+
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    client: tuple[str, int] | None
+    cycle: Any  # uvicorn's request-response cycle of the request being served
+
+    _slot: Slot | None = None
+    _first_deadline: float | None = None
+    _header_timeout = 10.0
+    _body_timeout = 30.0
+    _request_timeout = b""
+    _header_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
+    _cut_timer: asyncio.TimerHandle | None = None
+
+    def attach(
+        self, slot: Slot, deadline: float, limits: ConnectionLimits, request_timeout: bytes
+    ) -> None:
+        """Before ``connection_made``: the connection's place, its first deadline, the
+        limits and the 408 answer to send when a body is late."""
+        self._slot = slot
+        self._first_deadline = deadline
+        self._header_timeout = limits.header_timeout
+        self._body_timeout = limits.body_timeout
+        self._request_timeout = request_timeout
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        deadline = self._first_deadline
+        if deadline is None:
+            deadline = self.loop.time() + self._header_timeout
+        self._header_timer = self.loop.call_at(deadline, self._headers_overdue)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_header_clock()
+        self._stop_body_clock()
+        if self._cut_timer is not None:
+            self._cut_timer.cancel()
+        try:
+            super().connection_lost(exc)
+        finally:
+            if self._slot is not None:
+                self._slot.release()
+                self._slot = None
+
+    def _start_header_clock(self) -> None:
+        if not self.transport.is_closing():
+            self._header_timer = self.loop.call_later(self._header_timeout, self._headers_overdue)
+
+    def _stop_header_clock(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_overdue(self) -> None:
+        self._header_timer = None
+        if self._slot is not None:
+            self._slot.overdue("headers", self.client)
+        self.transport.abort()  # nothing to flush; no TLS goodbye to wait for
+
+    def _start_body_clock(self) -> None:
+        if self._body_timer is None and not self.transport.is_closing():
+            self._body_timer = self.loop.call_later(self._body_timeout, self._body_overdue)
+
+    def _stop_body_clock(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_overdue(self) -> None:
+        self._body_timer = None
+        if self._slot is not None:
+            self._slot.overdue("body", self.client)
+        cycle = self.cycle
+        if cycle is None or cycle.response_started or self.transport.is_closing():
+            self.transport.abort()
+            return
+        # The application waiting for the rest of the body sees the client gone, and
+        # whatever it still sends goes nowhere (as when uvicorn loses a connection).
+        cycle.disconnected = True
+        cycle.message_event.set()
+        self.transport.write(self._request_timeout)
+        self.transport.close()
+        # A client that does not read its 408 does not keep the connection either.
+        self._cut_timer = self.loop.call_later(self._header_timeout, self.transport.abort)
+
+
+class GuardedHttpToolsProtocol(Deadlines, HttpToolsProtocol):
+    """uvicorn's httptools protocol with the header and body deadlines.
+
+    A request's header clock starts at ``on_message_begin`` or, between requests, at
+    any byte (stray line ends included), unless that same read completes the headers;
+    it stops at ``on_headers_complete``. Its body clock starts after a read that leaves
+    its body incomplete (if it is being served, not waiting behind a pipelined one)
+    and stops at ``on_message_complete``.
+    """
+
+    _awaiting_headers = False
+    _awaiting_body = False
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._header_timer is None and (
+            self._awaiting_headers or (cycle := self.cycle) is None or cycle.response_complete
+        ):
+            self._start_header_clock()
+        if self._awaiting_body and self._body_timer is None and not self.pipeline:
+            self._start_body_clock()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._awaiting_headers = True
+
+    def on_headers_complete(self) -> None:
+        self._awaiting_headers = False
+        if self._header_timer is not None:
+            self._stop_header_clock()
+        super().on_headers_complete()
+        self._awaiting_body = True
+
+    def on_message_complete(self) -> None:
+        self._awaiting_body = False
+        if self._body_timer is not None:
+            self._stop_body_clock()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._awaiting_body and self._body_timer is None and not self.pipeline:
+            self._start_body_clock()  # a pipelined request, now served, still sending
+
+
+class GuardedH11Protocol(Deadlines, H11Protocol):
+    """uvicorn's h11 protocol with the header and body deadlines: while the client's
+    side of the connection is idle after a read, a request has begun and not yet been
+    parsed; while it sends a body, the body clock runs."""
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            if self._header_timer is None:
+                self._start_header_clock()
+        elif self._header_timer is not None:
+            self._stop_header_clock()
+        self._check_body_clock(state)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._check_body_clock(self.conn.their_state)  # a pipelined request, now served
+
+    def _check_body_clock(self, state: object) -> None:
+        if state is h11.SEND_BODY:
+            self._start_body_clock()
+        elif self._body_timer is not None:
+            self._stop_body_clock()

@@ -1,0 +1,233 @@
+"""Capacity only for work it can run: properties every registered policy keeps.
+
+Random sites with several VM types per cloud, ``serves`` selectors, closed clouds,
+jobs naming VM types, partitions, node counts and memory, idle and booting workers of
+every type. The oracle below is written apart from :mod:`elasticsite.feasibility`:
+
+* no launch is of a worker that no queued job could use: each launch is on an open
+  cloud, of a type some servable queued job fits there (with nothing servable queued,
+  only a baseline launches, and then the cloud's default type);
+* no idle worker is kept for jobs it cannot run: an idle worker no servable queued job
+  could use is released as if nothing were queued. What may still keep it is what
+  keeps an idle worker then: a paid hourly worker with more than ``billing_margin``
+  seconds of paid time left, and a policy's own floor (steady stream's minimum,
+  dedicated's pool) — never more of them than that floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from elasticsite.attributes import EMPTY, EVERY_JOB, Selector
+from elasticsite.model import Cause, CloudSpec, Job, VMType, Worker, WorkerState
+from elasticsite.policies import PolicySettings, available, evaluate, get
+from elasticsite.policies.planning import paid_time_left
+from elasticsite.snapshot import SiteSnapshot
+
+S = WorkerState
+POLICIES = available()
+TYPES = (
+    VMType("small", 1, 2048),
+    VMType("medium", 4, 8192),
+    VMType("large", 16, 32768),
+    VMType("gpu", 8, 65536),
+)
+SELECTORS = (
+    EVERY_JOB,
+    EVERY_JOB,
+    Selector.of({"partition": ["cloud"]}),
+    Selector.of({"partition": ["cloud", "gpu"]}),
+)
+common = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def attributes(draw: st.DrawFn) -> Mapping[str, str]:
+    found = {}
+    if draw(st.booleans()):
+        found["partition"] = draw(st.sampled_from(["cloud", "site", "gpu"]))
+    if draw(st.integers(0, 3)) == 0:
+        found["vm_type"] = draw(st.sampled_from(["small", "large", "gpu", "tiny"]))
+    if draw(st.integers(0, 3)) == 0:
+        found["node_count"] = str(draw(st.integers(1, 4)))
+    if draw(st.integers(0, 4)) == 0:
+        found["vm_memory"] = str(draw(st.sampled_from([1024, 16384, 100_000])))
+    return found or EMPTY
+
+
+@st.composite
+def sites(draw: st.DrawFn) -> SiteSnapshot:
+    clouds = []
+    for i in range(draw(st.integers(1, 3))):
+        types = draw(st.lists(st.sampled_from(TYPES), min_size=1, max_size=3, unique=True))
+        clouds.append(
+            CloudSpec(
+                f"c{i}",
+                max_instances=draw(st.integers(0, 6)),
+                price_per_hour=draw(st.sampled_from([0.0, 0.1, 1.0])),
+                billing_increment=draw(st.sampled_from([1.0, 3600.0])),
+                boot_time=draw(st.sampled_from([10.0, 60.0, 300.0])),
+                shutdown_time=draw(st.sampled_from([5.0, 60.0])),
+                vm_types=tuple(types),
+                serves=draw(st.sampled_from(SELECTORS)),
+            )
+        )
+    names = [c.name for c in clouds]
+    closed = frozenset(draw(st.sets(st.sampled_from(names))))
+    now = draw(st.integers(0, 20_000))
+    workers = []
+    for i in range(draw(st.integers(0, 10))):
+        state = draw(st.sampled_from([S.IDLE, S.IDLE, S.BOOTING, S.REQUESTED, S.BUSY,
+                                      S.DRAINING, S.TERMINATING]))  # fmt: skip
+        where = draw(st.sampled_from([*clouds, None]))  # None: a cloud no longer configured
+        vm = draw(st.sampled_from(where.vm_types if where is not None else TYPES))
+        busy = state in (S.BUSY, S.DRAINING)
+        workers.append(
+            Worker(
+                f"w{i}",
+                where.name if where is not None else "retired",
+                vm.name,
+                vm.cores,
+                requested_at=float(draw(st.integers(max(0, now - 7200), now))),
+                state=state,
+                running_jobs=draw(st.integers(0, 1)) if busy else 0,
+                free_cores=vm.cores if state is S.IDLE else 0,
+            )
+        )
+    queued = [
+        Job(
+            f"j{k}",
+            cores=draw(st.sampled_from([1, 1, 2, 4, 8, 16, 32, 64])),
+            walltime=float(draw(st.integers(1, 20_000))),
+            submitted_at=0.0,
+            attributes=draw(attributes()),
+        )
+        for k in range(draw(st.integers(0, 8)))
+    ]
+    site = SiteSnapshot(float(now), queued, [], workers, clouds)
+    site.closed = closed
+    site.site_cores = draw(st.sampled_from([0, 0, 16]))
+    return site
+
+
+policy_settings = st.builds(
+    PolicySettings,
+    steady_min_workers=st.integers(1, 3),
+    dedicated_workers=st.integers(0, 6),
+    spend_cap_per_hour=st.none() | st.sampled_from([0.5, 2.0, 5.0]),
+    cloud_rule=st.sampled_from(["cheapest", "fastest", "ordered", "balanced", "spot_first"]),
+    billing_margin=st.sampled_from([0.0, 120.0, 600.0]),
+    stall_timeout=st.sampled_from([600.0, 100_000.0]),
+)
+
+
+class Oracle:
+    """Which queued jobs the site could serve and which workers they could use,
+    computed the plain way: every job against every type of every cloud."""
+
+    def __init__(self, site: SiteSnapshot, redirect_to: str | None, stall: float) -> None:
+        self.site = site
+        self.redirect_to = redirect_to
+        # Workers that will run jobs: joined, or on their way and not given up as stalled.
+        self.serving = [
+            w
+            for w in site.workers
+            if w.state in (S.IDLE, S.BUSY)
+            or (w.state in (S.REQUESTED, S.BOOTING) and site.now - w.requested_at <= stall)
+        ]
+        self.specs = {c.name: c for c in site.clouds}
+        self.servable = [j for j in site.queued if self._servable(j)]
+
+    def _serves(self, cloud: CloudSpec, job: Job) -> bool:
+        attrs = dict(job.attributes)
+        if cloud.serves.matches(attrs):
+            return True
+        return self.redirect_to is not None and cloud.serves.matches(
+            {**attrs, "partition": self.redirect_to}
+        )
+
+    @staticmethod
+    def _nodes(job: Job) -> int:
+        raw = job.attributes.get("node_count", "1")
+        return int(raw) if raw.isdigit() and int(raw) > 0 else 1
+
+    def fits(self, job: Job, cloud: CloudSpec | None, vm_name: str, cores: int) -> bool:
+        """Whether a worker of ``vm_name`` with ``cores`` on ``cloud`` runs one node of ``job``."""
+        per_node = -(-job.cores // self._nodes(job))
+        named = job.attributes.get("vm_type")
+        if cores < per_node or (named is not None and named != vm_name):
+            return False
+        if cloud is None:
+            return True
+        vm = next((v for v in cloud.vm_types if v.name == vm_name), None)
+        memory = job.attributes.get("vm_memory")
+        if vm is not None and memory is not None and int(memory) > vm.memory_mb:
+            return False
+        return self._serves(cloud, job)
+
+    def _servable(self, job: Job) -> bool:
+        for c in self.site.clouds:
+            if c.name in self.site.closed or c.max_instances < self._nodes(job):
+                continue
+            if any(self.fits(job, c, v.name, v.cores) for v in c.vm_types):
+                return True
+        return any(
+            self.fits(job, self.specs.get(w.cloud), w.vm_type, w.cores) for w in self.serving
+        )
+
+    def usable(self, w: Worker) -> bool:
+        spec = self.specs.get(w.cloud)
+        return any(self.fits(j, spec, w.vm_type, w.cores) for j in self.servable)
+
+
+def outcome(policy: str, site: SiteSnapshot, cfg: PolicySettings):
+    redirect = cfg.redirect_to if getattr(get(policy), "redirects", False) else None
+    return evaluate(get(policy), site, cfg), Oracle(site, redirect, cfg.stall_timeout)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_no_launch_is_of_a_worker_no_queued_job_could_use(policy, site, cfg):
+    d, oracle = outcome(policy, site, cfg)
+    for x in d.launch:
+        spec = site.cloud(x.cloud)
+        assert x.cloud not in site.closed, x
+        vm = next(v for v in spec.vm_types if v.name == x.vm_type)
+        if oracle.servable:
+            assert any(oracle.fits(j, spec, vm.name, vm.cores) for j in oracle.servable), x
+        else:
+            assert x.cause in (Cause.BASELINE, Cause.REPLACEMENT), x
+            assert x.vm_type == spec.default_vm.name, x
+    # Every job left out is marked with its reason, and none that could be served.
+    assert set(d.unservable) == {j.id for j in site.queued} - {j.id for j in oracle.servable}
+    assert all(d.unservable.values())
+
+
+def floor(policy: str, cfg: PolicySettings) -> int:
+    """Idle workers a policy keeps with nothing queued, whatever they are."""
+    return {"steady_stream": cfg.steady_min_workers, "dedicated": cfg.dedicated_workers}.get(
+        policy, 0
+    )
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@common
+@given(site=sites(), cfg=policy_settings)
+def test_no_idle_worker_is_kept_for_jobs_it_cannot_run(policy, site, cfg):
+    d, oracle = outcome(policy, site, cfg)
+    leaving = {x.worker_id for x in d.drain} | {t.worker_id for t in d.terminate}
+    kept = []
+    for w in site.workers:
+        if w.state is not S.IDLE or w.id in leaving or oracle.usable(w):
+            continue
+        spec = oracle.specs.get(w.cloud)
+        paid = spec is not None and spec.hourly_billing
+        if paid and paid_time_left(w, spec, site.now) > cfg.billing_margin:
+            continue  # paid for: kept like any idle worker with nothing queued
+        kept.append(w.id)
+    assert len(kept) <= floor(policy, cfg), (kept, d)
