@@ -291,16 +291,30 @@ class SlurmBatch:
         if not ok:
             raise BatchError(f"set_owner {name}: scontrol create reservation failed: {out}")
 
-    def _unreserve(self, name: str) -> None:
-        ok, out = self._try("scontrol", "delete", f"reservationname={RESERVATION_PREFIX}{name}")
-        if not ok and "invalid" not in out.lower():
-            raise BatchError(f"node {name}: scontrol delete reservation failed: {out}")
+    def _unreserve(self, name: str, requeue: bool = False) -> None:
+        """Delete the node's reservation, if any. Slurm refuses while a job runs in it
+        (``in use``): with ``requeue``, that job is requeued and the delete retried
+        until ``remove_timeout``; else a BatchError."""
+        deadline = time.monotonic() + self.remove_timeout
+        while True:
+            held = f"reservationname={RESERVATION_PREFIX}{name}"
+            ok, out = self._try("scontrol", "delete", held)
+            if ok or "invalid" in out.lower():
+                return
+            if not (requeue and "in use" in out) or time.monotonic() > deadline:
+                raise BatchError(f"node {name}: scontrol delete reservation failed: {out}")
+            jobs = self._jobs_on(name)  # again: the reservation may draw a job back
+            if jobs:
+                log.info("node %s removed: requeueing %s", name, ", ".join(jobs))
+                self._try("scontrol", "requeue", ",".join(jobs))
+            time.sleep(0.3)
 
     def remove_node(self, name: str) -> None:
-        """Requeue what still runs there, then ``scontrol delete`` (and its owner's
-        reservation); an unknown node: no-op."""
+        """Requeue what still runs there, delete its owner's reservation (Slurm keeps
+        one naming a deleted node, and deletes no node in one), then ``scontrol
+        delete``; an unknown node: no-op."""
         _check_name(name)
-        self._unreserve(name)  # Slurm deletes the node but keeps a reservation naming it
+        self._unreserve(name, requeue=True)
         if not self._node_exists(name):  # already gone (and see _node_update)
             return
         deadline = time.monotonic() + self.remove_timeout
