@@ -233,3 +233,27 @@ def test_a_vm_idle_since_it_joined_is_kept_and_its_users_jobs_are_not_held() -> 
     d = decide(SiteSnapshot(LATER, queued, running, [*workers, fresh], [CLOUD]))
     assert "c-00004" not in {x.worker_id for x in d.drain}
     assert not d.hold, "ann's jobs held: her new VM would sit idle"
+
+
+def test_a_vm_is_launched_only_on_a_cloud_that_serves_its_job() -> None:
+    from elasticsite.attributes import Selector
+
+    gpu = VMType("gpu", 8)
+    cloud_only = CloudSpec("c", max_instances=4, vm_types=(gpu,),
+                           serves=Selector.of({"partition": ["cloud"]}))  # fmt: skip
+    anywhere = CloudSpec("d", max_instances=4, vm_types=(gpu,))
+    # a gpu worker of a cloud no longer configured could run it: it is servable, yet
+    # the one cloud offering gpu does not serve it
+    retired = Worker("old-1", "retired", "gpu", 8, 0.0, WorkerState.BUSY)
+    retired.running_jobs = 1
+    queued = [Job("j1", 1, 600.0, 0.0, user="ann", attributes={"vm_type": "gpu"})]
+    d = decide(SiteSnapshot(0.0, queued, [], [retired], [cloud_only]))
+    assert not d.launch, d.launch
+    # a job of the partition it serves goes there; the rest to the cloud serving anyone
+    queued.append(Job("j2", 1, 600.0, 1.0, user="bob",
+                      attributes={"vm_type": "gpu", "partition": "cloud"}))  # fmt: skip
+    d = decide(SiteSnapshot(0.0, queued, [], [], [cloud_only, anywhere]))
+    assert sorted((x.cloud, x.user) for x in d.launch) == [("c", "bob"), ("d", "ann")]
+    # nor is a job handed a VM its cores do not fit
+    big = [Job("j3", 16, 600.0, 0.0, user="ann", attributes={"vm_type": "gpu"})]
+    assert not decide(SiteSnapshot(0.0, big, [], [], [anywhere])).launch

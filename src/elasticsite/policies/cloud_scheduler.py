@@ -18,7 +18,8 @@ jobs only (its node is declared for the type: the policy sets ``typed_nodes``).
   gets a spare VM of that type from a user above theirs (or nobody's): an idle one
   (a user with no more jobs of its type lends it, and gets it back when they need it),
   then one being drained, then, on a full site and with ``graceful``, a busy one, which
-  finishes its job first. Then new VMs, within each cloud's cap and the spend cap.
+  finishes its job first. Then new VMs, within each cloud's cap and the spend cap, on
+  a cloud that serves the job (its ``serves`` selector) with a type that fits it.
 * **Re-balancing across types**, on a full site while someone below their share still
   waits: the queued jobs of the users above theirs are held, and as many of their VMs
   as the waiting need go: ``graceful`` drains each (retired after its current job);
@@ -35,6 +36,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
+from elasticsite import feasibility
 from elasticsite.attributes import FEATURES, VM_TYPE
 from elasticsite.model import (
     Assign,
@@ -50,7 +52,7 @@ from elasticsite.model import (
     WorkerState,
 )
 from elasticsite.policies.base import PolicySettings, register
-from elasticsite.policies.fair_share import Book, by_user, fair_shares
+from elasticsite.policies.fair_share import Book, Fit, by_user, fair_shares
 from elasticsite.policies.planning import census, rank_clouds
 from elasticsite.snapshot import SiteSnapshot
 
@@ -92,20 +94,23 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     held = [j for j in snapshot.held if j.id in types]
     running = [j for j in snapshot.running if j.id in types]
     capacity = sum(c.max_instances for c in snapshot.clouds)
-    book = Book.of(snapshot.workers, running, served, held, types, capacity)
+    fit = Fit(feasibility.judge(snapshot.clouds, snapshot.closed), types)
+    book = Book.of(snapshot.workers, running, served, held, types, capacity, fit)
     moved: set[str] = set()
 
-    _undrain_own(decision, book, moved)
-    _hand_over(decision, book, moved, (S.IDLE, S.REQUESTED, S.BOOTING))
-    _launch(decision, snapshot, settings, book)
+    _undrain_own(decision, book, fit, moved)
+    _hand_over(decision, book, fit, moved, (S.IDLE, S.REQUESTED, S.BOOTING))
+    _launch(decision, snapshot, settings, book, fit)
     late = (S.DRAINING, S.BUSY) if settings.rebalance == "graceful" else (S.DRAINING,)
-    _hand_over(decision, book, moved, late)
-    given_back = _release_idle(decision, book, moved, by_user((*served, *held), types))
+    _hand_over(decision, book, fit, moved, late)
+    jobs = by_user((*served, *held), types)
+    pending = {key for key, n in jobs.items() if n}
+    given_back = _release_idle(decision, book, moved, jobs)
     unmet = book.unmet()
     over = book.over()
     if unmet and over:
         waiting = sum(unmet.values()) - given_back
-        _rebalance(decision, book, snapshot.now, settings, moved, over, waiting)
+        _rebalance(decision, book, snapshot.now, settings, moved, over, waiting, pending)
     # Held while above their share and someone waits, unless a VM of theirs would idle.
     now = snapshot.now
     held_users = {u for u in over if not book.unused(u, now, moved)} if unmet else set()
@@ -114,21 +119,28 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     return decision
 
 
-def _undrain_own(decision: Decision, book: Book, moved: set[str]) -> None:
+def _undrain_own(decision: Decision, book: Book, fit: Fit, moved: set[str]) -> None:
     """Put back into service a user's own draining VMs their queued jobs want, unless
     the user holds more than their share (why such a VM was drained)."""
-    for user, wanted in sorted(book.wants.items()):
+    for user in sorted(book.wants):
         if book.room(user) < 0:
             continue
         for w in book.of_user(user):
-            if w.state is S.DRAINING and wanted[w.vm_type] > 0:
-                wanted[w.vm_type] -= 1
+            if w.state is not S.DRAINING:
+                continue
+            job = book.first(user, w.vm_type, lambda j, w=w: fit.takes(w, j))  # type: ignore[misc]
+            if job is not None:
+                book.meet(user, w.vm_type, job)
                 decision.undrain.append(Undrain(w.id, Cause.DEMAND_RETURNED))
                 moved.add(w.id)
 
 
 def _hand_over(
-    decision: Decision, book: Book, moved: set[str], states: tuple[WorkerState, ...]
+    decision: Decision,
+    book: Book,
+    fit: Fit,
+    moved: set[str],
+    states: tuple[WorkerState, ...],
 ) -> None:
     """Give the users below their share who wait VMs of their type in ``states``, held
     by nobody or by a user above their share: the spare first, then the one whose job
@@ -146,11 +158,17 @@ def _hand_over(
         handed = False
         for user in book.takers():
             wanted = book.wants[user]
-            pick = next((w for w in givers if wanted[w.vm_type] > 0 and _gives(book, w)), None)
-            if pick is None:
+            pick, job = None, None
+            for w in givers:
+                if wanted[w.vm_type] > 0 and _gives(book, w):
+                    job = book.first(user, w.vm_type, lambda j, w=w: fit.takes(w, j))  # type: ignore[misc]
+                    if job is not None:
+                        pick = w
+                        break
+            if pick is None or job is None:
                 continue
             givers.remove(pick)
-            book.hand(pick.id, user, pick.vm_type)
+            book.hand(pick.id, user, pick.vm_type, job)
             moved.add(pick.id)
             if pick.state is S.DRAINING:
                 decision.undrain.append(Undrain(pick.id, Cause.FAIR_SHARE))
@@ -168,40 +186,43 @@ def _gives(book: Book, w: Worker) -> bool:
 
 
 def _launch(
-    decision: Decision, snapshot: SiteSnapshot, settings: PolicySettings, book: Book
+    decision: Decision, snapshot: SiteSnapshot, settings: PolicySettings, book: Book, fit: Fit
 ) -> None:
     """New VMs for the users below their share who still wait, one round of one VM
     each at a time (the furthest below first), within every cloud's cap and the spend
-    cap; each VM is launched for its user."""
+    cap, each for one of its user's jobs on a cloud that serves the job."""
     cen = census(snapshot)
     live = dict(cen.live_by_cloud or {})
     spend = cen.spend_per_hour
     cap = settings.spend_cap_per_hour
     usable = [c for c in snapshot.clouds if c.name not in snapshot.closed]
     planned: Counter[tuple[str, str, str]] = Counter()
-    full: set[str] = set()
+    stuck: set[tuple[str, str]] = set()
+    """(user, VM type) no cloud will launch for (any more) in this decision."""
     while True:
         launched = False
         for user in book.takers():
             for vm_type, n in sorted(book.wants[user].items()):
-                if n <= 0 or vm_type in full:
+                if n <= 0 or (user, vm_type) in stuck:
                     continue
                 offering = [c for c in usable if any(v.name == vm_type for v in c.vm_types)]
-                cloud = None
+                cloud, job = None, None
                 for c in rank_clouds(offering, settings.cloud_rule, live):
                     room = c.max_instances - live.get(c.name, 0)
                     if cap is not None and c.price_per_hour > 0:
                         room = min(room, int((cap - spend) / c.price_per_hour + 1e-9))
                     if room > 0:
-                        cloud = c
-                        break
-                if cloud is None:
-                    full.add(vm_type)
+                        job = book.first(user, vm_type, lambda j, c=c: fit.launches(c, j))  # type: ignore[misc]
+                        if job is not None:
+                            cloud = c
+                            break
+                if cloud is None or job is None:
+                    stuck.add((user, vm_type))
                     continue
                 planned[cloud.name, vm_type, user] += 1
                 live[cloud.name] = live.get(cloud.name, 0) + 1
                 spend += cloud.price_per_hour
-                book.plan(user, vm_type)
+                book.plan(user, vm_type, job)
                 launched = True
                 break  # one VM per user per round
         if not launched:
@@ -218,10 +239,12 @@ def _rebalance(
     moved: set[str],
     over: dict[str, int],
     waiting: int,
+    pending: set[tuple[str, str]],
 ) -> None:
     """Free room for ``waiting`` VMs wanted by users below their share on a full site:
     the VMs of the users above theirs go, beyond what is already leaving; never one
-    still booting or on its first job (:meth:`Book.young`)."""
+    still booting or on its first job (:meth:`Book.young`). One its user has no job
+    waiting for (``pending``: user and VM type) is drained as idle, not killed."""
     leaving = sum(1 for w in book.workers.values() if w.state is S.DRAINING and w.id not in moved)
     need = waiting - leaving
     for user, excess in sorted(over.items(), key=lambda x: (-x[1], x[0])):
@@ -233,10 +256,12 @@ def _rebalance(
         victims = [w for w in mine if w.state in _JOINED and not book.young(w, now, killing)]
         victims.sort(key=lambda w: (_FREE_FIRST.get(w.state, 2), book.started.get(w.id, 0.0), w.id))
         for w in victims[: max(0, min(excess - going, need))]:
-            if settings.rebalance == "immediate":
-                decision.terminate.append(Terminate(w.id, Cause.FAIR_SHARE))
+            # A VM none of its user's jobs waits for is not taken from them: it would idle.
+            cause = Cause.FAIR_SHARE if (user, w.vm_type) in pending else Cause.IDLE
+            if settings.rebalance == "immediate" and cause is Cause.FAIR_SHARE:
+                decision.terminate.append(Terminate(w.id, cause))
             else:
-                decision.drain.append(Drain(w.id, Cause.FAIR_SHARE))
+                decision.drain.append(Drain(w.id, cause))
             moved.add(w.id)
             need -= 1
 

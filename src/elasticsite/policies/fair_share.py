@@ -10,24 +10,27 @@ counts them: pure functions of a snapshot, for :mod:`.cloud_scheduler`.
 * **Shares.** The site's VMs divided evenly among the users with demand or VMs, none
   getting more than their demand (what one leaves goes to the others).
 * **Wants.** Per user and VM type, the queued jobs their own spare VMs (requested,
-  booting, idle) will not take: what a launch or a hand-over must supply.
+  booting, idle) will not take: what a launch or a hand-over must supply. Which VM
+  can take which job, and which cloud may launch one for it, is the clouds' to say
+  (:class:`Fit`: the job's cores and memory, and each cloud's ``serves`` selector).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from elasticsite.model import Job, Worker, WorkerState
+from elasticsite.feasibility import Judge
+from elasticsite.model import CloudSpec, Job, Worker, WorkerState
 
-__all__ = ["Book", "fair_shares"]
+__all__ = ["Book", "Fit", "by_user", "fair_shares"]
 
 S = WorkerState
 SPARE = (S.REQUESTED, S.BOOTING, S.IDLE)
+"""A holder's workers that take their next queued job of the type without a launch."""
 FIRST_JOB = 5.0
 """Seconds after a worker joins within which the job it starts is its first."""
-"""A holder's workers that take their next queued job of the type without a launch."""
 
 
 def fair_shares(
@@ -58,6 +61,36 @@ def fair_shares(
     return share
 
 
+class Fit:
+    """Which worker may take which job, and which cloud may launch a VM for it: a VM
+    of the type the job names (``types``), with the cores and memory it needs, on a
+    cloud that serves it (its ``serves`` selector), as ``judge`` decides."""
+
+    def __init__(self, judge: Judge, types: Mapping[str, str]) -> None:
+        self.judge = judge
+        self.types = types
+        self._launches: dict[tuple[str, Hashable], bool] = {}
+
+    def shape(self, job: Job) -> Hashable:
+        return (self.types[job.id], self.judge.key(job))
+
+    def takes(self, w: Worker, job: Job) -> bool:
+        """Whether worker ``w`` can run ``job``."""
+        return w.vm_type == self.types[job.id] and self.judge.fits_worker(self.judge.key(job), w)
+
+    def launches(self, cloud: CloudSpec, job: Job) -> bool:
+        """Whether a VM launched on ``cloud`` for ``job`` could run it."""
+        memo = (cloud.name, self.shape(job))
+        found = self._launches.get(memo)
+        if found is None:
+            named = self.types[job.id]
+            vm = next((v for v in cloud.vm_types if v.name == named), None)
+            key = self.judge.key(job)
+            found = vm is not None and self.judge.fits(self.judge.need(key), cloud, vm)
+            self._launches[memo] = found
+        return found
+
+
 @dataclass
 class Book:
     """Who holds which worker, each user's share, and what each still wants; the
@@ -70,6 +103,8 @@ class Book:
     shares: dict[str, int]
     wants: dict[str, Counter[str]] = field(default_factory=dict)
     """User -> VM type -> VMs more their queued jobs need."""
+    waiting: dict[tuple[str, str], list[Job]] = field(default_factory=dict)
+    """(user, VM type) -> the queued jobs making up their wants, in queue order."""
     started: dict[str, float] = field(default_factory=dict)
     """Worker id -> when the oldest job running there started."""
     next_walltime: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -86,9 +121,11 @@ class Book:
         held: Sequence[Job],
         types: dict[str, str],
         capacity: int,
+        fit: Fit,
     ) -> Book:
         """Count ``workers`` against their holders; ``queued`` are the jobs that may
-        start (not held), ``types`` each typed job's VM type by id."""
+        start (not held), ``types`` each typed job's VM type by id; a holder's spare
+        worker takes the first of their queued jobs it can run (``fit``)."""
         on_node: dict[str, Job] = {}
         for job in running:
             if job.node and job.node not in on_node:
@@ -111,27 +148,45 @@ class Book:
         holds = Counter(u for u in holder.values() if u)
         shares = fair_shares(capacity, dict(demand), holds)
         book = cls(counted, holder, shares, started=started)
-        spare: Counter[tuple[str, str]] = Counter(
-            (holder[w.id], w.vm_type) for w in counted.values() if w.state in SPARE
-        )
+        spare: defaultdict[tuple[str, str], list[Worker]] = defaultdict(list)
+        for w in counted.values():
+            if w.state in SPARE:
+                spare[holder[w.id], w.vm_type].append(w)
         for job in (*queued, *held):
             key = (job.user, types[job.id])
             book.next_walltime[key] = min(job.walltime, book.next_walltime.get(key, job.walltime))
+        none_take: set[tuple[tuple[str, str], Hashable]] = set()  # the pool only shrinks
         for job in queued:
             key = (job.user, types[job.id])
-            if spare[key] > 0:
-                spare[key] -= 1
+            pool = spare.get(key)
+            taker = None
+            if pool and (key, fit.shape(job)) not in none_take:
+                taker = next((w for w in pool if fit.takes(w, job)), None)
+                if taker is None:
+                    none_take.add((key, fit.shape(job)))
+            if taker is not None:
+                pool.remove(taker)  # type: ignore[union-attr]
             else:
-                book.wants.setdefault(job.user, Counter())[types[job.id]] += 1
+                book.wants.setdefault(job.user, Counter())[key[1]] += 1
+                book.waiting.setdefault(key, []).append(job)
         return book
 
     def holds(self, user: str) -> int:
         return sum(1 for u in self.holder.values() if u == user) + self.planned[user]
 
-    def plan(self, user: str, vm_type: str) -> None:
-        """Count a VM launched for ``user`` now, meeting one of their wants."""
-        self.planned[user] += 1
+    def first(self, user: str, vm_type: str, ok: Callable[[Job], bool]) -> Job | None:
+        """The first of ``user``'s jobs wanting a VM of ``vm_type`` that ``ok`` takes."""
+        return next((j for j in self.waiting.get((user, vm_type), ()) if ok(j)), None)
+
+    def meet(self, user: str, vm_type: str, job: Job) -> None:
+        """One of ``user``'s wants met: ``job`` has a VM coming."""
         self.wants[user][vm_type] -= 1
+        self.waiting[user, vm_type].remove(job)
+
+    def plan(self, user: str, vm_type: str, job: Job) -> None:
+        """Count a VM launched for ``user`` now, for ``job``."""
+        self.planned[user] += 1
+        self.meet(user, vm_type, job)
 
     def room(self, user: str) -> int:
         """VMs ``user`` may still gain (negative: how many they hold beyond their share)."""
@@ -148,10 +203,10 @@ class Book:
         found = [u for u, w in self.wants.items() if +w and self.room(u) > 0]
         return sorted(found, key=lambda u: (-self.room(u), u))
 
-    def hand(self, worker_id: str, user: str, vm_type: str) -> None:
-        """Count ``worker_id`` as ``user``'s from now on, meeting one of their wants."""
+    def hand(self, worker_id: str, user: str, vm_type: str, job: Job) -> None:
+        """Count ``worker_id`` as ``user``'s from now on, for ``job``."""
         self.holder[worker_id] = user
-        self.wants[user][vm_type] -= 1
+        self.meet(user, vm_type, job)
 
     def unmet(self) -> Counter[tuple[str, str]]:
         """(user, VM type) -> VMs still wanted by users below their share."""
