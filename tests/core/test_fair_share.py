@@ -8,7 +8,9 @@ the simulation's clock, as in ``test_one_engine.py``):
   boot and to finish a job or two (a share is rebalanced at a job's end, gracefully);
 * no VM taken back for another user's share stops serving within one job length of its
   launch (drained, a busy VM finishes its job first);
-* ``graceful`` never kills a job: no worker goes from busy to terminating.
+* ``graceful`` never kills a job: no worker goes from busy to terminating;
+* held jobs do not flap: a job released is not held again unless a user submitted
+  jobs in between (the shares changed).
 
 Both drivers make the same transitions, in the same order, for the same causes.
 """
@@ -82,6 +84,8 @@ class Watch:
     steps: list[tuple[float, Counter[str], Counter[str], Counter[str]]] = field(
         default_factory=list
     )
+    held: list[tuple[float, frozenset[str], frozenset[str]]] = field(default_factory=list)
+    """Each step's held jobs and running ones, by id."""
 
     def look(self, now: float, batch: SimBatch, records: Sequence[WorkerRecord]) -> None:
         queued = Counter(j.user for j in (*batch.queue, *batch.held.values()))
@@ -93,6 +97,7 @@ class Watch:
             if r.worker.state in (S.IDLE, S.BUSY)
         )
         self.steps.append((now, queued, running, holds))
+        self.held.append((now, frozenset(batch.held), frozenset(batch.running)))
 
 
 def simulated(scn: Scenario) -> tuple[Log, Watch]:
@@ -191,6 +196,20 @@ def check(scn: Scenario, log: Log, watch: Watch) -> None:
             )
         if scn.rebalance == "graceful":
             assert not (before == "busy" and after == "terminating"), f"{wid} killed at {at:g}"
+    arrivals = sorted({at for at, *_ in scn.jobs})
+    released: dict[str, float] = {}
+    before_step: frozenset[str] = frozenset()
+    for now, held, running in watch.held:
+        for job in before_step - held:
+            released[job] = now
+        for job in running:  # it ran: held again after being killed is no flap
+            released.pop(job, None)
+        for job in held - before_step:
+            if job in released:
+                assert any(released[job] <= at <= now for at in arrivals), (
+                    f"job {job} released at {released[job]:g} and held again at {now:g}"
+                )
+        before_step = held
 
 
 burst = st.tuples(
