@@ -2,7 +2,7 @@
 embedded site: the real manager, local cloud workers that boot and run the jobs as
 their users, and jobs submitted with ``elasticsite submit --user`` as a person would.
 
-* Three users, six VMs: ann queues 12 ``small`` jobs, bob 4 ``large``, cid 8
+* Three users, six VMs: ann queues 20 ``small`` jobs, bob 4 ``large``, cid 16
   ``small``. Each gets two VMs (cid's are cid's, not the oldest job's); once bob is
   done, ann and cid get three each.
 * Two users, one type, four VMs: ann has every VM when cid arrives; cid's jobs start
@@ -157,15 +157,15 @@ def test_three_users_two_asking_for_the_same_type_each_get_their_third(
     with real_users(3) as users:
         ann, bob, cid = (u.pw_name for u in users)
         site = make_site(6, "graceful")
-        site.submit(ann, "small", 12)
+        site.submit(ann, "small", 20)  # enough that both still wait once bob is done
         site.submit(bob, "large", 4)
-        site.submit(cid, "small", 8)
+        site.submit(cid, "small", 16)
         site.running.thread.start()
         site.shares({ann: 2, bob: 2, cid: 2}, "two VMs each, cid's running cid's jobs")
         wait_for(lambda: not site.running_per_user()[bob] and not site.queued_per_user()[bob],
                  60, "bob's jobs to finish")  # fmt: skip
         site.shares({ann: 3, cid: 3}, "ann and cid to share bob's VMs: three each")
-        site.all_done(24)
+        site.all_done(40)
         assert not site.strays, site.strays
         assert not site.fair_share_moves(), "a VM was taken back: churn"
         site.running.stop()

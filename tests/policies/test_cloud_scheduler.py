@@ -257,3 +257,15 @@ def test_a_vm_is_launched_only_on_a_cloud_that_serves_its_job() -> None:
     # nor is a job handed a VM its cores do not fit
     big = [Job("j3", 16, 600.0, 0.0, user="ann", attributes={"vm_type": "gpu"})]
     assert not decide(SiteSnapshot(0.0, big, [], [], [anywhere])).launch
+
+
+def test_a_busy_vm_whose_job_just_ended_goes_as_an_idle_one_not_for_the_share() -> None:
+    from elasticsite.model import Drain
+
+    workers, running = full_of("ann", 2)
+    bobs = [busy(3, "large", "bob"), busy(4, "large", "bob")]  # c-00004's job just ended
+    running.append(job(1, "bob", "large", node="c-00003"))
+    queued = [job(i, "ann", "small") for i in range(5, 9)]
+    for mode in ("graceful", "immediate"):
+        d = decide(SiteSnapshot(LATER, queued, running, [*workers, *bobs], [CLOUD]), mode)
+        assert d.drain == [Drain("c-00004", Cause.IDLE)] and not d.terminate, (mode, d)

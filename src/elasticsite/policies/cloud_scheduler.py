@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from elasticsite import feasibility
 from elasticsite.attributes import FEATURES, VM_TYPE
@@ -104,13 +104,12 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     late = (S.DRAINING, S.BUSY) if settings.rebalance == "graceful" else (S.DRAINING,)
     _hand_over(decision, book, fit, moved, late)
     jobs = by_user((*served, *held), types)
-    pending = {key for key, n in jobs.items() if n}
-    given_back = _release_idle(decision, book, moved, jobs)
+    given_back = _release_idle(decision, book, moved, dict(jobs))
     unmet = book.unmet()
     over = book.over()
     if unmet and over:
         waiting = sum(unmet.values()) - given_back
-        _rebalance(decision, book, snapshot.now, settings, moved, over, waiting, pending)
+        _rebalance(decision, book, snapshot.now, settings, moved, over, waiting, jobs)
     # Held while above their share and someone waits, unless a VM of theirs would idle.
     now = snapshot.now
     held_users = {u for u in over if not book.unused(u, now, moved)} if unmet else set()
@@ -239,25 +238,36 @@ def _rebalance(
     moved: set[str],
     over: dict[str, int],
     waiting: int,
-    pending: set[tuple[str, str]],
+    jobs: Mapping[tuple[str, str], int],
 ) -> None:
     """Free room for ``waiting`` VMs wanted by users below their share on a full site:
     the VMs of the users above theirs go, beyond what is already leaving; never one
-    still booting or on its first job (:meth:`Book.young`). One its user has no job
-    waiting for (``pending``: user and VM type) is drained as idle, not killed."""
+    still booting or on its first job (:meth:`Book.young`). One no job runs on any
+    more, of a type none of its user's jobs (``jobs``, by user and type) waits for, is
+    drained as idle, not killed."""
     leaving = sum(1 for w in book.workers.values() if w.state is S.DRAINING and w.id not in moved)
     need = waiting - leaving
     for user, excess in sorted(over.items(), key=lambda x: (-x[1], x[0])):
         if need <= 0:
             return
         mine = [w for w in book.of_user(user) if w.id not in moved]
+        wanted = Counter(vm for (u, vm), n in jobs.items() if u == user and n)
         going = sum(1 for w in mine if w.state is S.DRAINING)
         killing = settings.rebalance == "immediate"
         victims = [w for w in mine if w.state in _JOINED and not book.young(w, now, killing)]
-        victims.sort(key=lambda w: (_FREE_FIRST.get(w.state, 2), book.started.get(w.id, 0.0), w.id))
+        victims.sort(  # idle first, then busy ones no job runs on, then the oldest job's
+            key=lambda w: (
+                _FREE_FIRST.get(w.state, 2),
+                w.id in book.started,
+                book.started.get(w.id, 0.0),
+                w.id,
+            )
+        )
         for w in victims[: max(0, min(excess - going, need))]:
-            # A VM none of its user's jobs waits for is not taken from them: it would idle.
-            cause = Cause.FAIR_SHARE if (user, w.vm_type) in pending else Cause.IDLE
+            # Busy, yet no job runs there any more (it ended since the worker was seen)
+            # and none of its user's waits for it: nothing is taken from them.
+            done = w.state is S.BUSY and w.id not in book.started and not wanted[w.vm_type]
+            cause = Cause.IDLE if done else Cause.FAIR_SHARE
             if settings.rebalance == "immediate" and cause is Cause.FAIR_SHARE:
                 decision.terminate.append(Terminate(w.id, cause))
             else:
