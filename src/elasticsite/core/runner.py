@@ -33,6 +33,7 @@ from elasticsite.core import (
     ForgetNode,
     HoldJob,
     Outcome,
+    OwnNode,
     RedirectJob,
     ReleaseJob,
     RemoveNode,
@@ -137,6 +138,8 @@ class CommandRunner:
             self.batch.undrain(command.node)
         elif isinstance(command, RemoveNode):
             self.batch.remove_node(command.node)
+        elif isinstance(command, OwnNode):
+            self.batch.set_owner(command.node, command.user)
         elif isinstance(command, RedirectJob):
             self.batch.redirect(command.job_id, command.target)
         elif isinstance(command, HoldJob):
@@ -159,6 +162,8 @@ class CommandRunner:
             "cores": str(c.cores),
             "vm_type": vm.name,
         }
+        if c.owner:  # a worker that joins by itself (HTCondor's startd) starts owned
+            userdata["owner"] = c.owner
         tags = {SITE_TAG: self.site_id, WORKER_TAG: c.worker_id}
         if c.urgency:
             tags[URGENCY_TAG] = c.urgency
@@ -168,6 +173,8 @@ class CommandRunner:
             self.batch.add_node(c.node, c.cores, c.pool)
         elif c.add_node:
             self.batch.add_node(c.node, c.cores)
+        if c.add_node and c.owner:  # before it can join: no other user's job starts there
+            self.batch.set_owner(c.node, c.owner)
         found = self.clouds[c.cloud].launch(vm, [c.worker_id], userdata, tags)
         return found[0].id if found else None
 
