@@ -14,7 +14,8 @@ against an older commit measured in the same run: ``--against e595074`` exports 
 commit's ``src/`` (``git archive``) into a temporary directory and runs this same
 benchmark on it and on the current tree, each in a process of its own, in the order
 current, old, old, current (a drift of the machine during the run weighs on both
-alike); the ratio of the medians comes last. ``--profile DIR`` writes each side's
+alike); the ratio of the medians comes last, with that of the CPU times (which a
+busy machine disturbs less than the wall clock). ``--profile DIR`` writes each side's
 cProfile of its timed steps there and prints the functions that took most time.
 
     python benchmarks/decision_loop.py --against e595074 [--largest] [--profile /tmp/p]
@@ -124,23 +125,27 @@ def build(jobs: int, workers: int, tmp: Path, policy: str) -> Manager:
     )
 
 
+Times = list[tuple[float, float]]
+"""Each step's wall-clock and CPU time (of every thread of the process), in seconds."""
+
+
 def measure(
     sizes: Sequence[tuple[int, int]], repeat: int, policy: str, profile: Path | None = None
-) -> list[tuple[int, int, list[float]]]:
-    """Each size's step times, in seconds, after one warm-up step."""
+) -> list[tuple[int, int, Times]]:
+    """Each size's step times, after one warm-up step."""
     results = []
     profiler = cProfile.Profile() if profile is not None else None
     with tempfile.TemporaryDirectory() as tmp:
         for jobs, workers in sizes:
             manager = build(jobs, workers, Path(tmp), policy)
             manager.step()  # warm-up; also settles any first-iteration bookkeeping
-            times = []
+            times: Times = []
             for _ in range(repeat):
                 if profiler is not None:
                     profiler.enable()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 report = manager.step()
-                times.append(time.perf_counter() - t0)
+                times.append((time.perf_counter() - t0, time.process_time() - c0))
                 if profiler is not None:
                     profiler.disable()
             assert not report.errors, report.errors
@@ -153,11 +158,13 @@ def measure(
     return results
 
 
-def line(jobs: int, workers: int, times: Sequence[float], what: str) -> str:
-    med = statistics.median(times)
+def line(jobs: int, workers: int, times: Times, what: str) -> str:
+    wall = [w for w, _ in times]
+    med, cpu = statistics.median(wall), statistics.median(c for _, c in times)
     return (
         f"{jobs:>7,} queued jobs, {workers:>6,} workers: median {med * 1e3:7.2f} ms, "
-        f"max {max(times) * 1e3:7.2f} ms  ({len(times)} iterations, {what})"
+        f"max {max(wall) * 1e3:7.2f} ms, CPU median {cpu * 1e3:7.2f} ms"
+        f"  ({len(times)} iterations, {what})"
     )
 
 
@@ -177,7 +184,7 @@ def export(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def child(src: Path, args: argparse.Namespace, profile: Path | None) -> list[list[float]]:
+def child(src: Path, args: argparse.Namespace, profile: Path | None) -> list[Times]:
     """Run this benchmark on the tree at ``src`` in a process of its own."""
     cmd = [sys.executable, __file__, "--child", "--repeat", str(args.repeat)]
     cmd += ["--policy", args.policy] + (["--largest"] if args.largest else [])
@@ -189,7 +196,7 @@ def child(src: Path, args: argparse.Namespace, profile: Path | None) -> list[lis
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     if not Path(answer["package"]).resolve().is_relative_to(src.resolve()):
         sys.exit(f"decision_loop: {src} ran {answer['package']} instead of its own tree")
-    return [list(t) for t in answer["times"]]
+    return [[(w, c) for w, c in t] for t in answer["times"]]
 
 
 def against(args: argparse.Namespace, sizes: Sequence[tuple[int, int]]) -> None:
@@ -201,7 +208,7 @@ def against(args: argparse.Namespace, sizes: Sequence[tuple[int, int]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         old = export(args.against, Path(tmp))
         sides = {"current": here, args.against: old}
-        times: dict[str, list[list[float]]] = {k: [[] for _ in sizes] for k in sides}
+        times: dict[str, list[Times]] = {k: [[] for _ in sizes] for k in sides}
         for n, label in enumerate(["current", args.against, args.against, "current"]):
             prof = profiles / f"{label}-{n}.prof" if profiles is not None else None
             for i, t in enumerate(child(sides[label], args, prof)):
@@ -215,10 +222,16 @@ def against(args: argparse.Namespace, sizes: Sequence[tuple[int, int]]) -> None:
     for label in sides:
         for (jobs, workers), t in zip(sizes, times[label], strict=True):
             print(line(jobs, workers, t, f"{args.policy}, {label}"))
-            medians[label, jobs] = statistics.median(t)
+            medians[label, jobs] = (
+                statistics.median(w for w, _ in t),
+                statistics.median(c for _, c in t),
+            )
     for jobs, workers in sizes:
-        ratio = medians["current", jobs] / medians[args.against, jobs]
-        print(f"ratio current / {args.against} at {jobs:,} jobs, {workers:,} workers: {ratio:.2f}x")
+        (wall, cpu), (old_wall, old_cpu) = medians["current", jobs], medians[args.against, jobs]
+        print(
+            f"ratio current / {args.against} at {jobs:,} jobs, {workers:,} workers: "
+            f"{wall / old_wall:.2f}x median (CPU time {cpu / old_cpu:.2f}x)"
+        )
 
 
 def main() -> None:
@@ -245,7 +258,7 @@ def main() -> None:
     for jobs, workers, times in results:
         print(line(jobs, workers, times, args.policy))
     (j0, w0, t0), (j2, w2, t2) = results[0], results[-1]
-    m0, m2 = statistics.median(t0), statistics.median(t2)
+    m0, m2 = statistics.median(w for w, _ in t0), statistics.median(w for w, _ in t2)
     if len(results) > 1:
         growth = (m2 / m0) / ((j2 + w2) / (j0 + w0))
         print(f"growth, smallest to largest size, relative to linear: {growth:.2f}x (1 = linear)")

@@ -69,13 +69,20 @@ def observe(
     settle(state, plan, config, now, outcomes)
     _reconcile(state, plan, config, now, nodes, instances, listed or {})
     adopt(state, plan, config, now, instances)
-    workers = [r.worker for r in state.records.values() if r.worker.state not in _FINAL]
-    held = {r.worker.node for r in state.records.values()}
-    site_cores = sum(
-        n.cores
-        for name, n in nodes.items()
-        if name not in held and n.state in (NodeState.IDLE, NodeState.BUSY)
-    )
+    workers: list[Worker] = []
+    held: set[str | None] = set()  # the nodes workers hold: the rest are the site's
+    for rec in state.records.values():
+        w = rec.worker
+        held.add(w.node)
+        if w.state not in _FINAL:
+            workers.append(w)
+    site_cores = 0
+    if not held.issuperset(nodes):  # one pass in C: most sites' nodes are all workers'
+        site_cores = sum(
+            n.cores
+            for name, n in nodes.items()
+            if name not in held and n.state in (NodeState.IDLE, NodeState.BUSY)
+        )
     health.track(state, plan, config, now)
     estimates.track(state, plan, config)
     clouds, shut = health.open_clouds(state, now, estimates.apply(state, config.clouds))

@@ -23,11 +23,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from elasticsite import core
 from elasticsite.batch.base import BatchError, BatchSystem, Node
-from elasticsite.clouds.base import CloudDriver
+from elasticsite.clouds.base import CloudDriver, Instance
 from elasticsite.config import ManagerConfig
 from elasticsite.core import CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
 from elasticsite.logs import ids
@@ -61,6 +62,7 @@ POWER_DOWN_GRACE = 15.0
 """Seconds a joined node may look down under power saving before it counts as lost."""
 DESCRIBE_TIMEOUT = 5.0
 """Seconds a step waits at least for the clouds' describes, unless configured."""
+_WORKER = attrgetter("worker")
 
 
 class Manager:
@@ -156,6 +158,8 @@ class Manager:
         self.cloud_errors = store.cloud_errors()
         """The last error of each cloud, with its kind and API call (``status`` shows it)."""
         self._reserved = store.last_worker_number()
+        self._tagged: dict[str, Mapping[str, Instance]] = {}
+        """Each cloud's last listing (:func:`reserve_tagged`)."""
         self.spending = Spending(store, self.specs, settings.budget, currency, clock())
         """What the site has spent (bills of finished workers) and its budget watch."""
         self.unservable = UnservableMarks(store, self.site_id)
@@ -284,7 +288,7 @@ class Manager:
             report.decision = decision
         report.queued = len(view.queued)
         report.running = len(view.running)
-        report.tally(r.worker for r in self.state.records.values())
+        report.tally(map(_WORKER, self.state.records.values()))
         report.snapshot = snapshot
         report.total_seconds = time.perf_counter() - t0
         if decision:
@@ -372,7 +376,9 @@ class Manager:
                 self._bump(name, n)
         if note_cloud_errors(self.cloud_errors, now, outcomes, instances):
             self.store.save_cloud_errors(self.cloud_errors)
-        self._reserved = reserve_tagged(self.store, self.site_id, instances, self._reserved)
+        self._reserved = reserve_tagged(
+            self.store, self.site_id, instances, self._reserved, self._tagged
+        )
         return instances
 
     def _new_ids(self, decision: Decision) -> dict[str, list[str]]:
