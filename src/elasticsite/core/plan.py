@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from elasticsite.model import CloudSpec, Job, Transition, Worker
+from elasticsite.model import CloudSpec, Decision, Job, Transition, Worker
 
 if TYPE_CHECKING:
     from elasticsite.core.estimates import ObservedTimes
@@ -310,6 +310,8 @@ class Plan:
     alike: dict[tuple[str, str], int] = field(default_factory=dict)
     """Failures of one kind with the same error (a batch of terminations refused
     together) past the first, reported as one line each."""
+    decision: Decision = field(default_factory=Decision)
+    """What the step decided (:func:`~elasticsite.core.step.step`)."""
 
     def count(self, name: str, by: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + by

@@ -52,5 +52,5 @@ def power_requests(manager: Manager, now: float, plan: Plan, report: StepReport)
         m._bump("power_refused", len(planned.refused))
     log.info("power saving: resume %s, suspend %s", resume or "-", suspend or "-")
     decision = planned.decision
-    core.apply(m.state, plan, m.core_config, now, decision, m._new_ids(decision))
+    core.apply(m.state, plan, m.core_config, now, decision, m._new_ids(core.launches(decision)))
     report.decision = decision

@@ -21,8 +21,16 @@ import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, Instance
-from elasticsite.core import AddAndLaunch, CoreState, Outcome, Plan, TerminateInstance, health
+from elasticsite.clouds.base import SITE_TAG, CloudDriver, CloudError, Instance
+from elasticsite.core import (
+    AddAndLaunch,
+    CoreState,
+    Outcome,
+    Plan,
+    TerminateInstance,
+    by_tag,
+    health,
+)
 from elasticsite.logs import ids
 from elasticsite.manager.report import StepReport
 from elasticsite.manager.store import StateStore, worker_number
@@ -83,16 +91,19 @@ class _Describer:
 
     def __init__(self, name: str, driver: CloudDriver) -> None:
         self.driver = driver
-        self._questions: queue.SimpleQueue[_Asking] = queue.SimpleQueue()
+        self._questions: queue.SimpleQueue[_Asking | None] = queue.SimpleQueue()
         thread = threading.Thread(target=self._run, name=f"es-describe-{name}", daemon=True)
         thread.start()
 
     def put(self, asking: _Asking) -> None:
         self._questions.put(asking)
 
+    def close(self) -> None:
+        """End the thread once it has answered what it was asked."""
+        self._questions.put(None)
+
     def _run(self) -> None:
-        while True:
-            asking = self._questions.get()
+        while (asking := self._questions.get()) is not None:
             try:
                 asking.found = self.driver.describe()
             except BaseException as exc:  # reported on the loop's thread
@@ -136,6 +147,12 @@ class CloudSensor:
             describer = self._describers[name] = _Describer(name, driver)
         describer.put(asking)
         return asking
+
+    def close(self) -> None:
+        """End the clouds' describe threads (a describe still running finishes first)."""
+        for describer in self._describers.values():
+            describer.close()
+        self._describers.clear()
 
     def ask(self, now: float, busy: Collection[str] = ()) -> None:
         """Ask every cloud not still answering the last question, nor resting, nor
@@ -187,7 +204,7 @@ class CloudSensor:
                     log.warning("cloud %s: describe answered after %.0f s", name, took,
                                 extra=ids(cloud=name))  # fmt: skip
                 found = asking.found or []
-                instances[name] = {i.tags.get(WORKER_TAG) or i.name: i for i in found}
+                instances[name] = by_tag(found)
                 instances.listed[name] = asking.asked_at
         return instances
 
