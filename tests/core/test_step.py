@@ -73,3 +73,26 @@ def test_the_core_settings_follow_what_the_policy_declares() -> None:
     assert core.core_config(typed, site_id="site", clouds=[CLOUD]).typed_nodes
     plain = core.core_config(lambda s: Decision(), site_id="site", clouds=[CLOUD], interval=2.0)
     assert not plain.typed_nodes and plain.interval == 2.0 and plain.clouds == (CLOUD,)
+
+
+def test_a_launch_is_in_flight_under_its_typed_key_until_its_outcome_is_settled() -> None:
+    state = core.CoreState()
+    plan = core.Plan()
+    decision = Decision(launch=[Launch("lab", "small", 1, Cause.DEMAND)])
+    core.apply(state, plan, CONFIG, 0.0, decision, {"lab": ["lab-00001"]})
+    (launch,) = plan.commands
+    assert core.command_key(launch) == core.InFlight("launch", "lab-00001")
+    assert state.running(core.AddAndLaunch, "lab-00001")
+    assert not state.running(core.TerminateInstance, "lab-00001")
+    core.settle(state, core.Plan(), CONFIG, 1.0, [core.Outcome(launch, 1.0, instance_id="i-1")])
+    assert not state.running(core.AddAndLaunch, "lab-00001")
+    assert state.records["lab-00001"].worker.state is S.BOOTING
+
+
+def test_the_worker_state_groups_are_one_definition() -> None:
+    assert S.JOINED_STATES | {S.DRAINING} == S.UP_STATES
+    for st in S:
+        assert st.joined == (st in S.JOINED_STATES)
+        assert st.pending == (st in S.PENDING_STATES)
+        assert st.final == (st in S.FINAL_STATES) == (not st.live)
+    assert "FINAL_STATES" not in S.__members__  # groups, not states

@@ -44,7 +44,7 @@ __all__ = ["observe", "settle"]
 S = WorkerState
 _UP = (NodeState.IDLE, NodeState.BUSY, NodeState.DRAINING, NodeState.DRAINED)
 _DRAINING = (NodeState.DRAINING, NodeState.DRAINED)
-_FINAL = (S.TERMINATED, S.FAILED)
+_FINAL = S.FINAL_STATES
 _STEADY = {S.IDLE: NodeState.IDLE, S.BUSY: NodeState.BUSY, S.DRAINING: NodeState.DRAINING}
 """Worker state -> the node state that means "nothing changed"."""
 
@@ -183,7 +183,7 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
         return  # asked again by the policy, or at the next step
     rec.attempts += 1
     rec.last_error = f"{kind}: {out.error}"
-    why = out.kind or ""
+    why = out.error_kind or ""
     refused = kind == "launch" and health.launch_refused(
         state, plan, config, now, w.cloud, why, out.error, w.vm_type
     )
@@ -206,7 +206,7 @@ def _settle_hold(state: CoreState, plan: Plan, command: HoldJob | ReleaseJob, ou
             plan.errors.append(
                 Problem(f"hold job {command.job.id} failed: {out.error}", job=command.job.id)
             )
-    elif out.error is None or out.kind == "unknown_job":
+    elif out.error is None or out.error_kind == "unknown_job":
         if state.held.pop(command.job_id, None) is not None:
             plan.count("jobs_released")
     else:
@@ -244,7 +244,6 @@ def _reconcile(
 ) -> None:
     grace = config.grace
     running, up = IS.RUNNING, _STEADY
-    inflight = state.inflight
     for rec in list(state.records.values()):
         w = rec.worker
         cloud = instances.get(w.cloud)
@@ -264,7 +263,7 @@ def _reconcile(
             continue
         cloud_ok = cloud is not None
 
-        if st is S.REQUESTED and f"launch:{w.id}" not in inflight:
+        if st is S.REQUESTED and not state.running(AddAndLaunch, w.id):
             if inst is not None and inst.state not in (IS.TERMINATED, IS.ERROR):
                 w.instance_id = inst.id
                 move(plan, rec, S.BOOTING, now, Cause.BOOTED)
@@ -287,7 +286,7 @@ def _reconcile(
                     move(plan, rec, S.BUSY if w.running_jobs else S.IDLE, joined, Cause.JOINED)
             elif (
                 cloud_ok
-                and f"launch:{w.id}" not in inflight
+                and not state.running(AddAndLaunch, w.id)
                 and _vanished(inst, w, listed.get(w.cloud, now), grace)
             ):
                 move(plan, rec, S.FAILED, now, _lost(inst))
@@ -316,10 +315,10 @@ def _reconcile(
                 continue
             draining = node.state in _DRAINING
             if st is S.DRAINING:
-                if not draining and f"drain:{w.id}" not in inflight:
+                if not draining and not state.running(DrainNode, w.id):
                     move(plan, rec, S.BUSY if w.running_jobs else S.IDLE, now, Cause.OPERATOR)
             elif draining:
-                if f"drain:{w.id}" not in inflight:
+                if not state.running(DrainNode, w.id):
                     move(plan, rec, S.DRAINING, now, Cause.OPERATOR)
             elif st is S.IDLE and w.running_jobs:
                 move(plan, rec, S.BUSY, now, Cause.JOB_STARTED)
@@ -332,7 +331,7 @@ def _reconcile(
         if not (w.state is S.TERMINATING or (w.state is S.FAILED and not rec.instance_gone)):
             continue
         cloud = instances.get(w.cloud)
-        if cloud is None or f"terminate:{w.id}" in inflight:
+        if cloud is None or state.running(TerminateInstance, w.id):
             continue
         inst = cloud.get(w.id)
         if inst is None and listed.get(w.cloud, now) < w.state_since:
@@ -340,7 +339,7 @@ def _reconcile(
         if inst is None or inst.state is IS.TERMINATED:
             if inst is not None and inst.ended_at is not None:
                 rec.ended_at = inst.ended_at
-            if f"launch:{w.id}" in inflight:
+            if state.running(AddAndLaunch, w.id):
                 continue  # the cloud may not show it yet
             if config.power_save:
                 _gone(state, plan, rec, now)  # Slurm keeps its own node list
@@ -362,7 +361,7 @@ def _reclaiming(state: CoreState, plan: Plan, rec: WorkerRecord, at: float) -> N
     if w.reclaim_at is None:
         plan.count("spot_notices")
     w.reclaim_at = at
-    if w.state in (S.IDLE, S.BUSY) and f"drain:{w.id}" not in state.inflight:
+    if w.state in S.JOINED_STATES and not state.running(DrainNode, w.id):
         plan.run(DrainNode(w.id, w.node or w.id, Cause.SPOT_NOTICE), state)
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["power_requests"]
 
 log = logging.getLogger("elasticsite.manager.loop")
-_FINAL = (WorkerState.TERMINATED, WorkerState.FAILED)
+_FINAL = WorkerState.FINAL_STATES
 
 
 def power_requests(manager: Manager, now: float, plan: Plan, report: StepReport) -> None:

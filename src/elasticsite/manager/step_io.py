@@ -254,8 +254,9 @@ def note_cloud_errors(
         command = out.command
         if out.error is None or not isinstance(command, AddAndLaunch | TerminateInstance):
             continue
-        errors[command.cloud] = {"at": now, "what": command.kind, "kind": out.kind or "unknown",
-                                 "call": out.call or "", "error": out.error}  # fmt: skip
+        errors[command.cloud] = {"at": now, "what": command.kind,
+                                 "kind": out.error_kind or "unknown", "call": out.call or "",
+                                 "error": out.error}  # fmt: skip
         changed = True
     for name, problem in described.problems.items():
         errors[name] = {"at": now, **problem}
