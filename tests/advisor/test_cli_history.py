@@ -51,10 +51,12 @@ def history(tmp_path: Path) -> HistoryStore:
 def test_import_adds_a_file_once(site: Path, tmp_path: Path) -> None:
     shutil.copy(DATA / "sacct-23.11.json", tmp_path / "mila.json")
     out = run("import", "mila.json", "--qos", "urgent=next_to_run", "-c", "site.toml", cwd=tmp_path)
-    assert out.stdout == "mila.json: 6 new observations of 6 into elasticsite-state/advisor.db\n"
+    # the site file's state_dir, taken from the file's own directory
+    db = tmp_path / "elasticsite-state" / "advisor.db"
+    assert out.stdout == f"mila.json: 6 new observations of 6 into {db}\n"
     assert [k.policy for k in history(tmp_path).keys("allocation")] == ["default", "next_to_run"]
     again = run("import", "mila.json", "-c", "site.toml", cwd=tmp_path)
-    assert again.stdout == "mila.json: 0 new observations of 6 into elasticsite-state/advisor.db\n"
+    assert again.stdout == f"mila.json: 0 new observations of 6 into {db}\n"
     assert history(tmp_path).count("execution") == 2
     shutil.copy(DATA / "RICC-2010-2-first3000.swf.gz", tmp_path / "ricc.swf.gz")
     swf = run("import", "ricc.swf.gz", "--resource", "ricc", "-c", "site.toml", cwd=tmp_path)
@@ -263,15 +265,13 @@ not predicted:
 
 def test_evaluate_the_sites_own_history_and_bad_input(site: Path, tmp_path: Path) -> None:
     empty = run("evaluate", "-c", "site.toml", cwd=tmp_path, check=False)
-    assert (empty.returncode, empty.stderr) == (
-        2,
-        "error: elasticsite-state/advisor.db: no observations to evaluate\n",
-    )
+    db = tmp_path / "elasticsite-state" / "advisor.db"
+    assert (empty.returncode, empty.stderr) == (2, f"error: {db}: no observations to evaluate\n")
     shutil.copy(DATA / "sacct-23.11.json", tmp_path / "mila.json")
     run("import", "mila.json", "-c", "site.toml", cwd=tmp_path)
     out = run("evaluate", "-c", "site.toml", cwd=tmp_path)
     assert out.stdout.startswith(
-        "elasticsite-state/advisor.db: 6 observations; bounds on the 0.95 quantile at 0.95 "
+        f"{db}: 6 observations; bounds on the 0.95 quantile at 0.95 "
         "confidence\npredicted 0, not predicted 6 (listed last), seeded 0\n"
     )
     assert "  main default queue nodes 1: 4 of 4 (needs at least 59 observations" in out.stdout
