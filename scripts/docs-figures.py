@@ -13,6 +13,7 @@ and every run's date and machine go into ``docs/figures.json``.
     .venv/bin/python scripts/docs-figures.py                 # every run but the benchmarks
     .venv/bin/python scripts/docs-figures.py sim-w1 paper000  # only these runs
     .venv/bin/python scripts/docs-figures.py --benchmarks     # the benchmarks too (long)
+    .venv/bin/python scripts/docs-figures.py --benchmarks --benchmark advisor  # one of them
     .venv/bin/python scripts/docs-figures.py --check sim-w1   # compare, write nothing
 
 ``--check`` exits 1 when a figure of a *cheap* run (one whose result does not depend
@@ -277,13 +278,22 @@ def compare(run: Run, fresh: dict[str, str], written: dict[str, list[str]]) -> l
     return problems
 
 
-def benchmarks(timeout: float) -> str:
-    """Run every benchmark; the Markdown table of their last lines and times."""
+_ROW = re.compile(r"^\| `([\w.]+)` \|")
+
+
+def benchmarks(timeout: float, only: list[str], date: str, old_table: str) -> str:
+    """Run the benchmarks (``only`` these, if given); the Markdown table of their last
+    lines, times and dates, keeping the rows of those not run this time."""
+    kept = {m[1]: line for line in old_table.splitlines() if (m := _ROW.match(line))}
     rows = [
-        "| benchmark | what | last line (its ratio or target) | took |",
-        "| --- | --- | --- | --- |",
+        "| benchmark | what | last line (its ratio or target) | took | measured |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for script, what in BENCHMARKS:
+        if only and script.removesuffix(".py") not in only and script not in only:
+            rows.append(kept.get(script, f"| `{script}` | {what} | not run yet | - | - |"))
+            continue
+        say(f"benchmarks/{script}")
         try:
             out, wall = execute([sys.executable, f"benchmarks/{script}"], ROOT, timeout)
             lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
@@ -291,7 +301,8 @@ def benchmarks(timeout: float) -> str:
             took = f"{wall:,.0f} s"
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             last, took = f"did not run here: {str(exc).splitlines()[0]}", "-"
-        rows.append(f"| `{script}` | {what} | {last.replace('|', '/')} | {took} |")
+        say(f"  {last}")
+        rows.append(f"| `{script}` | {what} | {last.replace('|', '/')} | {took} | {date} |")
     return "\n".join(rows) + "\n"
 
 
@@ -299,6 +310,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="*", help=f"runs to do: {', '.join(r.name for r in RUNS)}")
     parser.add_argument("--benchmarks", action="store_true", help="run the benchmarks too")
+    parser.add_argument(
+        "--benchmark",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --benchmarks: only this one (repeatable), e.g. decision_loop",
+    )
     parser.add_argument("--check", action="store_true", help="compare only; write nothing")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per command")
     args = parser.parse_args()
@@ -328,12 +346,12 @@ def main() -> int:
     if chosen and not args.check:
         rewrite({MEASURED_ON: f"{stamp['date']} on {stamp['machine']}"})
     if args.benchmarks and not args.check:
-        table = benchmarks(args.timeout)
         text = BENCHMARKS_MD.read_text()
-        head = f"Measured {stamp['date']} on {stamp['machine']}:\n\n"
+        old = TABLE.search(text)
+        table = benchmarks(args.timeout, args.benchmark, stamp["date"], old[2] if old else "")
+        head = f"Measured on {stamp['machine']}:\n\n"
         BENCHMARKS_MD.write_text(TABLE.sub(lambda m: m[1] + head + table + m[3], text))
         record["benchmarks"] = stamp
-        say(f"docs/benchmarks.md: {len(BENCHMARKS)} benchmarks")
     if not args.check:
         RECORD.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     for problem in problems:

@@ -72,7 +72,11 @@ def test_the_benchmarks_table_says_when_and_where() -> None:
     assert table is not None, "docs/benchmarks.md lost its generated table's markers"
     body = table[2]
     if "Not yet run" not in body:
-        assert re.search(r"Measured \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC on .+cores", body), body
+        assert re.search(r"^Measured on .+cores", body, re.M), body
+        rows = [line for line in body.splitlines() if line.startswith("| `")]
+        assert len(rows) == len(FIGURES.BENCHMARKS), body
+        for row in rows:
+            assert re.search(r"\| (\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC|-) \|$", row), row
 
 
 @pytest.mark.parametrize("run", CHEAP, ids=[r.name for r in CHEAP])
