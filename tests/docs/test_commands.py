@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -257,3 +258,16 @@ def test_block_keeps_its_promise(block: Block, tmp_path: Path) -> None:
         assert text in output, f"{block.id}: does not print {text!r}:\n{output[-3000:]}"
     for pattern in check.writes:
         assert list(work.glob(pattern)), f"{block.id}: wrote no {pattern}:\n{output[-3000:]}"
+
+
+def test_every_example_file_the_docs_name_ships() -> None:
+    named = re.compile(r"\b((?:examples|experiments|benchmarks)/[\w.-]+\.\w+)")
+    missing = sorted(
+        {
+            f"{path.relative_to(ROOT)}: {name}"
+            for path in DOCS
+            for name in named.findall(path.read_text())
+            if not (ROOT / name).is_file()
+        }
+    )
+    assert not missing, f"files the docs name that do not ship: {missing}"
