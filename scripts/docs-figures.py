@@ -300,7 +300,8 @@ def benchmarks(timeout: float, only: list[str], date: str, old_table: str) -> st
             last = lines[-1] if lines else ""
             took = f"{wall:,.0f} s"
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            last, took = f"did not run here: {str(exc).splitlines()[0]}", "-"
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            last, took = f"did not run here: {lines[-1] if lines else exc!r}", "-"
         say(f"  {last}")
         rows.append(f"| `{script}` | {what} | {last.replace('|', '/')} | {took} | {date} |")
     return "\n".join(rows) + "\n"
