@@ -301,7 +301,7 @@ def benchmarks(timeout: float, only: list[str], date: str, old_table: str) -> st
             took = f"{wall:,.0f} s"
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-            last, took = f"did not run here: {lines[-1] if lines else exc!r}", "-"
+            last, took = f"failed: {lines[-1] if lines else exc!r}", "-"
         say(f"  {last}")
         rows.append(f"| `{script}` | {what} | {last.replace('|', '/')} | {took} | {date} |")
     return "\n".join(rows) + "\n"
