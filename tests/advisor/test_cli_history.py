@@ -30,12 +30,17 @@ def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProces
     )
 
 
+def example_without_repositories() -> str:
+    """The example site file, cut before its repositories (which come last)."""
+    return (ROOT / "examples" / "local.toml").read_text().split("[[advisor.repositories]]")[0]
+
+
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     """The embedded example site (its [advisor] section) with one command repository."""
     cfg = tmp_path / "site.toml"
     cfg.write_text(
-        (ROOT / "examples" / "local.toml").read_text()
+        example_without_repositories()
         + "\n[[advisor.repositories]]\n"
         + 'name = "scratch"\n'
         + f'command = ["{sys.executable}", "-c", "pass"]\n'
@@ -121,7 +126,7 @@ def test_probe_once_records_each_repository(site: Path, tmp_path: Path) -> None:
 
 
 def test_probe_without_repositories_says_so(tmp_path: Path) -> None:
-    (tmp_path / "site.toml").write_text((ROOT / "examples" / "local.toml").read_text())
+    (tmp_path / "site.toml").write_text(example_without_repositories())
     out = run("probe", "-c", "site.toml", "--once", cwd=tmp_path, check=False)
     assert (out.returncode, out.stderr) == (
         2,

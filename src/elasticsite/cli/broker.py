@@ -109,10 +109,36 @@ def _dashboard(site_file: Path | None) -> Dashboard | None:
     )
 
 
+def _state_dir(given: Path | None, site_file: Path | None) -> Path:
+    """The broker's state directory: as given, else ``broker/`` in the state directory of
+    the site it serves a dashboard or advisor for."""
+    if given is not None:
+        return given
+    if site_file is None:
+        raise fail(
+            "give --state-dir, or --dashboard/--advisor SITE.toml to keep the broker's "
+            "state in that site's state directory"
+        )
+    from elasticsite.cli.common import load_site_config
+
+    site_state = load_site_config(site_file).state_dir().resolve()
+    try:
+        private_dir(site_state)  # the manager's too: never left open by the broker
+    except StateFileError as exc:
+        raise fail(str(exc)) from None
+    return site_state / "broker"
+
+
 def broker(
     state_dir: Annotated[
-        Path, typer.Option("--state-dir", help="Where the broker keeps its database and keys.")
-    ],
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            help="Where the broker keeps its database and keys (default with --dashboard or "
+            "--advisor: the site's state directory's broker/).",
+            show_default=False,
+        ),
+    ] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[Port, typer.Option(help="Port to listen on.")] = 8443,
     cert: Annotated[
@@ -272,6 +298,7 @@ def broker(
     except ValueError as exc:
         raise fail(str(exc)) from None
     logs.setup(logging.DEBUG if verbose > 0 else logging.INFO, err, log_format=log_format)
+    state_dir = _state_dir(state_dir, dashboard or advisor)
     if (cert is None) != (key is None):
         raise fail("give both --cert and --key, or neither for a self-signed certificate")
     if insecure_http and cert is not None:
