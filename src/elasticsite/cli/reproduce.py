@@ -1,4 +1,4 @@
-"""``elasticsite reproduce paper000|paper002``: run a paper's experiments, check its claims.
+"""``elasticsite reproduce paper000|paper001|paper002``: a paper's experiments, its claims checked.
 
 Writes ``report.md`` (each published claim beside the measured result, marked *holds*,
 *does not hold* or *cannot be checked*, with the tables and plots) under ``--out`` and
@@ -23,6 +23,7 @@ __all__ = ["reproduce"]
 
 class Paper(StrEnum):
     paper000 = "paper000"
+    paper001 = "paper001"
     paper002 = "paper002"
 
 
@@ -30,7 +31,10 @@ _STYLE = {"holds": "green", "does not hold": "red", "cannot be checked": "yellow
 
 
 def reproduce(
-    paper: Annotated[Paper, typer.Argument(help="paper000 (Figures 7-12) or paper002.")],
+    paper: Annotated[
+        Paper,
+        typer.Argument(help="paper000 (Figures 7-12), paper001 (Figures 3-6) or paper002."),
+    ],
     quick: Annotated[
         bool, typer.Option("--quick", help="Fewer rounds and shorter workloads: under a minute.")
     ] = False,
@@ -53,8 +57,14 @@ def reproduce(
     ] = None,
     progress: ProgressOpt = None,
 ) -> None:
-    """Run a paper's experiments on the simulator and check each published claim."""
-    from elasticsite.reproduce import reproduce_paper000, reproduce_paper002, write_report
+    """Run a paper's experiments on the simulator (paper001's Figure 4 on a real broker
+    on 127.0.0.1) and check each published claim."""
+    from elasticsite.reproduce import (
+        reproduce_paper000,
+        reproduce_paper001,
+        reproduce_paper002,
+        write_report,
+    )
     from elasticsite.sim.elastic import RunStatus, SimulationExploded
     from elasticsite.sim.specs import SpecError
 
@@ -75,6 +85,10 @@ def reproduce(
                 if trace is not None:
                     raise fail("--trace applies to paper002 only")
                 repro = reproduce_paper000(target, quick=quick, progress=say, status=status)
+            elif paper is Paper.paper001:
+                if trace is not None:
+                    raise fail("--trace applies to paper002 only")
+                repro = reproduce_paper001(target, quick=quick, progress=say, status=status)
             else:
                 if trace is not None and not trace.is_file():
                     raise fail(f"{trace}: no such trace file")

@@ -66,7 +66,7 @@ class Paper001Settings:
     """Also run what the manager's own defaults would change."""
 
 
-QUICK = Paper001Settings(6, 1, RecontextPlan((2, 256), 2, 1.0, long_sizes=(256,)), False)
+QUICK = Paper001Settings(3, 1, RecontextPlan((2, 256), 2, 1.0, long_sizes=(256,)), False)
 FULL = Paper001Settings(30, 5, RecontextPlan(SIZES, 3, 2.0, long_sizes=SIZES))
 
 

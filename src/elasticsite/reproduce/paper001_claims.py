@@ -125,7 +125,7 @@ def fig4_claims(trials: Sequence[RecontextTrial]) -> list[Claim]:
     worst = max(periodic, key=lambda t: t.beyond)
     real = [t.real_seconds for t in periodic if t.real_seconds is not None]
     share = {n: statistics.fmean(t.seconds / t.period for t in at[n]) for n in sizes}
-    nearer = share[top] > share[sizes[0]] and min(t.seconds / period for t in at[top]) >= 0.9
+    nearer = share[top] > share[sizes[0]]
     scaled = f"(polling every {period:g} s for the paper's 120 s)"
     return [
         check(
@@ -152,8 +152,11 @@ def fig4_claims(trials: Sequence[RecontextTrial]) -> list[Claim]:
             "soon after the join; the larger the cluster, the likelier one waits the whole "
             "period.", nearer,
             "mean time / period: " + ", ".join(f"{n} nodes {share[n]:.2f}" for n in sizes)
-            + f"; every {top}-node join at 0.9 of the period or more: "
-            f"{min(t.seconds / period for t in at[top]) >= 0.9}",
+            + " (polls at random phases: the last of n nodes polls n/(n+1) of the period "
+            "after a join on average, "
+            + ", ".join(f"{n / (n + 1):.2f}" for n in sizes) + ")",
+            "a poll the loaded broker answers after a join it received later applies the "
+            "join early, so a measured share can fall below n/(n+1); the claim is the rise",
         ),
     ]  # fmt: skip
 
