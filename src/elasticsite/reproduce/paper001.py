@@ -25,7 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticsite.reproduce.claims import Reproduction, markdown_table
-from elasticsite.reproduce.paper001_broker import RecontextPlan, RecontextRig, RecontextTrial
+from elasticsite.reproduce.paper001_broker import (
+    RecontextPlan,
+    RecontextRig,
+    RecontextTrial,
+    measure,
+)
 from elasticsite.reproduce.paper001_broker import summary_rows as recontext_rows
 from elasticsite.reproduce.paper001_claims import (
     PAPER001_CLAIMS,
@@ -222,7 +227,7 @@ def reproduce_paper001(
         say(f"Figures 5 and 6: the traces, {plan.trace_runs} run(s) each")
         traces = _traces(cal, plan.trace_runs, seed, status)
         defaults = _defaults(cal, seed, status) if plan.defaults else []
-        trials = rig.measure(say)
+        trials = measure(rig, say)
     repro = Reproduction(
         "paper001",
         "paper 001: a large-scale elastic Torque site and its recontextualization broker "
