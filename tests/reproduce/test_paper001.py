@@ -103,6 +103,8 @@ def test_the_calibration_keeps_the_sentences_it_was_fitted_to() -> None:
     cal = calibrate()
     p = stall_probability()
     assert cal.boot_failure == p
+    one_size = stall_probability({32: (3, 2)})  # then 1 - (1 - p)^32 = 2/3 exactly
+    assert one_size == pytest.approx(1 - (1 / 3) ** (1 / 32), abs=1e-5)
     odds = {n: 1 - (1 - p) ** n for n in FIG3_TEXT_RUNS}
     assert odds[16] < 0.5 < odds[64]  # small clusters rarely stall, 64 nodes mostly
     lo, hi = cal.hotel_range
