@@ -59,7 +59,7 @@ def reactivity_plot(out: Path, runs: Sequence[ReactivityRun], small_median: floa
     path = out / "fig3-reactivity.png"
     _csv(path.with_suffix(".csv"), ["nodes", "run", "reactivity_s", "stalled_boots"],
          [[r.nodes, r.run, round(r.seconds, 3), r.stalled] for r in runs])  # fmt: skip
-    fig, ax = _figure()
+    fig, ax = _figure(height=5.0)
     for stalled, color, label in (
         (False, "tab:blue", "no stalled boot"),
         (True, "tab:red", "a boot stalled and was replaced"),
@@ -77,7 +77,8 @@ def reactivity_plot(out: Path, runs: Sequence[ReactivityRun], small_median: floa
     ax.set_ylabel("reactivity time (s)")
     ax.set_title("Figure 3: reactivity time, EC2 micro workers (simulated)")
     _note(ax, _FIG3_PAPER)
-    ax.legend(loc="lower right", fontsize=8)
+    # Below the axes: the runs fill the plot's corners.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8, frameon=False)
     ax.grid(True, alpha=0.3)
     return _save(fig, path)
 
