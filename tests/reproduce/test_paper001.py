@@ -10,6 +10,7 @@ every join, is asserted.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from dataclasses import replace
@@ -17,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from elasticsite.reproduce import PAPER001_CLAIMS, Reproduction, Verdict, write_report
+from elasticsite.reproduce import PAPER001_CLAIMS, Reproduction, Verdict, paper001_rig, write_report
 from elasticsite.reproduce.paper001 import QUICK, reproduce_paper001
-from elasticsite.reproduce.paper001_broker import RecontextPlan
+from elasticsite.reproduce.paper001_broker import RecontextPlan, RecontextRig
 from elasticsite.reproduce.paper001_clouds import (
     FIG3_TEXT_RUNS,
     calibrate,
@@ -120,3 +121,19 @@ def test_a_trace_option_is_refused_in_one_line(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["error: --trace applies to paper002 only"]
+
+
+def test_a_broker_port_taken_before_it_listens_is_given_up_for_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = iter([taken.getsockname()[1]])
+        first = paper001_rig._free_port
+        monkeypatch.setattr(paper001_rig, "_free_port", lambda: next(ports, None) or first())
+        with RecontextRig(tmp_path, SMALL_FIG4, seed=1) as rig:
+            rig.start_broker()
+            rig.start_agents()
+            assert rig.port != taken.getsockname()[1]
+            assert rig.ctx is not None

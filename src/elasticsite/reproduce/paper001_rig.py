@@ -42,6 +42,9 @@ __all__ = [
 
 REAL_AGENTS = 2
 """Real agent processes among the nodes (the smallest cluster is only them)."""
+PORT_RETRIES = 3
+"""Times the broker is started again on another port when its free port was taken
+between the probe and the broker's bind (other tests run in parallel)."""
 START_TIMEOUT = 90.0
 """Seconds the broker and the agents get to start on a busy machine."""
 _RECORD = """#!/bin/sh
@@ -102,6 +105,14 @@ def identity(kind: str, i: int) -> dict[str, str]:
         "ssh_host_key": ssh_key(short),
         "data": "paper001-fig4",
     }
+
+
+def _port_taken(log: Path) -> bool:
+    """Whether the broker's log says its port was taken before it could listen."""
+    try:
+        return "address already in use" in log.read_text(errors="replace").lower()
+    except OSError:
+        return False
 
 
 def _free_port() -> int:
@@ -223,7 +234,8 @@ class RecontextRig:
 
     def start_broker(self) -> None:
         """Start ``elasticsite broker`` on a free port of 127.0.0.1 (returns at once)."""
-        self.token = hashlib.sha256(f"{self.rng.random()}{time.time()}".encode()).hexdigest()
+        if not self.token:
+            self.token = hashlib.sha256(f"{self.rng.random()}{time.time()}".encode()).hexdigest()
         token_file = write_private(self.work / "admin.token", self.token)
         self.port = _free_port()
         self.broker = _Process(
@@ -236,8 +248,13 @@ class RecontextRig:
     def _wait_broker(self) -> AdminClient:
         assert self.broker is not None
         deadline = time.monotonic() + START_TIMEOUT
+        retries = PORT_RETRIES
         while True:
             if not self.broker.alive():
+                if retries and _port_taken(self.broker.log):
+                    retries -= 1  # another process took the free port first: a new one
+                    self.start_broker()
+                    continue
                 raise RecontextError(f"the broker exited; see {self.broker.log}")
             if self.cert.exists():
                 admin = AdminClient(self.url, self.token, ca=self.cert, timeout=5)
