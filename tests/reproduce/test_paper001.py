@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from elasticsite.reproduce import PAPER001_CLAIMS, Reproduction, Verdict, paper001_rig, write_report
-from elasticsite.reproduce.paper001 import QUICK, reproduce_paper001
+from elasticsite.reproduce.paper001 import QUICK, recontext_plan, reproduce_paper001
 from elasticsite.reproduce.paper001_broker import RecontextPlan, RecontextRig
 from elasticsite.reproduce.paper001_clouds import (
     FIG3_TEXT_RUNS,
@@ -114,13 +114,31 @@ def test_the_calibration_keeps_the_sentences_it_was_fitted_to() -> None:
     assert 2 * (cal.hotel_limit + cal.sierra_limit) < 512
 
 
-def test_a_trace_option_is_refused_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("paper001", "--trace", "x.swf"), "--trace applies to paper002 only"),
+        (("paper000", "--period", "5"), "--period applies to paper001 only"),
+        (("paper001", "--period", "121"), "the polling period must be in 0.1..120 s, got 121"),
+    ],
+)
+def test_a_misplaced_option_is_refused_in_one_line(
+    tmp_path: Path, args: tuple[str, ...], error: str
+) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "reproduce", "paper001", "--trace", "x.swf"],
+        [sys.executable, "-m", "elasticsite", "reproduce", *args, "--out", str(tmp_path)],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, env={"COLUMNS": "200"},
     )  # fmt: skip
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == ["error: --trace applies to paper002 only"]
+    assert done.stderr.strip().splitlines() == [f"error: {error}"]
+    assert not (tmp_path / "report.md").exists()
+
+
+def test_the_papers_period_gives_one_join_per_size_and_a_short_one_three() -> None:
+    assert recontext_plan().period == 120
+    assert recontext_plan().trials == 1
+    assert recontext_plan(2.0).trials == 3
+    assert recontext_plan(2.0).sizes == recontext_plan().sizes == (2, 4, 8, 16, 32, 64, 128, 256)
 
 
 def test_a_broker_port_taken_before_it_listens_is_given_up_for_another(

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from elasticsite.cli.common import PositiveInt, console, fail
+from elasticsite.cli.common import PositiveFloat, PositiveInt, console, fail
 from elasticsite.cli.status import ProgressOpt, StatusLine
 
 __all__ = ["reproduce"]
@@ -49,6 +49,14 @@ def reproduce(
     procs_per_unit: Annotated[
         PositiveInt, typer.Option(help="paper002 --trace: CPUs per node (Blue Horizon: 8).")
     ] = 8,
+    period: Annotated[
+        PositiveFloat | None,
+        typer.Option(
+            help="paper001: Figure 4's polling period in seconds, 0.1-120. Default: the "
+            "paper's 120 (1 with --quick).",
+            show_default=False,
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(help="Output directory. Default: reproduce-out/PAPER.")
     ] = None,
@@ -81,6 +89,8 @@ def reproduce(
 
     with StatusLine(progress) as line:
         try:
+            if period is not None and paper is not Paper.paper001:
+                raise fail("--period applies to paper001 only")
             if paper is Paper.paper000:
                 if trace is not None:
                     raise fail("--trace applies to paper002 only")
@@ -88,7 +98,9 @@ def reproduce(
             elif paper is Paper.paper001:
                 if trace is not None:
                     raise fail("--trace applies to paper002 only")
-                repro = reproduce_paper001(target, quick=quick, progress=say, status=status)
+                repro = reproduce_paper001(
+                    target, quick=quick, period=period, progress=say, status=status
+                )
             else:
                 if trace is not None and not trace.is_file():
                     raise fail(f"{trace}: no such trace file")

@@ -180,8 +180,8 @@ class _Measurement:
 
     async def _wait_real_agents(self) -> None:
         """Both real agents have joined and applied each other's join."""
-        deadline = time.monotonic() + START_TIMEOUT
-        agents = self.rig.agents
+        deadline = time.monotonic() + START_TIMEOUT + self.plan.period  # the first learns
+        agents = self.rig.agents  # of the second at its next poll
         while True:
             with AdminClient(self.rig.url, self.rig.token, ca=self.tls) as admin:
                 last = admin.members(self.ctx.id).last_id

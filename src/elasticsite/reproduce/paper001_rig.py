@@ -80,8 +80,10 @@ class RecontextPlan:
             raise ValueError(f"sizes must be ascending and distinct, got {self.sizes}")
         if self.sizes[0] < REAL_AGENTS or self.sizes[-1] > 1024:
             raise ValueError(f"sizes must lie in {REAL_AGENTS}..1024, got {self.sizes}")
-        if not 1 <= self.trials <= 20 or not 0.1 <= self.period <= 120:
-            raise ValueError("trials must be in 1..20 and the period in 0.1..120 s")
+        if not 1 <= self.trials <= 20:
+            raise ValueError(f"trials must be in 1..20, got {self.trials}")
+        if not 0.1 <= self.period <= 120:
+            raise ValueError(f"the polling period must be in 0.1..120 s, got {self.period:g}")
         if any(n > self.sizes[-1] or n < 1 for n in self.long_sizes):
             raise ValueError(f"long_sizes must lie in 1..{self.sizes[-1]}")
 
