@@ -99,8 +99,9 @@ def reproduce(
                 if trace is not None:
                     raise fail("--trace applies to paper002 only")
                 repro = reproduce_paper001(
-                    target, quick=quick, period=period, progress=say, status=status
-                )
+                    target, quick=quick, period=period, workers=workers, progress=say,
+                    status=status,
+                )  # fmt: skip
             else:
                 if trace is not None and not trace.is_file():
                     raise fail(f"{trace}: no such trace file")

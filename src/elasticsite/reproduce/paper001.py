@@ -18,12 +18,17 @@ measurement.
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from elasticsite.reproduce.claims import Reproduction, markdown_table
 from elasticsite.reproduce.paper001_broker import (
@@ -57,6 +62,7 @@ from elasticsite.sim.runner import round_seed
 __all__ = ["PAPER001_CLAIMS", "Paper001Settings", "recontext_plan", "reproduce_paper001"]
 
 Status = Callable[[RunStatus], None] | None
+T = TypeVar("T")
 SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
 """Figures 3 and 4: cluster sizes from 2 to 256 nodes."""
 
@@ -101,28 +107,47 @@ def _scratch() -> str | None:
     return str(shm) if shm.is_dir() and shm.stat().st_mode & 0o002 else None
 
 
-def _figure3(cal: Calibration, runs: int, seed: int, status: Status) -> list[ReactivityRun]:
+def _figure3(cal: Calibration, runs: int, seed: int) -> list[partial[ReactivityRun]]:
+    """Figure 3's runs, each to be called (with a ``status``, or in a worker process)."""
     cloud = ec2_micro(cal.boot_failure)
     return [
-        reactivity_run(n, k, cloud, round_seed(seed, n * 1000 + k), status)
+        partial(reactivity_run, n, k, cloud, round_seed(seed, n * 1000 + k))
         for n in SIZES
         for k in range(runs)
     ]
 
 
-def _traces(cal: Calibration, runs: int, seed: int, status: Status) -> dict[str, list[Trace]]:
+TRACES = ("hotel-alone", "fig5-multicloud", "fig6-ec2")
+
+
+def _traces(cal: Calibration, runs: int, seed: int) -> list[partial[Trace]]:
+    """The traces' runs: for each run, Hotel alone, Figure 5 and Figure 6 (in that order)."""
+
     def hotel(limit: int) -> list[CloudModel]:
         return [futuregrid("hotel", cal.hotel_transfer, limit)]
 
     both = [*hotel(cal.hotel_limit), futuregrid("sierra", cal.sierra_transfer, cal.sierra_limit)]
-    out: dict[str, list[Trace]] = {"hotel-alone": [], "fig5-multicloud": [], "fig6-ec2": []}
+    out = []
     for k in range(runs):
         s = round_seed(seed, 10 + k)
-        out["hotel-alone"].append(trace_run("hotel-alone", 256, hotel(10_000), s, status))
-        out["fig5-multicloud"].append(trace_run("fig5-multicloud", 512, both, s, status))
-        out["fig6-ec2"].append(trace_run("fig6-ec2", 512, [ec2_micro(cal.boot_failure)], s,
-                                         status, stall=600.0))  # fmt: skip
+        out += [
+            partial(trace_run, "hotel-alone", 256, hotel(10_000), s),
+            partial(trace_run, "fig5-multicloud", 512, both, s),
+            partial(trace_run, "fig6-ec2", 512, [ec2_micro(cal.boot_failure)], s, stall=600.0),
+        ]
     return out
+
+
+def _start(tasks: Sequence[partial[T]], pool: ProcessPoolExecutor | None) -> list[Future[T]]:
+    """Start ``tasks`` in ``pool``'s worker processes (none: later, here)."""
+    return [] if pool is None else [pool.submit(t) for t in tasks]
+
+
+def _results(tasks: Sequence[partial[T]], futures: list[Future[T]], status: Status) -> list[T]:
+    """The tasks' results: from their futures, or run here one after another."""
+    if futures:
+        return [f.result() for f in futures]
+    return [t(status=status) for t in tasks]
 
 
 def _defaults(cal: Calibration, seed: int, status: Status) -> list[list[str]]:
@@ -224,14 +249,17 @@ def reproduce_paper001(
     progress: Callable[[str], None] | None = None,
     status: Status = None,
     period: float | None = None,
+    workers: int | None = None,
     settings: Paper001Settings | None = None,
 ) -> Reproduction:
     """Run paper 001's Figures 3-6 and check its claims; plots and their CSVs go to
     ``out``. ``quick`` runs fewer runs and a shorter Figure 4; ``period`` is Figure 4's
     polling period (default: the paper's 120 s, 1 s when quick); ``settings`` chooses
-    outright. ``progress`` gets a line as each part starts, ``status`` each simulated
-    run's status now and then. Figure 4 needs this machine's loopback and a free port;
-    a failure there raises :class:`~.paper001_broker.RecontextError` (an ``OSError``)."""
+    outright. Figures 3, 5 and 6's runs go to ``workers`` processes (default: the CPU
+    count; 1 runs them here). ``progress`` gets a line as each part starts, ``status``
+    each simulated run's status now and then, when run here. Figure 4 needs this
+    machine's loopback and a free port; a failure there raises
+    :class:`~.paper001_broker.RecontextError` (an ``OSError``)."""
     say = progress or (lambda _: None)
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
@@ -244,11 +272,16 @@ def reproduce_paper001(
         RecontextRig(Path(work), plan.recontext, seed) as rig,
     ):
         rig.start_broker()  # it starts while Figure 3 runs
-        say(f"Figure 3: reactivity, {len(SIZES)} cluster sizes x {plan.reactivity_runs} runs")
-        runs = _figure3(cal, plan.reactivity_runs, seed, status)
-        rig.start_agents()
-        say(f"Figures 5 and 6: the traces, {plan.trace_runs} run(s) each")
-        traces = _traces(cal, plan.trace_runs, seed, status)
+        fig3, fig56 = _figure3(cal, plan.reactivity_runs, seed), _traces(cal, plan.trace_runs, seed)
+        procs = min(workers or os.cpu_count() or 1, len(fig3) + len(fig56))
+        with ProcessPoolExecutor(procs) if procs > 1 else nullcontext() as pool:
+            futures = _start(fig3, pool), _start(fig56, pool)
+            say(f"Figure 3: reactivity, {len(SIZES)} cluster sizes x {plan.reactivity_runs} runs")
+            runs = _results(fig3, futures[0], status)
+            rig.start_agents()
+            say(f"Figures 5 and 6: the traces, {plan.trace_runs} run(s) each")
+            done = _results(fig56, futures[1], status)
+        traces = {name: done[i :: len(TRACES)] for i, name in enumerate(TRACES)}
         defaults = _defaults(cal, seed, status) if plan.defaults else []
         trials = measure(rig, say)
     repro = Reproduction(
