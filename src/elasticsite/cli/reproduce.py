@@ -53,7 +53,7 @@ def reproduce(
         PositiveFloat | None,
         typer.Option(
             help="paper001: Figure 4's polling period in seconds, 0.1-120. Default: the "
-            "paper's 120 (1 with --quick).",
+            "paper's 120 (2 with --quick).",
             show_default=False,
         ),
     ] = None,
@@ -98,6 +98,8 @@ def reproduce(
             elif paper is Paper.paper001:
                 if trace is not None:
                     raise fail("--trace applies to paper002 only")
+                if workers != 1:  # runs in worker processes send no status: the time
+                    line.ticking(lambda: f"{part[0]}: {line.elapsed:,.0f} s")
                 repro = reproduce_paper001(
                     target, quick=quick, period=period, workers=workers, progress=say,
                     status=status,
