@@ -276,12 +276,18 @@ def reproduce_paper001(
         fig3, fig56 = _figure3(cal, plan.reactivity_runs, seed), _traces(cal, plan.trace_runs, seed)
         procs = min(workers or os.cpu_count() or 1, len(fig3) + len(fig56))
         with ProcessPoolExecutor(procs) if procs > 1 else nullcontext() as pool:
-            futures = _start(fig3, pool), _start(fig56, pool)
-            say(f"Figure 3: reactivity, {len(SIZES)} cluster sizes x {plan.reactivity_runs} runs")
-            runs = _results(fig3, futures[0], status)
-            rig.start_agents()
-            say(f"Figures 5 and 6: the traces, {plan.trace_runs} run(s) each")
-            done = _results(fig56, futures[1], status)
+            try:
+                futures = _start(fig3, pool), _start(fig56, pool)
+                say(f"Figure 3: reactivity, {len(SIZES)} cluster sizes x "
+                    f"{plan.reactivity_runs} runs")  # fmt: skip
+                runs = _results(fig3, futures[0], status)
+                rig.start_agents()
+                say(f"Figures 5 and 6: the traces, {plan.trace_runs} run(s) each")
+                done = _results(fig56, futures[1], status)
+            except BaseException:  # interrupted or failed: the runs not started never are
+                if pool is not None:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                raise
         traces = {name: done[i :: len(TRACES)] for i, name in enumerate(TRACES)}
         defaults = _defaults(cal, seed, status) if plan.defaults else []
         trials = measure(rig, say)
