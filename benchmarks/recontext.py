@@ -18,6 +18,29 @@ Also measured: the broker's sustained rate of back-to-back polls (requests/s) an
 resident memory (VmRSS from /proc) with N agents connected.
 
     python benchmarks/recontext.py [--sizes 256,1000,10000] [--repeat 3] [--period 5]
+
+With ``--compare fastpath`` or ``--compare client`` only the long polls are measured, at
+the largest size, with and without one piece of machinery, each on a fresh broker in
+this one run, and the ratio is printed last: the broker's fast path for long polls
+(:class:`~elasticsite.context.middleware.UpdatesFastPath`) against the documented route
+alone, or the agents' minimal HTTP/1.1 client against httpx. Compare the CPU per join
+(broker, agents) rather than the wall-clock figures when the machine is shared.
+
+    python benchmarks/recontext.py --compare fastpath --sizes 1000 --repeat 2
+
+What it showed (2026-11-27, 1,000 agents: 10,000 do not fit beside the other work on
+this shared 2-core machine, whose load average was near 20 during the run):
+
+* fast path: with it, p99 2.25 s and 0.11 s of broker CPU per join; without it, p99
+  14.1 s and 0.38 s (3.67x the broker CPU, 0.15x the poll rate). The broker's CPU per
+  join grows with the agents, so at 10,000 agents the route alone would need about
+  3.8 s of CPU to answer them, well past the 1 s target: the fast path stays.
+* client: with the minimal client (:class:`Conn`), p99 1.59 s, 0.10 s of the agents'
+  CPU per join; with httpx, p99 46.9 s with 1,131 of 2,000 receipts missing, 7.03 s of
+  the agents' CPU per join (71x) and 14x the broker's. Simulating thousands of agents
+  in one process needs the minimal client, so this benchmark keeps its own; nothing
+  in elasticsite itself does that (each agent is its own process, on the synchronous
+  client), so the async node client polls through httpx.
 """
 
 from __future__ import annotations
@@ -41,6 +64,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -114,13 +138,49 @@ class Conn:
             self.writer.close()
 
 
+class HttpxConn:
+    """One agent's connection through httpx (one client, one kept-alive connection):
+    what a simulated agent uses without a hand-written HTTP/1.1 client."""
+
+    reconnects = 0
+
+    def __init__(self, port: int, tls: ssl.SSLContext) -> None:
+        self.client = httpx.AsyncClient(
+            base_url=f"https://127.0.0.1:{port}",
+            verify=tls,
+            timeout=httpx.Timeout(90.0),
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
+
+    @classmethod
+    async def open(cls, port: int, tls: ssl.SSLContext) -> HttpxConn:
+        return cls(port, tls)
+
+    async def request(
+        self, method: str, path: str, auth: str, body: bytes = b""
+    ) -> tuple[int, bytes]:
+        headers = {"Authorization": f"Basic {auth}", "Content-Type": "application/json"}
+        try:
+            r = await self.client.request(method, path, headers=headers, content=body or None)
+        except httpx.TransportError:  # as Conn: the broker closed it; once more
+            self.reconnects += 1
+            r = await self.client.request(method, path, headers=headers, content=body or None)
+        return r.status_code, r.content
+
+    def close(self) -> None:
+        asyncio.get_running_loop().create_task(self.client.aclose())
+
+
+CONNECTIONS: dict[str, type[Conn] | type[HttpxConn]] = {"raw": Conn, "httpx": HttpxConn}
+
+
 def basic(user: str, password: str) -> str:
     return base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 @dataclass
 class SimAgent:
-    conn: Conn
+    conn: Conn | HttpxConn
     auth: str
     since: int = 0
     received: dict[int, float] = field(default_factory=dict)
@@ -156,7 +216,7 @@ class BrokerProcess:
     Every simulated agent connects from 127.0.0.1, so the per-address cap is off and
     the total cap leaves room for ``agents`` and the benchmark's own connections."""
 
-    def __init__(self, workdir: Path, agents: int) -> None:
+    def __init__(self, workdir: Path, agents: int, variant: str = "fast") -> None:
         self.dir = workdir
         self.token = secrets.token_urlsafe(24)
         (workdir / "token").write_text(self.token)
@@ -164,7 +224,8 @@ class BrokerProcess:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "elasticsite", "broker", "--state-dir", str(workdir / "state"),
+            [sys.executable, "-c", PLAIN if variant == "route" else FAST,
+             "broker", "--state-dir", str(workdir / "state"),
              "--port", str(self.port), "--admin-token-file", str(workdir / "token"),
              "--max-connections", str(agents + 1_000), "--max-connections-per-address", "0",
              # Every simulated agent joins at once, from one address: measure the broker,
@@ -209,6 +270,23 @@ class BrokerProcess:
             self.proc.wait()
 
 
+FAST = "from elasticsite.cli import app; app(prog_name='elasticsite')"
+"""``elasticsite broker`` as shipped."""
+PLAIN = """
+import elasticsite.server as server
+from elasticsite.cli import app
+from elasticsite.context.middleware import UpdatesFastPath
+made = server.create_app
+def create_app(*args, **kwargs):
+    built = made(*args, **kwargs)
+    built.user_middleware = [m for m in built.user_middleware if m.cls is not UpdatesFastPath]
+    return built
+server.create_app = create_app
+app(prog_name="elasticsite")
+"""
+"""``elasticsite broker`` without the long polls' fast path: the route answers them."""
+
+
 # --- the measurements ------------------------------------------------------------------
 
 
@@ -248,6 +326,7 @@ class Trial:
     period: float = 0.0
     broker_cpu: float = 0.0  # CPU seconds, join answer to last receipt
     client_cpu: float = 0.0
+    rate: float = 0.0  # polls/s, where measured
 
     def pct(self, q: float) -> float:
         ordered = sorted(self.lags)
@@ -255,7 +334,8 @@ class Trial:
 
 
 class Bench:
-    def __init__(self, broker: BrokerProcess, n: int) -> None:
+    def __init__(self, broker: BrokerProcess, n: int, client: str = "raw") -> None:
+        self.connection = CONNECTIONS[client]
         self.broker = broker
         self.n = n
         self.tls = ssl.create_default_context(cafile=str(broker.cert))
@@ -274,7 +354,7 @@ class Bench:
 
         async def one(i: int) -> SimAgent:
             async with gate:
-                conn = await Conn.open(self.broker.port, self.tls)
+                conn = await self.connection.open(self.broker.port, self.tls)
                 status, body = await conn.request(
                     "POST", f"{self.path}/nodes", self.ctx_auth, node_body(i)
                 )
@@ -382,8 +462,10 @@ def raise_nofile() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-async def measure(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, object]:
-    broker = BrokerProcess(workdir, n)
+async def measure(
+    n: int, args: argparse.Namespace, workdir: Path, variant: str = "fast"
+) -> dict[str, object]:
+    broker = BrokerProcess(workdir, n, variant)
     try:
         bench = Bench(broker, n)
         t0 = time.monotonic()
@@ -413,6 +495,58 @@ async def measure(n: int, args: argparse.Namespace, workdir: Path) -> dict[str, 
         broker.stop()
 
 
+async def long_polls(n: int, args: argparse.Namespace, workdir: Path, variant: str) -> Trial:
+    """Only the long polls at ``n`` agents, ``args.repeat`` joins, on a fresh broker:
+    ``fast`` and ``raw`` as shipped, with agents on the minimal HTTP/1.1 client;
+    ``route``: the broker without its fast path; ``httpx``: agents on httpx."""
+    broker = BrokerProcess(workdir, n, "route" if variant == "route" else "fast")
+    try:
+        bench = Bench(broker, n, "httpx" if variant == "httpx" else "raw")
+        await bench.setup()
+        trials = [await bench.trial("long", 0, 60) for _ in range(args.repeat)]
+        rate = await bench.poll_rate(min(n, args.rate_connections), args.rate_seconds)
+        bench.close()
+    finally:
+        broker.stop()
+    lags = [x for t in trials for x in t.lags]
+    whole = Trial("long", n, lags, sum(t.missing for t in trials))
+    whole.broker_cpu = sum(t.broker_cpu for t in trials) / len(trials)
+    whole.client_cpu = sum(t.client_cpu for t in trials) / len(trials)
+    print(
+        f"[{variant}] {n:,} agents, long polling: p50 {whole.pct(0.5):.3f} s, p99 "
+        f"{whole.pct(0.99):.3f} s, max {max(lags, default=float('nan')):.3f} s, missing "
+        f"{whole.missing}; CPU per join: broker {whole.broker_cpu:.2f} s, agents "
+        f"{whole.client_cpu:.2f} s; {rate:,.0f} polls/s",
+        flush=True,
+    )
+    whole.rate = rate
+    return whole
+
+
+def compare(args: argparse.Namespace) -> None:
+    """With and without a piece of machinery, at the largest size, in one run: the
+    broker's fast path (``--compare fastpath``) or the agents' minimal HTTP/1.1 client
+    instead of httpx (``--compare client``)."""
+    n = max(int(s) for s in args.sizes.split(","))
+    figures: dict[str, Trial] = {}
+    variants = ("fast", "route") if args.compare == "fastpath" else ("raw", "httpx")
+    for variant in variants:
+        with tempfile.TemporaryDirectory(
+            dir="/dev/shm" if Path("/dev/shm").is_dir() else None
+        ) as d:
+            figures[variant] = asyncio.run(long_polls(n, args, Path(d), variant))
+    fast, route = (figures[v] for v in variants)
+    for name, t in figures.items():
+        verdict = "met" if t.pct(0.99) < 1.0 and not t.missing else "MISSED"
+        print(f"[{name}] p99 at {n:,} agents: {t.pct(0.99):.3f} s (target < 1 s: {verdict})")
+    print(
+        f"{variants[1]} against {variants[0]}: p99 {route.pct(0.99) / fast.pct(0.99):.2f}x, "
+        f"CPU per join: broker {route.broker_cpu / max(fast.broker_cpu, 1e-9):.2f}x, agents "
+        f"{route.client_cpu / max(fast.client_cpu, 1e-9):.2f}x; "
+        f"poll rate {route.rate / fast.rate:.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="256,1000,10000", help="agent counts, comma separated")
@@ -420,11 +554,20 @@ def main() -> None:
     parser.add_argument("--period", type=float, default=5.0, help="periodic polling period, s")
     parser.add_argument("--rate-connections", type=int, default=256)
     parser.add_argument("--rate-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--compare",
+        choices=("fastpath", "client"),
+        help="long polls only, at the largest size, with and without the broker's fast path "
+        "or the agents' minimal HTTP/1.1 client (against httpx)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if max(sizes) > 15_000 or args.repeat > 20 or args.period > 120:
         parser.error("bounded benchmark: at most 15,000 agents, 20 repeats, a 120 s period")
     raise_nofile()
+    if args.compare:
+        compare(args)
+        return
     results = []
     for n in sizes:
         with tempfile.TemporaryDirectory(

@@ -88,7 +88,7 @@ def test_status_says_why_a_cloud_is_closed_and_cloud_reset_opens_it(tmp_path: Pa
 
     cfg = tmp_path / "site.toml"
     cfg.write_text((ROOT / "examples" / "local.toml").read_text())
-    run("status", "-c", str(cfg), cwd=tmp_path)
+    run("submit", "-c", str(cfg), "--", "true", cwd=tmp_path)  # the site's state begins
     store = StateStore(tmp_path / "elasticsite-state" / "manager.db")
     store.save_cloud_health(
         {"public": {"closed_until": None, "kind": "credentials", "reason": "AuthFailure",
@@ -227,7 +227,7 @@ def test_a_state_directory_that_cannot_be_made_is_one_error_line(tmp_path: Path)
     (tmp_path / "blocker").write_text("")
     cfg = tmp_path / "site.toml"
     cfg.write_text('[manager]\nstate_dir = "blocker/state"\n[[clouds]]\nname = "local"\n')
-    out = run("status", "-c", str(cfg), cwd=tmp_path, check=False)
+    out = run("submit", "-c", str(cfg), "--", "true", cwd=tmp_path, check=False)
     line = _one_error_line(out)
     assert line.startswith(f"error: {tmp_path}/blocker/state: cannot create directory ("), line
     out = run("demo", "--out", "blocker/out", cwd=tmp_path, check=False)

@@ -211,6 +211,19 @@ def test_a_cloud_serves_the_jobs_its_selector_names() -> None:
         parse_config({"clouds": [{"name": "c", "serves": {"Partition": ["x"]}}]})
 
 
+def test_a_policys_options_may_also_go_in_their_own_table() -> None:
+    table = parse_config({"policy": {"name": "dedicated", "options": {"dedicated_workers": 4}},
+                          "clouds": [{"name": "a"}]})  # fmt: skip
+    assert table.policy_settings().dedicated_workers == 4
+    with pytest.raises(ConfigError, match=r"dedicated_workers: given both in \[policy\] and"):
+        parse_config({"policy": {"dedicated_workers": 1, "options": {"dedicated_workers": 4}},
+                      "clouds": [{"name": "a"}]})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"policy\.dedicated_workers: .*greater than or equal"):
+        parse_config({"policy": {"dedicated_workers": -1}, "clouds": [{"name": "a"}]})
+    with pytest.raises(ConfigError, match=r"policy\.burst_factor: unknown setting"):
+        parse_config({"policy": {"burst_factor": 2}, "clouds": [{"name": "a"}]})
+
+
 def test_selective_categories_and_thresholds_are_checked_at_load() -> None:
     policy = {"name": "selective", "params": {
         "selective_categories": {"runtime_cuts": [1800, 7200], "width_cuts": [4]},
@@ -265,3 +278,46 @@ def test_a_budget_is_an_amount_per_calendar_period() -> None:
             budget(value)
         assert str(err.value).startswith(f"x.toml: {where}: "), str(err.value)
         assert what in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_path_a_site_file_names_is_taken_from_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wherever a command runs, it finds the files its site file names next to it."""
+    conf = tmp_path / "etc"
+    conf.mkdir()
+    p = conf / "site.toml"
+    p.write_text(
+        '[manager]\nstate_dir = "state"\n'
+        '[batch]\ntype = "pbs"\nscript_dir = "scripts"\n'
+        '[[clouds]]\nname = "aws"\ndriver = "ec2"\n'
+        'options = { image_id = "ami-1", credentials_file = "aws/credentials" }\n'
+        '[[clouds]]\nname = "os"\ndriver = "openstack"\n'
+        'options = { image = "debian", credentials_file = "/abs/openrc" }\n'
+        '[context]\nbroker = "https://head:8443"\ntoken_file = "broker/admin.token"\n'
+        'ca = "~/broker.crt"\n'
+        '[urgent]\nserver = "https://head:8443"\nkey_file = "urgent/site.key"\n'
+        'ca = "urgent/ca.pem"\nsocket = "run/gate.sock"\n'
+        '[bootstrap]\nhead = "head"\nmunge_key_file = "munge.key"\n'
+    )
+    cfg = load_config(p)
+    home = Path("~").expanduser()
+    assert cfg.state_dir() == conf / "state"
+    assert cfg.batch.options.script_dir == str(conf / "scripts")  # type: ignore[attr-defined]
+    aws, os_cloud = (c.options for c in cfg.clouds)
+    assert aws.credentials_file == str(conf / "aws" / "credentials")  # type: ignore[attr-defined]
+    assert os_cloud.credentials_file == "/abs/openrc"  # type: ignore[attr-defined]
+    assert cfg.context is not None and cfg.urgent is not None and cfg.bootstrap is not None
+    assert (cfg.context.token_file, cfg.context.ca) == (
+        str(conf / "broker" / "admin.token"), str(home / "broker.crt")
+    )  # fmt: skip
+    assert (cfg.urgent.key_file, cfg.urgent.ca, cfg.urgent.socket) == (
+        str(conf / "urgent" / "site.key"), str(conf / "urgent" / "ca.pem"),
+        str(conf / "run" / "gate.sock"),
+    )  # fmt: skip
+    assert cfg.bootstrap.munge_key_file == str(conf / "munge.key")
+    # The default state directory too, and a file named relative to the command's own
+    # directory is still taken from its own.
+    (conf / "bare.toml").write_text('[[clouds]]\nname = "local"\n')
+    monkeypatch.chdir(tmp_path)
+    assert load_config("etc/bare.toml").state_dir() == conf / "elasticsite-state"

@@ -278,3 +278,27 @@ def test_a_third_party_batch_system_brings_its_own_modes(third_party: Path, tmp_
         }
     )
     assert config.batch.mode == "power_save"
+
+
+def test_what_differs_per_system_is_the_plugins_to_say(tmp_path: Path) -> None:
+    from elasticsite.batch.slurm import SlurmOptions
+
+    slurm = plugins.batch_systems.get("slurm")
+    assert slurm.userdata is not None and slurm.ledger is None
+    assert slurm.userdata(SlurmOptions(node_feature="burst"), "power_save") == {
+        "slurm_node_mode": "cloud",
+        "slurm_feature": "burst",
+    }
+    assert slurm.userdata(SlurmOptions(), "external")["slurm_node_mode"] == "dynamic"
+    assert plugins.clouds.get("local").loopback and not plugins.clouds.get("ec2").loopback
+    # The embedded system keeps every job: the site lists finished ones through it.
+    config = parse_config(
+        {"manager": {"state_dir": str(tmp_path / "state")}, "clouds": [{"name": "a"}]}
+    )
+    site = open_site(config)
+    try:
+        assert site.userdata() == {"batch": "local"}
+        assert site.lists_finished_jobs
+        assert site.queue(finished=True).jobs == []
+    finally:
+        site.store.close()

@@ -6,6 +6,11 @@ the operator's screen. :class:`EscapeControl` renders each record's message once
 with every control character written as its Python escape, before any handler
 formats it; :func:`setup` installs it with the command line's usual handler.
 
+A warning that comes again and again (a cloud that stays unreachable, a batch system
+that is down, every step) is shown once, as it is, and then, at most once a minute,
+as one line saying how many times it came again (:class:`Repeats`); so a log read
+after a night shows what failed, and since when, without a thousand copies of it.
+
 ``--log-format json`` (:class:`JsonFormatter`) writes one JSON object per line for a
 log pipeline: time, level, logger, message, the site's id on every line, and the
 worker, instance, node, job and cloud ids a message is about. Code attaches those
@@ -19,13 +24,26 @@ import json
 import logging
 import re
 import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # rich only when asked for: worker processes import this module
     from rich.console import Console
 
-__all__ = ["ID_FIELDS", "EscapeControl", "JsonFormatter", "escape_control", "ids", "setup"]
+__all__ = [
+    "ID_FIELDS",
+    "REPEAT_EVERY",
+    "EscapeControl",
+    "JsonFormatter",
+    "Repeats",
+    "escape_control",
+    "ids",
+    "setup",
+]
 
 ID_FIELDS = ("site", "cloud", "worker", "instance", "node", "job")
 """The ids a JSON log line may carry, in the order it writes them."""
@@ -51,6 +69,65 @@ class EscapeControl(logging.Filter):
         escaped = escape_control(message)
         if escaped is not message or record.args:
             record.msg, record.args = escaped, None
+        return True
+
+
+REPEAT_EVERY = 60.0
+"""Seconds between two lines of one warning that keeps coming again."""
+
+
+class Repeats(logging.Filter):
+    """A filter that shows a warning (or worse) repeated word for word once, then
+    holds its copies back: the first copy that comes :data:`REPEAT_EVERY` seconds or
+    more after the last line shown is shown as ``message (same again N times in the
+    last 75 s)``, N counting it and the copies held back. A copy that comes after a
+    quiet minute, none held back, is shown as it is. Records below WARNING pass.
+
+    Apply it after :class:`EscapeControl` (it compares final messages). A shown
+    summary carries ``repeated`` = N, which the JSON format writes; its traceback, the
+    same as the first one's, is left out.
+    """
+
+    def __init__(
+        self,
+        every: float = REPEAT_EVERY,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        remember: int = 256,
+    ) -> None:
+        super().__init__()
+        self.every = every
+        self.clock = clock
+        self.remember = remember
+        self._lock = threading.Lock()
+        # (logger, level, message) -> [when last shown, copies held back since]
+        self._seen: OrderedDict[tuple[str, int, str], list[float]] = OrderedDict()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        message = record.getMessage()
+        key = (record.name, record.levelno, message)
+        now = self.clock()
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None:
+                self._seen[key] = [now, 0]
+                if len(self._seen) > self.remember:  # the oldest message is forgotten
+                    self._seen.popitem(last=False)
+                return True
+            self._seen.move_to_end(key)
+            shown, held = seen
+            if now - shown < self.every:
+                seen[1] = held + 1
+                return False
+            seen[0], seen[1] = now, 0
+        if held:  # this copy and those held back: two at least
+            again = held + 1
+            record.msg = f"{message} (same again {again} times in the last {now - shown:.0f} s)"
+            record.args = None
+            record.exc_info, record.exc_text = None, None
+            record.repeated = again
         return True
 
 
@@ -82,6 +159,9 @@ class JsonFormatter(logging.Formatter):
         for key in ID_FIELDS:
             if key in found:
                 out[key] = found[key]
+        repeated = getattr(record, "repeated", None)
+        if repeated is not None:
+            out["repeated"] = repeated
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
         return json.dumps(out, ensure_ascii=False)
@@ -95,7 +175,8 @@ def setup(
     log_format: Literal["human", "json"] = "human",
     site: str | None = None,
 ) -> None:
-    """The command line's logging, with control characters escaped in every message:
+    """The command line's logging, with control characters escaped in every message and
+    a warning repeated word for word shown at most once a minute (:class:`Repeats`):
     rich output on ``console`` when given, else plain ``fmt`` lines on stderr; with
     ``log_format="json"``, JSON lines on stderr carrying ``site`` on every line."""
     handler: logging.Handler
@@ -110,4 +191,5 @@ def setup(
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter(fmt))
     handler.addFilter(EscapeControl())
+    handler.addFilter(Repeats())
     logging.basicConfig(level=level, format=fmt, datefmt="[%X]", handlers=[handler])

@@ -440,7 +440,7 @@ def test_redirect_updates_the_partition_of_a_pending_job_only() -> None:
 def test_from_options_rejects_unknown_names() -> None:
     batch = SlurmBatch.from_options({"partition": "elastic", "node_feature": "burst"})
     assert (batch.partition, batch.node_feature) == ("elastic", "burst")
-    with pytest.raises(BatchError, match=r"unknown option\(s\) colour, partiton") as err:
+    with pytest.raises(BatchError, match=r"unknown slurm option\(s\) colour, partiton") as err:
         SlurmBatch.from_options({"partiton": "x", "colour": "blue"})
     assert "\n" not in str(err.value)
     with pytest.raises(BatchError, match="node_feature"):

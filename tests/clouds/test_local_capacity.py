@@ -123,7 +123,8 @@ def test_migration_moves_a_small_instance_and_it_keeps_running(make_cloud: MakeC
     moved = [i for i in ids if host_of(other, i) != before[i]]
     assert len(moved) == 1
     assert all(i.state is not InstanceState.TERMINATED for i in other.describe() if i.id in ids)
-    assert proc_state(pid_of(other, moved[0])) != "T"  # continued after its pause
+    pid = pid_of(other, moved[0])
+    wait_for("the moved instance to run again", lambda: proc_state(pid) != "T")
 
 
 def test_qos_shrinks_volunteers_and_gives_back_afterwards(make_cloud: MakeCloud) -> None:

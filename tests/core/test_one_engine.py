@@ -82,7 +82,7 @@ def manager(
 ) -> Log:  # fmt: skip
     first = min(a[0] for a in arrivals)
     sim = Simulation(start=first)
-    redirects = getattr(policies.get(policy), "redirects", False)
+    redirects = policies.get(policy).redirects
     batch = SimBatch(sim, "easy", node_partition="cloud" if redirects else "")
     if site_cores:
         batch.add_site_node(SITE_NODE, site_cores)

@@ -63,8 +63,10 @@ def test_run_says_what_it_leaves_and_down_drains_every_cloud(tmp_path: Path) -> 
     state = tmp_path / "state"
     cfg = tmp_path / "site.toml"
     cfg.write_text(CONFIG.format(state=state))
+    go = tmp_path / "go"  # the jobs run until the test lets them end
     subprocess.run(
-        cli("submit", "-c", str(cfg), "--walltime", "60", "--count", "4", "--", "sleep", "3"),
+        cli("submit", "-c", str(cfg), "--walltime", "300", "--count", "4", "--",
+            "sh", "-c", f"while [ ! -e {go} ]; do sleep 0.1; done"),
         check=True, capture_output=True,
     )  # fmt: skip
     run = subprocess.Popen(cli("run", "-c", str(cfg)), stderr=subprocess.PIPE, text=True)
@@ -85,11 +87,13 @@ def test_run_says_what_it_leaves_and_down_drains_every_cloud(tmp_path: Path) -> 
     assert f"`elasticsite down -c {cfg}` drains and terminates them" in stderr
     assert live_instances(state) == 4
 
+    go.touch()
     done = subprocess.run(cli("down", "-c", str(cfg), "--timeout", "120"),
                           capture_output=True, text=True, timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "down: site 'downsite': draining and terminating every worker" in done.stderr
     assert done.stderr.rstrip().splitlines()[-1].startswith("down: no worker left")
+    assert done.stderr.count("no worker left") == 1, done.stderr  # the final line, once
     assert live_instances(state) == 0
     # Drained, not killed: every job ran to its end on the workers taken down.
     assert {j.state for j in LocalBatch(state / "batch.db").jobs()} == {JobState.DONE}
@@ -130,3 +134,4 @@ def test_down_on_a_site_with_nothing_up_returns_at_once(tmp_path: Path) -> None:
     done = subprocess.run(cli("down", "-c", str(cfg)), capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert (done.returncode, done.stderr.splitlines()[-1]) == (0, "down: no worker left (0 s)")
+    assert done.stderr.count("no worker left") == 1, done.stderr

@@ -7,6 +7,8 @@ part of slurmctld; tests/integration/slurm does the same against a real Slurm.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ from typer.testing import CliRunner
 from elasticsite import policies
 from elasticsite.cli import app
 from elasticsite.clouds.local import LocalCloud
+from elasticsite.config import ConfigError, parse_config
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.site import Site, open_site
 from elasticsite.manager.store import StateStore
@@ -129,11 +132,63 @@ def test_hooks_refuse_a_site_without_slurm(tmp_path: Path) -> None:
     assert "not 'slurm'" in result.output
 
 
-def test_power_save_needs_an_absolute_state_dir(tmp_path: Path) -> None:
-    cfg = tmp_path / "site.toml"
+def test_power_save_needs_an_absolute_state_dir_given_without_a_file() -> None:
+    data = {
+        "manager": {"state_dir": "rel"},
+        "batch": {"type": "slurm", "mode": "power_save"},
+        "clouds": [{"name": "local"}],
+    }
+    with pytest.raises(ConfigError, match="must be an absolute path"):
+        parse_config(data)
+
+
+def test_the_hooks_say_what_they_did_and_find_the_state_next_to_the_file(
+    tmp_path: Path,
+) -> None:
+    """slurmctld runs the hooks from a directory of its own: a relative state_dir is
+    taken next to the site file, and each call says what it did."""
+    cfg = tmp_path / "etc" / "site.toml"
+    cfg.parent.mkdir()
     cfg.write_text(
-        '[manager]\nstate_dir = "rel"\n[batch]\ntype = "slurm"\nmode = "power_save"\n'
-        '[[clouds]]\nname = "local"\n'
+        '[manager]\nsite_id = "lab"\nstate_dir = "state"\n[batch]\ntype = "slurm"\n'
+        'mode = "power_save"\n[[clouds]]\nname = "local"\n'
     )
-    result = CliRunner().invoke(app, ["slurm", "resume", "n1", "-c", str(cfg)])
-    assert result.exit_code == 2 and "absolute" in result.output
+    elsewhere = tmp_path / "slurmctld"
+    elsewhere.mkdir()
+    state = cfg.parent / "state"
+    said = [
+        _hook(action, nodes, cfg, elsewhere)
+        for action, nodes in (("resume", "cloud[1-3]"), ("suspend", "cloud2"), ("fail", "cloud3"))
+    ]
+    log = state / "power.log"
+    assert said == [
+        f"resume cloud[1-3]: 3 nodes queued for site 'lab'; its manager starts a worker for "
+        f"each at its next step (log: {log})",
+        f"suspend cloud2: 1 node queued for site 'lab'; its manager terminates their workers "
+        f"at its next step (log: {log})",
+        f"resume failed cloud3: 1 node queued for site 'lab'; its manager terminates "
+        f"whatever was started for them at its next step (log: {log})",
+    ]
+    assert not (elsewhere / "state").exists()
+    requests = StateStore(state / "manager.db").take_power_requests()
+    assert [(a, n) for a, n, _ in requests] == [
+        ("resume", "cloud1"), ("resume", "cloud2"), ("resume", "cloud3"),
+        ("suspend", "cloud2"), ("suspend", "cloud3"),
+    ]  # fmt: skip
+
+    cfg.write_text(cfg.read_text().replace('mode = "power_save"\n', ""))
+    assert _hook("resume", "cloud4", cfg, elsewhere) == (
+        "resume cloud4: 1 node acknowledged, nothing queued: in external mode the manager "
+        f"of site 'lab' brings its nodes up and down itself (log: {log})"
+    )
+
+
+def _hook(action: str, nodes: str, cfg: Path, cwd: Path) -> str:
+    """``elasticsite slurm ACTION NODES`` as slurmctld runs it: what it printed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "elasticsite", "slurm", action, "-c", str(cfg), nodes],
+        cwd=cwd, capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), "COLUMNS": "80"},
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    return done.stdout.strip()

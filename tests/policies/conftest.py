@@ -123,7 +123,7 @@ def run(policy: str, snapshot: SiteSnapshot, **settings: object) -> Decision:
 def clean_registry() -> Iterator[None]:
     """Let a test register or load policies without leaking them into other tests."""
     registry.available()
-    saved = dict(registry._REGISTRY)
+    saved = dict(registry.registry._loaded)
     yield
-    registry._REGISTRY.clear()
-    registry._REGISTRY.update(saved)
+    registry.registry._loaded.clear()
+    registry.registry._loaded.update(saved)

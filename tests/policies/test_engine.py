@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from elasticsite.model import Cause, Decision, Drain, Launch, Terminate, Undrain
+from elasticsite.plugins import PolicyPlugin
 from elasticsite.policies import PolicySettings, evaluate
 
 from .conftest import S, cloud, job, jobs, run, snap, worker
@@ -71,7 +72,7 @@ def test_replacement_labels_run_across_clouds_in_launch_order():
         [worker("p1", S.REQUESTED, cloud="b"), worker("p2", S.BOOTING, cloud="b")],
         [cloud("a"), cloud("b")],
     )
-    assert evaluate(fixed, site, PolicySettings()).launch == [
+    assert evaluate(PolicyPlugin(fixed), site, PolicySettings()).launch == [
         Launch("a", "small", 1, Cause.REPLACEMENT),
         Launch("b", "small", 1, Cause.REPLACEMENT),
         Launch("b", "small", 2, Cause.DEMAND),

@@ -185,7 +185,7 @@ class Oracle:
 
 
 def outcome(policy: str, site: SiteSnapshot, cfg: PolicySettings):
-    redirect = cfg.redirect_to if getattr(get(policy), "redirects", False) else None
+    redirect = cfg.redirect_to if get(policy).redirects else None
     return evaluate(get(policy), site, cfg), Oracle(site, redirect, cfg.stall_timeout)
 
 

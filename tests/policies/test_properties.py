@@ -111,7 +111,7 @@ class Outcome:
         self.view = [w for w in site.workers if w.state.live]
         self.remaining = [w for w in self.view if w.id not in self.terminated]
         # The jobs some cloud (or worker) could serve, and which workers they could use.
-        redirect = cfg.redirect_to if getattr(get(policy), "redirects", False) else None
+        redirect = cfg.redirect_to if get(policy).redirects else None
         judged = feasibility.judge(site.clouds, site.closed, redirect)
         self.verdict = servable.split(site, judged)
 

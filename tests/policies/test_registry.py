@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from elasticsite.model import Cause, Decision, Launch
+from elasticsite.plugins import PluginOptions, PolicyPlugin
 from elasticsite.policies import (
     ENTRY_POINT_GROUP,
     PolicySettings,
@@ -42,7 +43,22 @@ def test_available_lists_every_builtin_sorted():
 
 @pytest.mark.parametrize("name", sorted(BUILTINS))
 def test_get_returns_the_builtin_function(name):
-    assert get(name) is BUILTINS[name]
+    assert get(name).decide is BUILTINS[name]
+
+
+def test_capabilities_and_options_are_declared_on_the_plugin():
+    assert get("cloud_scheduler").typed_nodes and not get("cloud_scheduler").redirects
+    assert get("selective").redirects and not get("selective").typed_nodes
+    assert not get("bursts").redirects and not get("bursts").typed_nodes
+    assert set(get("steady_stream").options.model_fields) == {
+        "steady_up_factor",
+        "steady_down_factor",
+        "steady_min_workers",
+    }
+    assert set(get("on_demand").options.model_fields) == set()
+    assert isinstance(get("bursts"), PolicyPlugin)
+    # the dedicated baseline's pool boots before the workload; no other built-in has one
+    assert get("dedicated").preboot is not None and get("bursts").preboot is None
 
 
 def test_unknown_policy_names_every_available_one():
@@ -65,7 +81,7 @@ def test_register_makes_a_policy_available_by_name(clean_registry):
         return Decision(launch=[Launch("a", "small", 2, Cause.BASELINE)])
 
     assert "two_always" in available()
-    assert get("two_always") is two_always
+    assert get("two_always").decide is two_always
     assert evaluate(get("two_always"), snap(), PolicySettings()).launched() == 2
     # Registering the same function again is harmless; another one under that name is not.
     assert register("two_always")(two_always) is two_always
@@ -76,7 +92,7 @@ def test_register_makes_a_policy_available_by_name(clean_registry):
 def test_register_refuses_to_shadow_a_builtin(clean_registry):
     with pytest.raises(ValueError, match="'on_demand' is already registered"):
         register("on_demand")(lambda snapshot, settings: Decision())
-    assert get("on_demand") is on_demand.decide
+    assert get("on_demand").decide is on_demand.decide
 
 
 @pytest.fixture
@@ -121,7 +137,8 @@ def test_entry_point_policy_is_listed_and_loaded(plugin_dist):
     assert {"fair_share", "broken", "not_callable"} <= set(available())
     assert "unrelated" not in available()
     fn = get("fair_share")
-    assert fn is sys.modules["fair_share_policy"].decide
+    assert fn.decide is sys.modules["fair_share_policy"].decide
+    assert fn.options is PluginOptions and not fn.redirects  # a bare function: none declared
     assert get("fair_share") is fn  # loaded once, then served from the registry
     settings = PolicySettings(params={"limit": 2})
     assert evaluate(fn, snap(jobs(5)), settings) == Decision(
@@ -146,7 +163,7 @@ def test_entry_point_that_is_not_callable_is_refused(plugin_dist):
 
 def test_builtin_wins_over_a_plugin_of_the_same_name(plugin_dist):
     assert available().count("on_demand") == 1
-    assert get("on_demand") is on_demand.decide
+    assert get("on_demand").decide is on_demand.decide
 
 
 def test_plugin_disappears_with_its_distribution(plugin_dist, monkeypatch):
@@ -154,3 +171,45 @@ def test_plugin_disappears_with_its_distribution(plugin_dist, monkeypatch):
     assert "fair_share" not in available()
     with pytest.raises(UnknownPolicy, match="unknown policy 'fair_share'"):
         get("fair_share")
+
+
+def test_a_published_plugin_declares_its_options_and_capabilities(plugin_dist):
+    (plugin_dist / "capped_policy.py").write_text(
+        textwrap.dedent(
+            """
+            from elasticsite.model import Decision
+            from elasticsite.plugins import PluginOptions, PolicyPlugin
+
+            class Options(PluginOptions):
+                limit: int = 3
+
+            def decide(snapshot, settings):
+                return Decision()
+
+            plugin = PolicyPlugin(decide, Options, typed_nodes=True)
+            """
+        )
+    )
+    eps = next(plugin_dist.glob("*.dist-info")) / "entry_points.txt"
+    eps.write_text(eps.read_text().replace("[console", "capped = capped_policy:plugin\n\n[console"))
+    from elasticsite.config import ConfigError, parse_config
+
+    try:
+        cfg = parse_config({"policy": {"name": "capped", "limit": 5}, "clouds": [{"name": "a"}]})
+        settings = cfg.policy_settings()
+        assert get("capped").typed_nodes and settings.options.limit == 5  # type: ignore[attr-defined]
+        # its own options and the built-ins' thresholds are checked by their models
+        with pytest.raises(ConfigError, match=r"policy\.limit: .*integer"):
+            parse_config({"policy": {"name": "capped", "limit": "x"}, "clouds": [{"name": "a"}]})
+        with pytest.raises(ConfigError, match=r"policy\.limitt: unknown setting"):
+            parse_config({"policy": {"name": "capped", "limitt": 1}, "clouds": [{"name": "a"}]})
+        assert (
+            parse_config(
+                {"policy": {"name": "capped", "bursts_factor": 3}, "clouds": [{"name": "a"}]}
+            )
+            .policy_settings()
+            .bursts_factor
+            == 3
+        )
+    finally:
+        sys.modules.pop("capped_policy", None)

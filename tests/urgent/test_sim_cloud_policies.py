@@ -11,7 +11,7 @@ from elasticsite.cli import app
 from elasticsite.policies import PolicySettings
 from elasticsite.sim.cloud import CloudModel, Durations
 from elasticsite.sim.elastic import simulate_elastic
-from elasticsite.sim.urgent_cloud import Scenario, run_scenario, summarize
+from elasticsite.sim.urgent_cloud import Scenario, paper_scenario, run_scenario, summarize
 from elasticsite.urgent.capacity import CloudPolicy as P
 from elasticsite.urgent.cloud_delays import reference
 
@@ -68,6 +68,37 @@ def test_the_cli_prints_each_policy_next_to_the_paper() -> None:
     assert rows[-1]["paper_mean"] == 270
     bad = CliRunner().invoke(app, ["urgent", "simulate", "--fill", "m9.huge"])
     assert bad.exit_code != 0 and "unknown VM type 'm9.huge'" in bad.output
+
+
+def test_with_no_options_each_policy_runs_the_papers_own_condition() -> None:
+    """Tables 4.12, 4.16, 4.19 and 4.23: one urgent c1.xlarge, every other VM a target;
+    an empty node for default (the probe), two nodes of m1.small for migration."""
+    out = CliRunner().invoke(app, ["urgent", "simulate", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = {r["policy"]: r for r in map(json.loads, out.output.splitlines())}
+    assert rows["default"]["scenario"] == "1 empty"
+    assert rows["migration"]["scenario"] == "2 of m1.small, 3 free"
+    assert rows["qos"]["scenario"] == rows["preemption"]["scenario"] == "1 of c1.xlarge, full"
+    for name, hit in (
+        ("qos", ("shrunk", 2)),
+        ("migration", ("migrated", 1)),
+        ("suspension", ("suspended", 1)),
+        ("preemption", ("preempted", 1)),
+    ):
+        r = rows[name]
+        assert r[hit[0]] == hit[1], r  # the VMs the paper's policy hit, in every trial
+        assert abs(r["delay_mean"] - r["paper_mean"]) < r["paper_sd"], r  # fmt: skip
+    assert abs(rows["default"]["delay_mean"] - 264) < 23.5
+    assert rows["urgent_only"]["paper_mean"] is None  # the paper did not measure it
+
+
+def test_urgent_vms_of_one_request_go_one_per_node_as_the_papers_round_robin() -> None:
+    s = summarize(paper_scenario(P.PREEMPTION, count=16), trials=5)
+    ref = reference(P.PREEMPTION, "c1.xlarge", 16, 1)  # Table 4.15: 364 +- 17.8
+    assert ref is not None and isinstance(s["delay_mean"], float)
+    assert s["preempted"] == 16 and abs(s["delay_mean"] - ref[0]) < 2 * ref[1]
+    two = summarize(paper_scenario(P.PREEMPTION, count=2, nodes=1), trials=5)
+    assert isinstance(two["delay_mean"], float) and two["delay_mean"] > 400  # 470 s for two
 
 
 # --- the elastic site's own simulator, its cloud given hosts -----------------------

@@ -137,10 +137,6 @@ class CondorBatch:
         submit_attributes: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if drain_mode not in DRAIN_MODES:
-            raise BatchError(f"unknown drain_mode {drain_mode!r}; valid: {', '.join(DRAIN_MODES)}")
-        if not default_walltime > 0:
-            raise BatchError(f"default_walltime must be > 0 seconds, got {default_walltime}")
         self.pool: CondorPool = pool if pool is not None else BindingsPool()
         self.drain_mode = drain_mode
         self.default_walltime = float(default_walltime)
@@ -153,14 +149,8 @@ class CondorBatch:
     def from_options(cls, options: CondorOptions | Mapping[str, Any]) -> CondorBatch:
         """Build from validated :class:`CondorOptions`, or from a plain options table
         (validated here, before the bindings are needed: an unknown key or a bad value is
-        one :class:`BatchError` line)."""
+        one :class:`BatchError` line). The options are checked there alone, once."""
         if not isinstance(options, CondorOptions):
-            valid = list(CondorOptions.model_fields)
-            unknown = sorted(set(options) - set(valid))
-            if unknown:
-                raise BatchError(
-                    f"unknown HTCondor option(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
-                )
             options = validate_options(CondorOptions, options, "HTCondor", BatchError)
         pool = BindingsPool(options.collector, options.schedd)
         return cls(

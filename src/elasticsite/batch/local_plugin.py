@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from elasticsite.batch.local import LocalBatch
+from elasticsite.model import JobState
 from elasticsite.plugins import BatchPlugin, PluginOptions
 
 if TYPE_CHECKING:
+    from elasticsite.batch.base import BatchSystem
+    from elasticsite.model import Job
     from elasticsite.plugins import SiteInfo
 
 __all__ = ["LocalBatchOptions", "plugin"]
@@ -40,5 +43,20 @@ def _create(options: LocalBatchOptions, site: SiteInfo) -> LocalBatch:
     )
 
 
-plugin = BatchPlugin(LocalBatchOptions, _create)
+UNFINISHED = (JobState.QUEUED, JobState.HELD, JobState.REQUEUED, JobState.RUNNING)
+"""What is listed without ``finished``: every job still to run or running."""
+
+
+def _ledger(batch: BatchSystem, finished: bool) -> tuple[list[Job], dict[str, int]]:
+    """Every job the embedded system keeps (without ``finished``, the unfinished
+    ones), and the count in every state."""
+    assert isinstance(batch, LocalBatch), batch
+    return batch.jobs(None if finished else UNFINISHED), dict(batch.counts())
+
+
+def _cloud_partition(options: LocalBatchOptions) -> str:
+    return options.node_partition
+
+
+plugin = BatchPlugin(LocalBatchOptions, _create, ledger=_ledger, cloud_partition=_cloud_partition)
 """The ``local`` entry point of ``elasticsite.batch``."""

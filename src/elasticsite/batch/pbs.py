@@ -78,7 +78,7 @@ from elasticsite.batch.pbs_output import (
     time_zone,
 )
 from elasticsite.model import JobState, state_text
-from elasticsite.plugins import BatchPlugin, PluginOptions, number, validate_options
+from elasticsite.plugins import BatchPlugin, FilePath, PluginOptions, number, validate_options
 
 if TYPE_CHECKING:
     from elasticsite.plugins import SiteInfo
@@ -130,7 +130,7 @@ class PbsOptions(PluginOptions):
     timezone: str = "UTC"
     default_walltime: Annotated[float, number("seconds", text=True)] = Field(3600.0, gt=0)
     job_name: str = "elasticsite"
-    script_dir: str | None = None
+    script_dir: FilePath | None = None
 
     @field_validator("flavour")
     @classmethod
@@ -178,9 +178,6 @@ class PbsBatch:
             detect_flavour(runner) if flavour is None else pbs_flavour(flavour)
         )
         """What this server's family does its own way: commands, flags, output format."""
-        time_zone(timezone)
-        if not default_walltime > 0:
-            raise BatchError(f"default_walltime must be > 0 seconds, got {default_walltime}")
         self.queue = queue
         self.timezone = timezone
         self.default_walltime = float(default_walltime)
@@ -193,14 +190,9 @@ class PbsBatch:
         cls, options: PbsOptions | Mapping[str, Any], runner: Runner = run
     ) -> PbsBatch:
         """Build from validated :class:`PbsOptions`, or from a plain options table
-        (validated here: an unknown key or a bad value is one :class:`BatchError` line)."""
+        (validated by that model: an unknown key or a bad value is one :class:`BatchError`
+        line). The options are checked there alone, once."""
         if not isinstance(options, PbsOptions):
-            valid = list(PbsOptions.model_fields)
-            unknown = sorted(set(options) - set(valid))
-            if unknown:
-                raise BatchError(
-                    f"unknown PBS option(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
-                )
             options = validate_options(PbsOptions, options, "PBS", BatchError)
         return cls(
             options.flavour,

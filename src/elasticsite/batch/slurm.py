@@ -121,19 +121,7 @@ class SlurmBatch:
         remove_timeout: float = 15.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if not node_feature or not re.fullmatch(r"[A-Za-z0-9_.-]+", node_feature):
-            raise BatchError(f"slurm: node_feature must be a plain word, got {node_feature!r}")
-        if jobs_from not in ("format", "json"):
-            raise BatchError(f"slurm: jobs_from must be 'format' or 'json', got {jobs_from!r}")
         self.jobs_from = jobs_from
-        if isinstance(demand_partitions, str) or (
-            demand_partitions is not None
-            and not all(isinstance(p, str) and p for p in demand_partitions)
-        ):
-            raise BatchError(
-                f"slurm: demand_partitions must be a list of partition names, "
-                f"got {demand_partitions!r}"
-            )
         self.demand_partitions = frozenset(demand_partitions or ())
         self._run = runner
         self.partition = partition
@@ -148,14 +136,9 @@ class SlurmBatch:
     @classmethod
     def from_options(cls, options: SlurmOptions | Mapping[str, Any]) -> SlurmBatch:
         """Build from validated :class:`SlurmOptions`, or from a plain options table
-        (validated here: an unknown key or a bad value is one :class:`BatchError` line)."""
+        (validated by that model: an unknown key or a bad value is one :class:`BatchError`
+        line). The options are checked there alone, once."""
         if not isinstance(options, SlurmOptions):
-            known = sorted(SlurmOptions.model_fields)
-            unknown = sorted(set(options) - set(known))
-            if unknown:
-                raise BatchError(
-                    f"slurm: unknown option(s) {', '.join(unknown)} (known: {', '.join(known)})"
-                )
             options = validate_options(SlurmOptions, options, "slurm", BatchError)
         runner: Runner = run
         if options.command_timeout is not None:
@@ -446,5 +429,14 @@ def _create(options: SlurmOptions, site: SiteInfo) -> SlurmBatch:
     return SlurmBatch.from_options(options)
 
 
-plugin = BatchPlugin(SlurmOptions, _create, modes=("external", "power_save"))
+def _userdata(options: SlurmOptions, mode: str) -> dict[str, str]:
+    """How a worker joins: external mode adds dynamic nodes, power saving starts the
+    declared CLOUD nodes; either carries the elastic nodes' feature."""
+    return {
+        "slurm_node_mode": "cloud" if mode == "power_save" else "dynamic",
+        "slurm_feature": options.node_feature,
+    }
+
+
+plugin = BatchPlugin(SlurmOptions, _create, modes=("external", "power_save"), userdata=_userdata)
 """The ``slurm`` entry point of ``elasticsite.batch``: the only system with power saving."""

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from elasticsite.cli import advise_rank
@@ -67,10 +66,10 @@ _PHASE_HEADERS["output"] = "output"
 
 
 def fail(message: str) -> typer.Exit:
-    """``error: message`` with the message shown as written (no markup: ``jobs[0]``)."""
+    """``error: message`` with the message shown as written (``jobs[0]``)."""
     from elasticsite.cli.common import fail as common_fail
 
-    return common_fail(escape(message))
+    return common_fail(message)
 
 
 def _probability(value: float) -> float:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from elasticsite.cli.common import ConfigOpt, config_path, console, fail, load_site_config
@@ -71,15 +70,15 @@ def advise(
     try:
         seconds = parse_deadline(deadline)
     except DeadlineError as exc:
-        raise fail(f"--deadline: {escape(str(exc))}") from None
+        raise fail(f"--deadline: {exc}") from None
     cfg = load_site_config(config)
     try:
         store = HistoryStore(store_path(cfg.state_dir()))
         advice = Advisor(store, cfg.advisor).advise(seconds, threshold)
     except StateFileError as exc:
-        raise fail(escape(str(exc))) from None
+        raise fail(str(exc)) from None
     except NothingToRank as exc:
-        raise fail(f"{escape(str(config_path(config)))}: {escape(str(exc))}") from None
+        raise fail(f"{config_path(config)}: {exc}") from None
     if as_json:
         console.print_json(json.dumps(advice.to_json()))
     else:
@@ -119,7 +118,7 @@ def _render(advice: Advice, written: str) -> None:
     if s is not None:
         assert s.composite is not None
         console.print(
-            f"suggested: {escape(s.configuration.label)}: probability "
+            f"suggested: {s.configuration.label}: probability "
             f"{_probability(s.probability)} of finishing within "
             f"{_duration(s.composite.bound)}",
             highlight=False,
@@ -127,7 +126,7 @@ def _render(advice: Advice, written: str) -> None:
         )
     spec = advice.speculative
     if spec is not None:
-        both = " + ".join(escape(m.configuration.label) for m in spec.members)
+        both = " + ".join(m.configuration.label for m in spec.members)
         console.print(
             f"speculative: {both}: probability {_probability(spec.probability)} that "
             "one finishes in time",
@@ -136,7 +135,7 @@ def _render(advice: Advice, written: str) -> None:
         )
     elif advice.speculative_reason:
         console.print(
-            f"speculative: none ({escape(advice.speculative_reason)})",
+            f"speculative: none ({advice.speculative_reason})",
             highlight=False,
             soft_wrap=True,
         )
@@ -144,7 +143,7 @@ def _render(advice: Advice, written: str) -> None:
         console.print(f"dropped ({len(advice.dropped)}):", highlight=False)
         for r in advice.dropped[:_DROPPED_SHOWN]:
             console.print(
-                f"  {escape(r.configuration.label)}: {escape(r.reason)}",
+                f"  {r.configuration.label}: {r.reason}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -171,9 +170,9 @@ def _table(advice: Advice) -> Table:
         c, comp = r.configuration, r.composite
         assert comp is not None
         table.add_row(
-            escape(c.resource),
+            c.resource,
             str(c.nodes),
-            escape(c.repository or "-"),
+            c.repository or "-",
             c.policy,
             _probability(r.probability),
             _duration(comp.bound),

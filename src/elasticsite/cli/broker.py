@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
+from rich.text import Text
 
 from elasticsite import logs
 from elasticsite.cli.common import (
@@ -83,15 +83,13 @@ def _advisor(site_file: Path | None) -> tuple[Advisor | None, str | None, Path |
 
     cfg = load_site_config(site_file)
     if not cfg.advisor.resources:
-        raise fail(
-            escape(f"{site_file}: [advisor] names no resources to rank; add [[advisor.resources]]")
-        )
+        raise fail(f"{site_file}: [advisor] names no resources to rank; add [[advisor.resources]]")
     state = cfg.state_dir().resolve()
     try:
         store = HistoryStore(store_path(state))
         token, path = load_advisor_token(state)
     except (StateFileError, OSError, ValueError) as exc:
-        raise fail(escape(str(exc))) from None
+        raise fail(str(exc)) from None
     return Advisor(store, cfg.advisor), token, path
 
 
@@ -106,7 +104,9 @@ def _dashboard(site_file: Path | None) -> Dashboard | None:
     m = cfg.manager
     # Three missed samples (or steps, when they are slower) and the page says so.
     stale = 3 * max(m.history_interval or 60.0, m.interval)
-    return Dashboard(cfg.state_dir().resolve() / "manager.db", stale_after=stale)
+    return Dashboard(
+        cfg.state_dir().resolve() / "manager.db", stale_after=stale, site_file=site_file.absolute()
+    )
 
 
 def broker(
@@ -232,8 +232,9 @@ def broker(
         bool,
         typer.Option(
             "--urgent",
-            help="Also serve the urgent-computing services at /urgent (state in "
-            "STATE_DIR/urgent.db; keys from `elasticsite urgent key add`).",
+            help="Also serve the urgent-computing services at /urgent, and their portals at "
+            "/urgent/portal (state in STATE_DIR/urgent.db; keys from `elasticsite urgent key "
+            "add`).",
         ),
     ] = False,
     docs: Annotated[
@@ -318,7 +319,8 @@ def broker(
         console.print(f"certificate {cert}", highlight=False, soft_wrap=True)
         console.print(f"sha256      {fingerprint(cert)}", highlight=False, soft_wrap=True)
     else:
-        console.print("[bold yellow]plain HTTP:[/] credentials cross the network unencrypted")
+        unencrypted = " credentials cross the network unencrypted"
+        console.print(Text.assemble(("plain HTTP:", "bold yellow"), unencrypted))
     console.print(f"admin token {token_source}", highlight=False, soft_wrap=True)
     if advisor_token_file is not None:
         console.print(
@@ -330,7 +332,7 @@ def broker(
     if board is not None:
         console.print(f"dashboard   {scheme}://{shown_host}:{port}/dashboard", highlight=False)
     if urgent_service is not None:
-        console.print(f"urgent      {scheme}://{shown_host}:{port}/urgent", highlight=False)
+        console.print(f"urgent      {scheme}://{shown_host}:{port}/urgent/portal", highlight=False)
     allowed = raise_open_files_limit(limits.max_connections)
     server = build_server(
         app,

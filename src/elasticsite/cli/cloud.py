@@ -28,7 +28,7 @@ def reset(
     config: ConfigOpt = None,
 ) -> None:
     """Allow launches on a closed cloud again (the manager applies it at its next step)."""
-    site = open_configured_site(config)
+    site = open_configured_site(config, create=False)
     known = [c.name for c in site.config.clouds]
     if name not in known:
         raise fail(f"no cloud named {name!r} in the configuration (clouds: {', '.join(known)})")

@@ -5,6 +5,11 @@ configured site, logging and the metrics table.
 Every failure a person can fix is one line on stderr, ``error: ...``, and exit
 status 2, a value typer refuses included; nothing here decides anything about the
 site.
+
+Nothing printed is read as console markup: the consoles print strings as they are
+(``[urgent]``, a job's ``[bold]`` stay as written), and a command that styles a part
+of its output says so with :class:`rich.text.Text`. Help texts are shown as written
+too (:class:`OneLineErrors` escapes them for typer's rich help).
 """
 
 from __future__ import annotations
@@ -23,13 +28,14 @@ from pydantic import Field
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 from typing_extensions import TypeAliasType
 
 from elasticsite import logs
 
 if TYPE_CHECKING:
-    from elasticsite.config import SiteConfig
+    from elasticsite.config import SiteConfig, UrgentConfig
     from elasticsite.manager.loop import Manager
     from elasticsite.manager.site import Site
     from elasticsite.metrics import Row
@@ -47,6 +53,7 @@ __all__ = [
     "config_path",
     "console",
     "err",
+    "error_line",
     "fail",
     "finite",
     "load_site_config",
@@ -55,11 +62,13 @@ __all__ = [
     "print_metrics",
     "setup_logging",
     "state_errors",
+    "urgent_section",
 ]
 
-# No emoji codes: job commands, ids, fingerprints and keys (":CD:") are shown as they are.
-console = Console(emoji=False)
-err = Console(stderr=True, emoji=False)
+# No markup and no emoji codes: paths, names, messages, job commands, ids, fingerprints
+# and keys ("[urgent]", ":CD:") are shown as they are.
+console = Console(emoji=False, markup=False)
+err = Console(stderr=True, emoji=False, markup=False)
 
 # The type of every numeric option: a value out of range, and for floats inf or nan,
 # is refused by typer as ``Invalid value for '--port': ...``, before the command runs.
@@ -97,6 +106,7 @@ class OneLineErrors(TyperGroup):
     ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        _help_as_written(self)
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
         except typer.TyperException as exc:
@@ -105,12 +115,28 @@ class OneLineErrors(TyperGroup):
                 message = exc.format_message().rstrip(".")
                 if ctx is not None:
                     message += f" (see {ctx.command_path} --help)"
-                err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+                err.print(error_line(message), highlight=False, soft_wrap=True)
             sys.exit(exc.exit_code)
         except typer.Abort:
             err.print("aborted", highlight=False)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _help_as_written(command: Any) -> None:
+    """Escape every help text of ``command`` (a click command or group) and of what it
+    holds, once, so typer's rich help shows it as written: ``[urgent]`` in a help text
+    is a section's name, not a style."""
+    if getattr(command, "_help_as_written", False):
+        return
+    command._help_as_written = True
+    for holder in (command, *command.params):
+        for attr in ("help", "short_help", "epilog"):
+            text = getattr(holder, attr, None)
+            if isinstance(text, str):
+                setattr(holder, attr, escape(text))
+    for sub in getattr(command, "commands", {}).values():
+        _help_as_written(sub)
 
 
 ConfigOpt = Annotated[  # shared by every command that reads a site configuration
@@ -165,9 +191,15 @@ def announce(text: str, level: int = logging.INFO) -> None:
         err.print(text, highlight=False, soft_wrap=True)
 
 
+def error_line(message: str) -> Text:
+    """``error: message``, the word in bold red, the message as written."""
+    return Text.assemble(("error:", "bold red"), " ", message)
+
+
 def fail(message: str) -> typer.Exit:
-    """Print ``error: message`` on stderr; raise the result to end with status 2."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print ``error: message`` on stderr (as written: no markup); raise the result to
+    end with status 2."""
+    err.print(error_line(message), highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
@@ -206,17 +238,36 @@ def load_site_config(config: Path | None) -> SiteConfig:
         raise fail(str(exc)) from None
 
 
-def open_configured_site(config: Path | None) -> Site:
+def open_configured_site(config: Path | None, *, create: bool = True) -> Site:
     """The configured site; a bad option (named with its file) or an unusable state file
-    is one error line."""
+    is one error line.
+
+    Without ``create`` (the commands that read the site, or act on its jobs) nothing is
+    created: a site with no state yet is one error line saying where it looked and
+    how a site starts."""
     from elasticsite.config import ConfigError
-    from elasticsite.manager.site import open_site
+    from elasticsite.manager.site import NoSiteState, open_site
 
     cfg = load_site_config(config)
     try:
-        return open_site(cfg)
+        return open_site(cfg, create=create)
     except ConfigError as exc:
         raise fail(f"{config_path(config)}: {exc}") from None
+    except NoSiteState as exc:
+        path = config_path(config)
+        raise fail(
+            f"no site state at {exc.state_dir} (the state_dir of {path}): its manager has "
+            f"not run and no job was submitted there; `elasticsite run -c {path}` starts it"
+        ) from None
+
+
+def urgent_section(config: Path | None) -> UrgentConfig:
+    """The site's ``[urgent]`` section, for the urgent commands; a site without one is
+    one error line, before anything of the site is opened or created."""
+    cfg = load_site_config(config).urgent
+    if cfg is None:
+        raise fail(f"{config_path(config)}: no [urgent] section: this site takes no urgent jobs")
+    return cfg
 
 
 def open_site_manager(

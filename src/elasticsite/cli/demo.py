@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from elasticsite.cli.common import (
     NonNegativeFloat,
@@ -84,10 +85,12 @@ def demo(
 
     path = BootPath(image_transfer, parallel_boots).describe()
     console.print(
-        f"[bold]elasticsite demo[/]: {workload} ({n} jobs) with the [bold]{policy}[/] policy, "
-        f"{speed:g}x speed, up to {max_instances} workers booting in ~{boot_time:g} s alone "
-        f"({path})"
-    )
+        Text.assemble(
+            ("elasticsite demo", "bold"), f": {workload} ({n} jobs) with the ", (policy, "bold"),
+            f" policy, {speed:g}x speed, up to {max_instances} workers booting in "
+            f"~{boot_time:g} s alone ({path})",
+        )
+    )  # fmt: skip
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -113,7 +116,7 @@ def _progress(p: DemoProgress) -> Table:
     booting = w.get("requested", 0) + w.get("booting", 0)
     leaving = w.get("draining", 0) + w.get("terminating", 0)
     t.add_row(
-        f"[bold]t={p.elapsed:5.0f} s[/]",
+        Text(f"t={p.elapsed:5.0f} s", style="bold"),
         f"jobs: {p.submitted}/{p.total} submitted, {p.queued} queued, "
         f"{p.running} running, {p.done} done",
     )

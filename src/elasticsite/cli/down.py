@@ -57,9 +57,9 @@ def down(
     def progress(report: StepReport) -> None:
         nonlocal shown
         line = ", ".join(f"{n} {state}" for state, n in sorted(report.workers.items()))
-        if line != shown:
+        if line and line != shown:  # none left: the final line says so, once
             shown = line
-            announce(f"down: {line or 'no worker left'} ({time.monotonic() - started:.0f} s)")
+            announce(f"down: {line} ({time.monotonic() - started:.0f} s)")
 
     def stop(_signum: int, _frame: Any) -> None:
         manager.stop()

@@ -43,7 +43,7 @@ def cancel(job_ids: JobIds, config: ConfigOpt = None) -> None:
     from elasticsite.files import StateFileError
     from elasticsite.model import JobState
 
-    site = open_configured_site(config)
+    site = open_configured_site(config, create=False)
     failed = False
     for job_id in job_ids:
         try:
@@ -105,7 +105,7 @@ def job(
     from elasticsite.batch.base import BatchError
     from elasticsite.files import StateFileError
 
-    site = open_configured_site(config)
+    site = open_configured_site(config, create=False)
     try:
         detail = site.job(job_id)
     except StateFileError:

@@ -1,4 +1,5 @@
-"""``elasticsite reproduce paper000|paper001|paper002``: a paper's experiments, its claims checked.
+"""``elasticsite reproduce paper000|paper001|paper002|paper004``: run a paper's
+experiments, check its claims.
 
 Writes ``report.md`` (each published claim beside the measured result, marked *holds*,
 *does not hold* or *cannot be checked*, with the tables and plots) under ``--out`` and
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
+from rich.text import Text
 
 from elasticsite.cli.common import PositiveFloat, PositiveInt, console, fail
 from elasticsite.cli.status import ProgressOpt, StatusLine
@@ -25,6 +26,7 @@ class Paper(StrEnum):
     paper000 = "paper000"
     paper001 = "paper001"
     paper002 = "paper002"
+    paper004 = "paper004"
 
 
 _STYLE = {"holds": "green", "does not hold": "red", "cannot be checked": "yellow"}
@@ -33,7 +35,9 @@ _STYLE = {"holds": "green", "does not hold": "red", "cannot be checked": "yellow
 def reproduce(
     paper: Annotated[
         Paper,
-        typer.Argument(help="paper000 (Figures 7-12), paper001 (Figures 3-6) or paper002."),
+        typer.Argument(
+            help="paper000 (Figures 7-12), paper001 (Figures 3-6), paper002 or paper004."
+        ),
     ],
     quick: Annotated[
         bool, typer.Option("--quick", help="Fewer rounds and shorter workloads: under a minute.")
@@ -42,7 +46,8 @@ def reproduce(
         Path | None,
         typer.Option(
             help="paper002: replay this SWF trace (e.g. SDSC-BLUE-2000-4.2-cln.swf.gz) for "
-            "Figures 4, 5 and Table 1, in two-month rounds.",
+            "Figures 4, 5 and Table 1, in two-month rounds; paper004: take the queue waits "
+            "from it (default: the shipped RICC excerpt).",
             show_default=False,
         ),
     ] = None,
@@ -63,6 +68,14 @@ def reproduce(
     workers: Annotated[
         PositiveInt | None, typer.Option(help="Worker processes. Default: CPU count.")
     ] = None,
+    slurm: Annotated[
+        bool,
+        typer.Option(
+            "--slurm",
+            help="paper004: also measure Table 3.8's order on the Slurm running here (submits "
+            "and cancels its own short jobs).",
+        ),
+    ] = False,
     progress: ProgressOpt = None,
 ) -> None:
     """Run a paper's experiments on the simulator (paper001's Figure 4 on a real broker
@@ -71,6 +84,7 @@ def reproduce(
         reproduce_paper000,
         reproduce_paper001,
         reproduce_paper002,
+        reproduce_paper004,
         write_report,
     )
     from elasticsite.sim.elastic import RunStatus, SimulationExploded
@@ -81,7 +95,7 @@ def reproduce(
 
     def say(text: str) -> None:
         line.clear()
-        console.print(f"[dim]{escape(text)}[/]")
+        console.print(Text(text, style="dim"))
         part[0] = text.split(":")[0]
 
     def status(s: RunStatus) -> None:
@@ -104,6 +118,14 @@ def reproduce(
                     target, quick=quick, period=period, workers=workers, progress=say,
                     status=status,
                 )  # fmt: skip
+            elif paper is Paper.paper004:
+                if trace is not None and not trace.is_file():
+                    raise fail(f"{trace}: no such trace file")
+                line.ticking(lambda: f"{part[0]}: {line.elapsed:,.0f} s")
+                repro = reproduce_paper004(
+                    target, quick=quick, trace=trace, slurm=slurm, workers=workers,
+                    progress=say,
+                )  # fmt: skip
             else:
                 if trace is not None and not trace.is_file():
                     raise fail(f"{trace}: no such trace file")
@@ -117,12 +139,13 @@ def reproduce(
             hint = ""
             if trace is not None and "cannot run" in str(exc):
                 hint = " (a job wider than the 144-node site: check --procs-per-unit)"
-            raise fail(escape(f"{exc}{hint}")) from None
+            raise fail(f"{exc}{hint}") from None
     report = write_report(repro, target)
     for claim in repro.claims:
         style = _STYLE.get(claim.verdict.value, "")
         console.print(
-            f"[{style}]{claim.verdict.value:>17}[/]  {escape(claim.key)}: {escape(claim.measured)}",
+            Text.assemble((f"{claim.verdict.value:>17}", style), f"  {claim.key}: ")
+            + claim.measured,
             highlight=False,
         )
     counts = repro.verdicts()

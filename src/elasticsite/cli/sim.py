@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from elasticsite.cli.common import (
     NonNegativeFloat,
@@ -135,9 +135,12 @@ def simulate(
             "jobs run on one VM here: raise --cores-per-vm"
         )
     console.print(
-        f"[bold]simulate[/]: {work.name} ({len(work):,} jobs) with the [bold]{policy}[/] policy, "
-        f"up to {model.vm_limit} VMs of {cores_per_vm} cores, {describe_cloud(model)}"
-    )
+        Text.assemble(
+            ("simulate", "bold"), f": {work.name} ({len(work):,} jobs) with the ",
+            (policy, "bold"), f" policy, up to {model.vm_limit} VMs of {cores_per_vm} cores, "
+            f"{describe_cloud(model)}",
+        )
+    )  # fmt: skip
     if work.note:
         console.print(work.note, highlight=False)
     with StatusLine(progress) as line:
@@ -154,7 +157,7 @@ def simulate(
             )
         except (ValueError, SimulationStalled, SimulationExploded) as exc:
             line.clear()
-            raise fail(escape(str(exc))) from None
+            raise fail(str(exc)) from None
     metrics = result.metrics()
     print_metrics(metrics)
     out.mkdir(parents=True, exist_ok=True)
@@ -197,9 +200,12 @@ def _simulate_strategy(
     if len(work) == 0:
         raise fail(f"workload {workload!r} has no job")
     console.print(
-        f"[bold]simulate[/]: {work.name} ({len(work):,} jobs) on {site_procs} site processors "
-        f"with the [bold]{strategy}[/] strategy set, up to {cloud_limit} cloud VMs"
-    )
+        Text.assemble(
+            ("simulate", "bold"), f": {work.name} ({len(work):,} jobs) on {site_procs} site "
+            "processors with the ", (strategy, "bold"), f" strategy set, up to {cloud_limit} "
+            "cloud VMs",
+        )
+    )  # fmt: skip
     if work.note:
         console.print(work.note, highlight=False)
     from elasticsite.sim.figures import replay_timeline_plot
@@ -302,7 +308,7 @@ def experiment(
             on_timeout=dask_on_timeout, notify=_warn,
         )  # fmt: skip
     except (SpecError, ValueError) as exc:
-        raise fail(escape(str(exc))) from None
+        raise fail(str(exc)) from None
     target = out or Path("experiments-out") / parsed.name
     started = time.monotonic()
     runs = [0, 0]
@@ -319,7 +325,7 @@ def experiment(
             )
         except (SpecError, ValueError, RuntimeError) as exc:
             line.clear()
-            raise fail(escape(str(exc))) from None
+            raise fail(str(exc)) from None
     console.print(
         f"{result.computed} runs computed, {result.kept} kept from an earlier run, "
         f"in {time.monotonic() - started:.1f} s"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from elasticsite import __version__
 from elasticsite.cli.cloud import last_errors
@@ -173,7 +174,7 @@ def queue(
     from elasticsite.files import StateFileError
     from elasticsite.model import JobState, state_text
 
-    site = open_configured_site(config)
+    site = open_configured_site(config, create=False)
     if all_jobs and not site.lists_finished_jobs:
         raise fail("--all needs the embedded batch system; use the batch system's own tools")
     try:
@@ -222,7 +223,7 @@ def status(
     events: Annotated[NonNegativeInt, typer.Option(help="Show this many recent transitions.")] = 10,
 ) -> None:
     """Show the manager's workers, their states and the queue, from the state database."""
-    site = open_configured_site(config)
+    site = open_configured_site(config, create=False)
     state = site.status(events=events)
     now = time.time()
     t = Table(show_header=True, header_style="bold", title=f"site {site.config.manager.site_id}")
@@ -321,9 +322,10 @@ def list_policies() -> None:
     from elasticsite import policies
 
     for name in policies.available():
-        fn = policies.get(name)
+        fn = policies.get(name).decide
         # a module holding several policies describes each on its function
         module_doc = sys.modules[fn.__module__].__doc__
-        own = fn.__doc__ if getattr(fn, "redirects", False) else None
+        own = fn.__doc__ if policies.get(name).redirects else None
         doc = (own or module_doc or fn.__doc__ or "").strip().splitlines()
-        console.print(f"[bold]{name}[/]: {doc[0] if doc else ''}", highlight=False, soft_wrap=True)
+        line = Text.assemble((name, "bold"), f": {doc[0] if doc else ''}")
+        console.print(line, highlight=False, soft_wrap=True)

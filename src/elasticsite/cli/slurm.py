@@ -8,6 +8,9 @@ carries them out at its next step, with the same clouds, caps, spend limit, retr
 and restart safety as in external mode. With ``batch.mode = "external"`` the calls
 are only acknowledged and logged: the manager declared those nodes (``State=CLOUD``)
 and brings them up itself, and slurmctld merely waits for them to register.
+
+Each call says on stdout what it did (queued or only acknowledged, for which site,
+and where its log is), for the operator who runs one by hand.
 """
 
 from __future__ import annotations
@@ -41,6 +44,14 @@ def _valid_fds() -> None:
             return
 
 
+_WHAT = {
+    "resume": "starts a worker for each",
+    "suspend": "terminates their workers",
+    "resume failed": "terminates whatever was started for them",
+}
+"""What the manager does with the nodes of each call, as its line says."""
+
+
 def _queue(action: str, nodelist: str, config: Path | None, label: str) -> None:
     """Check the configuration and the host list, then hand the request to the manager.
 
@@ -61,10 +72,22 @@ def _queue(action: str, nodelist: str, config: Path | None, label: str) -> None:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     try:
-        request_power(cfg, path.resolve().parent, action, nodes, label=label, nodelist=nodelist)
+        request_power(cfg, action, nodes, label=label, nodelist=nodelist)
     except StateFileError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    count = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+    site, log = cfg.manager.site_id, cfg.state_dir() / "power.log"
+    if cfg.batch.mode == "power_save":
+        typer.echo(
+            f"{label} {nodelist}: {count} queued for site {site!r}; its manager "
+            f"{_WHAT[label]} at its next step (log: {log})"
+        )
+    else:
+        typer.echo(
+            f"{label} {nodelist}: {count} acknowledged, nothing queued: in external mode "
+            f"the manager of site {site!r} brings its nodes up and down itself (log: {log})"
+        )
 
 
 @slurm_app.command()

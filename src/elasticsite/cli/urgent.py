@@ -18,12 +18,12 @@ import typer
 from elasticsite.cli.common import (
     ConfigOpt,
     PositiveInt,
-    config_path,
     console,
     err,
     fail,
     finite,
     open_configured_site,
+    urgent_section,
 )
 from elasticsite.cli.urgent_drill import drill as _drill
 from elasticsite.cli.urgent_sim import simulate as _simulate
@@ -133,10 +133,8 @@ def submit(
     urgency = urgency.strip().lower()
     if urgency not in ("red", "orange", "yellow"):
         raise fail(f"--urgency {urgency!r}: choose red, orange or yellow")
+    cfg = urgent_section(config)
     site = open_configured_site(config)
-    cfg = site.config.urgent
-    if cfg is None:
-        raise fail(f"{config_path(config)}: no [urgent] section: this site takes no urgent jobs")
     where = resource or cfg.resource or site.config.manager.site_id
     user = getpass.getuser()
     if cfg.socket:  # through the gate: it learns who we are from the kernel
@@ -201,10 +199,8 @@ def gate(
     from elasticsite.urgent.gate import Gate, GateError
     from elasticsite.urgent.submit import UrgentRefused
 
+    cfg = urgent_section(config)
     site = open_configured_site(config)
-    cfg = site.config.urgent
-    if cfg is None:
-        raise fail(f"{config_path(config)}: no [urgent] section: this site takes no urgent jobs")
     path = socket or (Path(cfg.socket) if cfg.socket else None)
     if path is None:
         raise fail("give --socket, or set [urgent] socket")

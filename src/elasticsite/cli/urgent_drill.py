@@ -1,8 +1,14 @@
-"""``elasticsite urgent drill``: warm standby, one drill per policy, into the advisor's history."""
+"""``elasticsite urgent drill``: warm standby, one drill per policy, into the advisor's history.
+
+Like ``urgent submit`` and ``urgent gate``, it runs on a site whose configuration has
+an ``[urgent]`` section only. Each drill says, before it waits, which job it is and how
+long it waits for it to start; one that does not start by then is cancelled and said
+so, and the command ends with status 1 when any drill failed."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -16,9 +22,19 @@ from elasticsite.cli.common import (
     fail,
     finite,
     open_configured_site,
+    urgent_section,
 )
 
 __all__ = ["drill"]
+
+
+def _say(line: str) -> None:
+    err.print(line, highlight=False, soft_wrap=True)
+
+
+def _said(before: str, after: str) -> Callable[[str], None]:
+    """Say ``before``, the drill's job id and ``after``, once the job is queued."""
+    return lambda job_id: _say(before + job_id + after)
 
 
 def drill(
@@ -44,8 +60,19 @@ def drill(
     ] = 3600,
     rounds: Annotated[NonNegativeInt, typer.Option(help="0: until stopped.")] = 1,
     timeout: Annotated[
-        float, typer.Option(min=1, callback=finite, help="Give a drill up after this.")
+        float,
+        typer.Option(min=1, callback=finite, help="Give a drill up if not done after this, s."),
     ] = 1800,
+    start_timeout: Annotated[
+        float,
+        typer.Option(
+            "--start-timeout",
+            min=1,
+            callback=finite,
+            help="Give a drill up, and cancel its job, if the job has not started after "
+            "this, s (at most --timeout).",
+        ),
+    ] = 600,
 ) -> None:
     """Submit a small urgent job per policy, follow it, and record its allocation and
     execution delays for the deadline advisor (source "drill").
@@ -58,25 +85,31 @@ def drill(
     from elasticsite.urgent.batch_policies import BATCH_POLICIES
     from elasticsite.urgent.drill import drill as run_drill
 
-    site = open_configured_site(config)
-    cfg = site.config.urgent
-    chosen = policy or (sorted(set(cfg.policies.values())) if cfg else list(BATCH_POLICIES))
-    for p in chosen:
+    for p in policy or ():
         if p not in BATCH_POLICIES:
             raise fail(f"--policy {p!r}: a drill tests {', '.join(BATCH_POLICIES)}")
-    where = resource or (cfg.resource if cfg and cfg.resource else site.config.manager.site_id)
     argv = shlex.split(command)
     if not argv:
         raise fail("--command is empty")
+    cfg = urgent_section(config)
+    site = open_configured_site(config)
+    chosen = policy or sorted(set(cfg.policies.values()))
+    where = resource or cfg.resource or site.config.manager.site_id
+    wait = min(start_timeout, timeout)
     history = HistoryStore(store_path(site.config.state_dir()))
-    done_rounds = 0
+    done_rounds = failed = 0
     try:
         while True:
             for p in chosen:
-                err.print(f"drill: {p} on {where} ...", highlight=False)
-                result = run_drill(site.batch, where, p, argv, cores=cores, timeout=timeout)
+                said = _said(
+                    f"drill: {p} on {where}: job ",
+                    f"; waiting up to {wait:g} s for it to start, {timeout:g} s in all",
+                )
+                result = run_drill(site.batch, where, p, argv, cores=cores, timeout=timeout,
+                                   start_timeout=wait, on_submitted=said)  # fmt: skip
                 if result.error:
-                    err.print(f"drill {result.job_id} ({p}): {result.error}", highlight=False)
+                    _say(f"drill {result.job_id} ({p}): {result.error}")
+                    failed += 1
                     continue
                 history.add(result.observations(time.time()))
                 console.print(
@@ -93,3 +126,5 @@ def drill(
         err.print("drill stopped", highlight=False)
     finally:
         history.close()
+    if failed:
+        raise typer.Exit(1)

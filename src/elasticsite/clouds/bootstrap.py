@@ -37,6 +37,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from elasticsite.clouds.base import CloudError
+from elasticsite.plugins import FilePath
 
 __all__ = ["BootstrapConfig", "render_userdata", "userdata_for", "worker_userdata"]
 
@@ -57,9 +58,9 @@ class BootstrapConfig(BaseModel):
     ``slurmd --conf-server`` (configless Slurm), the HTCondor central manager."""
     install: bool = True
     """Install the batch client and the agent at boot (false: a pre-baked image)."""
-    munge_key_file: str | None = None
+    munge_key_file: FilePath | None = None
     """The site's munge key, read on the manager's host at each launch (Slurm)."""
-    condor_token_file: str | None = None
+    condor_token_file: FilePath | None = None
     """An HTCondor IDTOKEN for the workers' startds, read at each launch."""
     agent_package: str = Field("elasticsite", pattern=r"^[A-Za-z0-9_.:/@+=<>-]{1,300}$")
     """What ``pip install`` installs for the agent (a version pin, a wheel URL)."""

@@ -45,7 +45,7 @@ from elasticsite.clouds.errors import ErrorKind, ec2_kind
 from elasticsite.clouds.known import Known
 from elasticsite.clouds.sdk import sdk_module, wanted_names
 from elasticsite.model import VMType
-from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
+from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, integer, number
 
 if TYPE_CHECKING:
     from elasticsite.config import CloudConfig
@@ -85,7 +85,7 @@ class Ec2Options(PluginOptions):
     """An EC2-compatible endpoint (another provider, a local test server)."""
     profile: str | None = None
     """A profile of the shared credentials file; boto3's usual chain if not set."""
-    credentials_file: str | None = None
+    credentials_file: FilePath | None = None
     """A shared-credentials file to read instead of ``~/.aws/credentials``."""
     subnet_id: str | None = None
     security_group_ids: list[str] = []

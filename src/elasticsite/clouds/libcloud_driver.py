@@ -62,7 +62,7 @@ from elasticsite.clouds.libcloud_providers import (
 )
 from elasticsite.clouds.sdk import guarded, sdk_module, wanted_names
 from elasticsite.model import VMType
-from elasticsite.plugins import CloudPlugin, PluginOptions, number
+from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, number
 
 if TYPE_CHECKING:
     from elasticsite.config import CloudConfig
@@ -86,7 +86,7 @@ class LibcloudOptions(PluginOptions):
     """VM type -> the provider's size id or name; a type not listed is the size of its name."""
     location: str | None = None
     """Region or zone, by id or name (the provider's default if not set)."""
-    credentials_file: str | None = None
+    credentials_file: FilePath | None = None
     """TOML with ``key``, ``secret`` and any other secret constructor argument."""
     driver_args: dict[str, str | int | float | bool] = {}
     """Constructor arguments that are not secret (``project``, ``region``, ``host`` ...)."""

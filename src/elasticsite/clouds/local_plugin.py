@@ -20,6 +20,7 @@ from pydantic import (
 
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.clouds.local_capacity import HostCapacity
+from elasticsite.clouds.local_registry import worker_log
 from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
 from elasticsite.urgent.capacity import CloudPolicy, Host
 
@@ -134,5 +135,5 @@ def _create(options: LocalCloudOptions, cloud: CloudConfig, site: SiteInfo) -> L
     )
 
 
-plugin = CloudPlugin(LocalCloudOptions, _create)
+plugin = CloudPlugin(LocalCloudOptions, _create, loopback=True, worker_log=worker_log)
 """The ``local`` entry point of ``elasticsite.clouds``."""

@@ -46,7 +46,7 @@ from elasticsite.clouds.errors import ErrorKind, openstack_kind
 from elasticsite.clouds.known import Known
 from elasticsite.clouds.sdk import guarded, sdk_module, size_pools, wanted_names
 from elasticsite.model import VMType
-from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
+from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, integer, number
 
 if TYPE_CHECKING:
     from elasticsite.config import CloudConfig
@@ -111,7 +111,7 @@ class OpenStackOptions(PluginOptions):
     user_domain_name: str = "Default"
     project_domain_name: str = "Default"
     region_name: str | None = None
-    credentials_file: str | None = None
+    credentials_file: FilePath | None = None
     """An openrc file (``export OS_USERNAME=...``) with the user's password or an
     application credential; keep it ``0600``."""
     network: str | None = None

@@ -5,6 +5,10 @@ A bad file never starts a half-configured manager: :func:`load_config` raises
 
     examples/local.toml: clouds[0].max_instances: must be >= 0 (got -3)
 
+A file or directory the configuration names (``state_dir``, a key, a certificate, a
+credentials file) is taken relative to the configuration file's directory, whatever
+directory a command runs in (:data:`elasticsite.plugins.FilePath`).
+
 A cloud's ``driver`` and the ``[batch] type`` name plug-ins (:mod:`elasticsite.plugins`);
 their ``options`` are checked here too, by each plug-in's own model, e.g.::
 
@@ -22,16 +26,11 @@ from pydantic import Field, ValidationError, model_validator
 from elasticsite.clouds.bootstrap import BootstrapConfig
 from elasticsite.config.advisor import AdvisorConfig, AdvisorRepository, AdvisorResource
 from elasticsite.config.common import ConfigError, Strict, explain
-from elasticsite.config.plugged import BatchConfig, CloudConfig, VMTypeConfig
-from elasticsite.config.sections import (
-    BudgetConfig,
-    ContextConfig,
-    ManagerConfig,
-    PolicyConfig,
-    SiteSection,
-)
+from elasticsite.config.plugged import BatchConfig, CloudConfig, PolicyConfig, VMTypeConfig
+from elasticsite.config.sections import BudgetConfig, ContextConfig, ManagerConfig, SiteSection
 from elasticsite.config.urgent import UrgentConfig
 from elasticsite.model import CloudSpec
+from elasticsite.plugins import BASE_DIR
 from elasticsite.policies.base import PolicySettings
 
 __all__ = [
@@ -72,6 +71,15 @@ class SiteConfig(Strict):
     urgent: UrgentConfig | None = None
     """The urgent services this site's submit path asks (``docs/urgent.md``)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _manager(cls, data: Any) -> Any:
+        """A file without ``[manager]`` gets one validated like any other, so its default
+        ``state_dir`` is taken from the file's directory too."""
+        if isinstance(data, dict) and "manager" not in data:
+            return {**data, "manager": {}}
+        return data
+
     @model_validator(mode="after")
     def _unique(self) -> SiteConfig:
         seen: set[str] = set()
@@ -80,6 +88,7 @@ class SiteConfig(Strict):
                 raise ValueError(f"two clouds are named {c.name!r}; names must be unique")
             seen.add(c.name)
         if self.batch.mode == "power_save" and not Path(self.manager.state_dir).is_absolute():
+            # Only without a file to take it from: slurmctld runs the hooks elsewhere.
             raise ValueError(
                 "manager.state_dir must be an absolute path when batch.mode is 'power_save' "
                 f"(slurmctld runs the hooks from its own directory; got {self.manager.state_dir!r})"
@@ -87,68 +96,56 @@ class SiteConfig(Strict):
         return self
 
     def state_dir(self, base: Path | None = None) -> Path:
+        """The state directory: as loaded from a file, absolute already; else relative
+        to ``base`` (when given)."""
         p = Path(self.manager.state_dir).expanduser()
         return p if p.is_absolute() or base is None else base / p
 
     def policy_settings(self) -> PolicySettings:
-        p = self.policy
-        return PolicySettings(
-            steady_up_factor=p.steady_up_factor,
-            steady_down_factor=p.steady_down_factor,
-            steady_min_workers=p.steady_min_workers,
-            bursts_factor=p.bursts_factor,
-            dedicated_workers=p.dedicated_workers,
-            spend_cap_per_hour=p.spend_cap_per_hour,
-            urgent_extra_instances=p.urgent_extra_instances,
-            urgent_extra_spend_per_hour=p.urgent_extra_spend_per_hour,
-            budget=None if p.budget is None else p.budget.budget(),
-            cloud_rule=p.cloud_rule,
-            billing_margin=p.billing_margin,
-            redirect_to=p.redirect_to,
-            provision=p.provision,
-            rebalance=p.rebalance,
-            stall_timeout=self.manager.stall_timeout,
-            params=dict(p.params),
-        )
+        """What the policy decides with: ``[policy]`` and the manager's stall timeout."""
+        return self.policy.settings(stall_timeout=self.manager.stall_timeout)
 
     def cloud_specs(self) -> list[CloudSpec]:
         return [c.spec() for c in self.clouds]
 
 
-def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
-    """Validate already-parsed TOML data."""
+def parse_config(
+    data: dict[str, Any], source: str = "<config>", base_dir: Path | None = None
+) -> SiteConfig:
+    """Validate already-parsed TOML data; relative paths in it are taken from
+    ``base_dir`` when given (else left relative, to whatever directory uses them)."""
+    context = {BASE_DIR: base_dir} if base_dir is not None else None
     try:
-        config = SiteConfig.model_validate(data)
+        config = SiteConfig.model_validate(data, context=context)
     except ValidationError as exc:
         raise ConfigError(explain(exc, source)) from None
-    from elasticsite import policies
+    from elasticsite import plugins, policies
 
-    try:
-        chosen = policies.get(config.policy.name)
-    except policies.UnknownPolicy as exc:
-        raise ConfigError(f"{source}: policy.name: {exc}") from None
-    if getattr(chosen, "redirects", False):
+    if policies.get(config.policy.name).redirects:
+        settings = config.policy_settings()
         try:
-            provision = policies.get(config.policy.provision)
+            provision = policies.get(settings.provision)
         except policies.UnknownPolicy as exc:
             raise ConfigError(f"{source}: policy.provision: {exc}") from None
-        if getattr(provision, "redirects", False):
+        if provision.redirects:
             raise ConfigError(
-                f"{source}: policy.provision: {config.policy.provision!r} redirects jobs "
+                f"{source}: policy.provision: {settings.provision!r} redirects jobs "
                 "itself; name a provisioning policy (on_demand, bursts, core_demand ...)"
             )
-        partition = getattr(config.batch.options, "node_partition", None)
-        if partition is not None and partition != config.policy.redirect_to:
+        said = plugins.batch_systems.get(config.batch.type).cloud_partition
+        partition = None if said is None else said(config.batch.options)
+        if partition is not None and partition != settings.redirect_to:
             raise ConfigError(
-                f"{source}: policy.redirect_to: {config.policy.redirect_to!r} is not the "
-                f"partition of the cloud workers' nodes (batch.node_partition = {partition!r}):"
+                f"{source}: policy.redirect_to: {settings.redirect_to!r} is not the "
+                f"partition of the cloud workers' nodes ({partition!r}, as [batch] sets it):"
                 " redirected jobs would never run; make them the same"
             )
     return config
 
 
 def load_config(path: str | Path) -> SiteConfig:
-    """Read and validate a TOML site configuration."""
+    """Read and validate a TOML site configuration; the paths it names are taken from
+    its directory."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -158,4 +155,4 @@ def load_config(path: str | Path) -> SiteConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, str(path))
+    return parse_config(data, str(path), path.absolute().parent)

@@ -1,4 +1,4 @@
-"""Sections whose ``options`` belong to a plug-in: clouds and the batch system.
+"""Sections whose ``options`` belong to a plug-in: clouds, the batch system and the policy.
 
 Each plug-in's own options model validates its table when the file is loaded, and a bad
 option is reported under its own field.
@@ -6,6 +6,7 @@ option is reported under its own field.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -23,10 +24,12 @@ from pydantic_core import InitErrorDetails
 from elasticsite import plugins
 from elasticsite.attributes import InvalidAttribute, Selector
 from elasticsite.config.common import DAY, NAME, Strict
+from elasticsite.config.sections import BudgetConfig
 from elasticsite.model import CloudSpec, VMType, WasteEstimate
 from elasticsite.plugins import PluginOptions, Registry
+from elasticsite.policies.base import CloudRule, PolicySettings, UnknownPolicy, get, options_model
 
-__all__ = ["BatchConfig", "CloudConfig", "VMTypeConfig"]
+__all__ = ["BatchConfig", "CloudConfig", "PolicyConfig", "VMTypeConfig"]
 
 
 class VMTypeConfig(Strict):
@@ -134,7 +137,7 @@ class CloudConfig(Strict):
         if driver is None:  # the driver is reported instead
             return PluginOptions()
         model = plugins.clouds.get(driver).options
-        return _plugin_options(model, v, {"cloud": dict(info.data)})
+        return _plugin_options(model, v, {**(info.context or {}), "cloud": dict(info.data)})
 
     def spec(self) -> CloudSpec:
         return CloudSpec(
@@ -183,22 +186,7 @@ class BatchConfig(Strict):
     def _inline_options(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         """Keys of ``[batch]`` that are not its own are the system's options; a bad one
         is reported where it was written (``batch.scheduler``)."""
-        if not isinstance(data, Mapping):
-            return handler(data)
-        inline = {k: v for k, v in data.items() if k not in cls.model_fields}
-        if not inline:
-            return handler(data)
-        table = data.get("options", {})
-        if not isinstance(table, Mapping):
-            raise ValueError("options: must be a table of options")
-        both = sorted(set(inline) & set(table))
-        if both:
-            raise ValueError(f"{', '.join(both)}: given both in [batch] and in [batch.options]")
-        own = {k: v for k, v in data.items() if k in cls.model_fields}
-        try:
-            return handler({**own, "options": {**table, **inline}})
-        except ValidationError as exc:
-            raise _moved(exc, inline) from None
+        return _inline(cls, "batch", data, handler)
 
     @field_validator("type")
     @classmethod
@@ -222,7 +210,90 @@ class BatchConfig(Strict):
         if kind is None:  # the type is reported instead
             return PluginOptions()
         model = plugins.batch_systems.get(kind).options
-        return _plugin_options(model, v, {"batch": dict(info.data)})
+        return _plugin_options(model, v, {**(info.context or {}), "batch": dict(info.data)})
+
+
+class PolicyConfig(Strict):
+    """Which policy runs, the limits every policy obeys, and the policy's own options.
+
+    ``name`` names a registered policy (:func:`elasticsite.policies.get`). Its options
+    go directly in ``[policy]`` (as the built-in policies' thresholds always have) or in
+    ``[policy.options]``, and are validated by the policy's own options model, joined
+    with the built-in policies' (:func:`elasticsite.policies.base.options_model`).
+    """
+
+    name: str = Field("bursts", validate_default=True)
+    spend_cap_per_hour: float | None = Field(None, ge=0)
+    urgent_extra_instances: int = Field(
+        0, ge=0, description="workers urgent jobs may add past the clouds' max_instances"
+    )
+    urgent_extra_spend_per_hour: float = Field(
+        0.0, ge=0, description="spend per hour urgent jobs may add past spend_cap_per_hour"
+    )
+    budget: BudgetConfig | None = None
+    cloud_rule: CloudRule = "cheapest"
+    billing_margin: float = Field(120.0, ge=0, le=31 * DAY, description="seconds")
+    options: SerializeAsAny[PluginOptions] = Field(
+        default_factory=PluginOptions, validate_default=True
+    )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _inline_options(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """Keys of ``[policy]`` that are not its own are the policy's options; a bad one
+        is reported where it was written (``policy.steady_up_factor``)."""
+        return _inline(cls, "policy", data, handler)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        try:
+            get(v)
+        except UnknownPolicy as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options(cls, v: Any, info: ValidationInfo) -> Any:
+        name = info.data.get("name")
+        if name is None:  # the name is reported instead
+            return PluginOptions()
+        return _plugin_options(options_model(name), v, {"policy": dict(info.data)})
+
+    def settings(self, **more: Any) -> PolicySettings:
+        """What the policy is given: the limits above, and the values of its options that
+        :class:`~elasticsite.policies.base.PolicySettings` names (the built-in policies'
+        thresholds), the options themselves in ``options``; ``more`` adds the rest
+        (``stall_timeout``)."""
+        known = {f.name for f in dataclasses.fields(PolicySettings)} - {"options"}
+        own = {k: getattr(self, k) for k in type(self).model_fields if k in known}
+        own["budget"] = None if self.budget is None else self.budget.budget()
+        given = {k: v for k, v in self.options if k in known}
+        return PolicySettings(**own, **given, options=self.options, **more)
+
+
+def _inline(
+    cls: type[Strict], section: str, data: Any, handler: ValidatorFunctionWrapHandler
+) -> Any:
+    """``data`` validated with its keys that are not ``cls``'s own moved into its
+    ``options`` table; a bad one is reported where it was written."""
+    if not isinstance(data, Mapping):
+        return handler(data)
+    inline = {k: v for k, v in data.items() if k not in cls.model_fields}
+    if not inline:
+        return handler(data)
+    table = data.get("options", {})
+    if not isinstance(table, Mapping):
+        raise ValueError("options: must be a table of options")
+    both = sorted(set(inline) & set(table))
+    if both:
+        raise ValueError(f"{', '.join(both)}: given both in [{section}] and in [{section}.options]")
+    own = {k: v for k, v in data.items() if k in cls.model_fields}
+    try:
+        return handler({**own, "options": {**table, **inline}})
+    except ValidationError as exc:
+        raise _moved(exc, inline) from None
 
 
 def _moved(exc: ValidationError, inline: Mapping[str, Any]) -> ValidationError:

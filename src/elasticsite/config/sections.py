@@ -1,4 +1,4 @@
-"""The sections of a site file that name no plug-in: site, policy, context and manager."""
+"""The sections of a site file that name no plug-in: site, budget, context and manager."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from elasticsite.config.common import DAY, HOUR, WEEK, Strict
-from elasticsite.policies.base import CloudRule
+from elasticsite.plugins import FilePath
 from elasticsite.spend import Budget, Period
 
-__all__ = ["BudgetConfig", "ContextConfig", "ManagerConfig", "PolicyConfig", "SiteSection"]
+__all__ = ["BudgetConfig", "ContextConfig", "ManagerConfig", "SiteSection"]
 
 
 class SiteSection(Strict):
@@ -50,49 +50,6 @@ class BudgetConfig(Strict):
         return Budget(self.amount, self.period, self.urgent_extra)
 
 
-class PolicyConfig(Strict):
-    """Which policy runs, and every threshold it reads (see :class:`PolicySettings`)."""
-
-    name: str = "bursts"
-    steady_up_factor: float = Field(5.0, gt=0)
-    steady_down_factor: float = Field(3.0, ge=0)
-    steady_min_workers: int = Field(1, ge=0)
-    bursts_factor: float = Field(2.0, gt=0)
-    dedicated_workers: int = Field(10, ge=0)
-    spend_cap_per_hour: float | None = Field(None, ge=0)
-    urgent_extra_instances: int = Field(
-        0, ge=0, description="workers urgent jobs may add past the clouds' max_instances"
-    )
-    urgent_extra_spend_per_hour: float = Field(
-        0.0, ge=0, description="spend per hour urgent jobs may add past spend_cap_per_hour"
-    )
-    budget: BudgetConfig | None = None
-    cloud_rule: CloudRule = "cheapest"
-    billing_margin: float = Field(120.0, ge=0, le=31 * DAY, description="seconds")
-    redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    provision: str = "on_demand"
-    rebalance: Literal["graceful", "immediate"] = "graceful"
-    params: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("params")
-    @classmethod
-    def _selective(cls, value: dict[str, Any]) -> dict[str, Any]:
-        """``selective``'s categories and set thresholds, checked before any step runs."""
-        from elasticsite.policies.redirect import selective_categories, selective_thresholds
-
-        selective_thresholds(value, selective_categories(value))
-        return value
-
-    @model_validator(mode="after")
-    def _factors(self) -> PolicyConfig:
-        if self.steady_down_factor > self.steady_up_factor:
-            raise ValueError(
-                f"steady_down_factor ({self.steady_down_factor}) must not exceed "
-                f"steady_up_factor ({self.steady_up_factor})"
-            )
-        return self
-
-
 class ContextConfig(Strict):
     """The recontextualization broker the site's workers join (see ``docs/recontext.md``).
 
@@ -102,10 +59,12 @@ class ContextConfig(Strict):
     """
 
     broker: str = Field(description="base URL, e.g. https://head:8443")
-    token_file: str | None = Field(
+    token_file: FilePath | None = Field(
         None, description="file holding the broker's admin token; default $ELASTICSITE_BROKER_TOKEN"
     )
-    ca: str | None = Field(None, description="PEM file the broker's certificate is checked against")
+    ca: FilePath | None = Field(
+        None, description="PEM file the broker's certificate is checked against"
+    )
     name: str | None = Field(None, description="context name; default: the site id")
     reserved: list[str] = Field(
         default_factory=list,
@@ -131,7 +90,8 @@ class ManagerConfig(Strict):
     """The decision loop itself."""
 
     site_id: str = "elasticsite"
-    state_dir: str = "elasticsite-state"
+    state_dir: FilePath = Field("elasticsite-state", validate_default=True)
+    """Relative: to the configuration file's directory, like every path it names."""
     # Durations, in seconds, bounded so that every wait and deadline stays computable.
     interval: float = Field(10.0, gt=0, le=HOUR)
     launch_threads: int = Field(10, ge=1, le=256)

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from elasticsite.config.common import Strict
+from elasticsite.plugins import FilePath
 
 __all__ = ["UrgentConfig"]
 
@@ -26,9 +27,11 @@ class UrgentConfig(Strict):
 
     server: str = Field(description="https URL of the server that serves /urgent")
     resource: str = Field("", description="this site's name in tokens (default: the site id)")
-    ca: str | None = Field(None, description="PEM file the server's certificate is checked with")
-    key_file: str = Field(description="file holding this resource's key (esk_...), mode 0600")
-    socket: str | None = Field(
+    ca: FilePath | None = Field(
+        None, description="PEM file the server's certificate is checked with"
+    )
+    key_file: FilePath = Field(description="file holding this resource's key (esk_...), mode 0600")
+    socket: FilePath | None = Field(
         None,
         description="the urgent gate's Unix socket (elasticsite urgent gate): users submit "
         "through it, as the Unix user the kernel reports, without reading key_file",

@@ -8,7 +8,6 @@ one-line detail; a broker that cannot be reached raises :class:`BrokerUnavailabl
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import ssl
 from collections.abc import Mapping
@@ -18,7 +17,6 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from elasticsite.context.lean import LeanConnection, LeanUnavailable
 from elasticsite.context.models import (
     Challenge,
     ContextCreated,
@@ -310,17 +308,9 @@ class NodeClient(_NodeBase, _Sync):
         return Members.model_validate_json(r.content)
 
 
-def _basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
 class AsyncNodeClient(_NodeBase):
-    """:class:`NodeClient` for asyncio (many simulated agents in one process).
-
-    ``updates`` uses one lean kept-alive connection (see
-    :class:`~elasticsite.context.lean.LeanConnection`); the other calls use httpx
-    (``http`` may be shared between clients).
-    """
+    """:class:`NodeClient` for asyncio, on httpx (``http`` may be shared between
+    clients; it then needs a connection for each long poll waiting at once)."""
 
     def __init__(
         self,
@@ -337,13 +327,12 @@ class AsyncNodeClient(_NodeBase):
         self._verify = tls_context(ca)
         self._shared_http = http
         self._own_http: httpx.AsyncClient | None = None
-        self._lean = LeanConnection(self.base_url, self._verify)
 
     @property
     def _http(self) -> httpx.AsyncClient:
         if self._shared_http is not None:
             return self._shared_http
-        if self._own_http is None:  # made on first use: most simulated agents only poll
+        if self._own_http is None:  # made on first use
             self._own_http = httpx.AsyncClient(verify=self._verify, timeout=_TIMEOUT)
         return self._own_http
 
@@ -354,7 +343,6 @@ class AsyncNodeClient(_NodeBase):
         await self.aclose()
 
     async def aclose(self) -> None:
-        self._lean.close()
         if self._own_http is not None:
             await self._own_http.aclose()
             self._own_http = None
@@ -381,14 +369,14 @@ class AsyncNodeClient(_NodeBase):
         return int(r.json()["entry_id"])
 
     async def updates(self, since: int, wait: float = 0) -> Updates:
-        target = f"{self._path}/updates?since={int(since)}&wait={float(wait)!r}"
-        try:
-            status, body = await self._lean.get(target, _basic(*self._auth()), wait + _TIMEOUT)
-        except LeanUnavailable as exc:
-            raise BrokerUnavailable(str(exc)) from None
-        if status >= 400:
-            raise _error(httpx.Response(status, content=body))
-        return Updates.model_validate_json(body)
+        r = await self._request(
+            "GET",
+            f"{self._path}/updates",
+            params=self._params(since, wait),
+            auth=self._auth(),
+            timeout=self._timeout(wait),
+        )
+        return Updates.model_validate_json(r.content)
 
     async def members(self) -> Members:
         r = await self._request("GET", f"{self._path}/members", auth=self._auth())

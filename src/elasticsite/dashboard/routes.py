@@ -4,7 +4,8 @@
 page fetches every few seconds: no reload, no JavaScript framework), ``/dashboard/workers``
 (every unfinished worker). They read the manager's state store read-only
 (:class:`~.history.HistoryReader`), so they work as well while the manager is stopped,
-saying how old what they show is.
+saying how old what they show is; they create nothing, and with no state store yet
+they say where they looked and how the site starts.
 
 Who may look: the holder of the broker's admin token. A browser signs in once with it
 at ``/dashboard/login`` and gets a session cookie (random, 12 hours, HttpOnly,
@@ -64,8 +65,11 @@ class Dashboard:
         *,
         clock: Callable[[], float] = time.time,
         stale_after: float = 180.0,
+        site_file: Path | None = None,
     ) -> None:
+        """``site_file``: the site's configuration, named in how to start the site."""
         self.reader = HistoryReader(state_db)
+        self.site_file = site_file
         self.clock = clock
         self.stale_after = stale_after
         self._sessions: dict[str, tuple[float, str]] = {}  # digest -> (expiry, csrf)
@@ -104,7 +108,13 @@ class Dashboard:
             self._sessions.pop(_digest(value), None)
 
     def render(self, name: str, **context: Any) -> str:
-        return self.env.get_template(name).render(**context)
+        """The page ``name``; ``no_state`` is where the state store was looked for and the
+        command that starts the site, while there is none."""
+        no_state = None
+        if not self.reader.path.exists():
+            start = f"elasticsite run -c {self.site_file}" if self.site_file else "elasticsite run"
+            no_state = (str(self.reader.path), start)
+        return self.env.get_template(name).render(no_state=no_state, **context)
 
 
 async def read_form(request: Request) -> dict[str, str]:

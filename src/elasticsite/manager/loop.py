@@ -111,7 +111,7 @@ class Manager:
             capacity_cooldown=config.capacity_cooldown,
             protect_after=config.protect_after,
             protect_cooldown=config.protect_cooldown,
-            typed_nodes=bool(getattr(policy, "typed_nodes", False)),
+            typed_nodes=policy.typed_nodes,
         )
         pool = executor or ThreadPoolExecutor(config.launch_threads, thread_name_prefix="es-cloud")
         self.runner = CommandRunner(

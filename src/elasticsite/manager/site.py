@@ -4,7 +4,9 @@ The batch system and each cloud driver are plug-ins found by name
 (:mod:`elasticsite.plugins`), built from the options the configuration validated. The
 state directory is created for its owner alone (it holds the broker context's secret).
 What a plug-in refuses as it starts becomes one :class:`ConfigError`; a state file that
-cannot be used raises :class:`~elasticsite.files.StateFileError`.
+cannot be used raises :class:`~elasticsite.files.StateFileError`. Opened to be read
+(``create=False``, what ``status``, ``queue``, ``job`` and ``cancel`` do), a site
+creates nothing: with no state yet, :class:`NoSiteState` says where it looked.
 
 A :class:`Site` also answers what the command line shows of it (:meth:`Site.queue`,
 :meth:`Site.status`, :meth:`Site.job`) and cancels jobs (:meth:`Site.cancel`),
@@ -25,10 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from elasticsite import plugins, policies
 from elasticsite.batch.base import BatchError, BatchSystem, BatchView, JobDetail
-from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import CloudDriver
-from elasticsite.clouds.local import LocalCloud
-from elasticsite.clouds.local_registry import worker_log
 from elasticsite.config import CloudConfig, ConfigError, SiteConfig
 from elasticsite.files import StateFileError, private_dir
 from elasticsite.manager.loop import Manager
@@ -41,9 +40,26 @@ if TYPE_CHECKING:
     from elasticsite.manager.store import WorkerRecord
     from elasticsite.model import Job, Transition
 
-__all__ = ["Cancelled", "QueueView", "Site", "SiteStatus", "open_site", "request_power"]
+__all__ = [
+    "Cancelled",
+    "NoSiteState",
+    "QueueView",
+    "Site",
+    "SiteStatus",
+    "open_site",
+    "request_power",
+]
 
 log = logging.getLogger(__name__)
+
+
+class NoSiteState(LookupError):
+    """The site has no state where its configuration puts it: its manager never ran
+    there and no job was submitted. ``state_dir`` is where it looked."""
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(f"no site state at {state_dir}")
+        self.state_dir = state_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,20 +120,15 @@ class Site:
     def userdata(self) -> dict[str, str]:
         """What every worker is told at launch about joining the batch system."""
         batch = self.config.batch
-        if batch.type != "slurm":
-            return {"batch": batch.type}
-        return {
-            "batch": "slurm",
-            # External mode adds dynamic nodes; power saving starts declared CLOUD nodes.
-            "slurm_node_mode": "cloud" if batch.mode == "power_save" else "dynamic",
-            "slurm_feature": str(getattr(self.batch, "node_feature", "elastic")),
-        }
+        told = plugins.batch_systems.get(batch.type).userdata
+        more = {} if told is None else told(batch.options, batch.mode)
+        return {"batch": batch.type, **more}
 
     @property
     def lists_finished_jobs(self) -> bool:
-        """Whether :meth:`queue` can list finished jobs: only the embedded batch system
-        keeps them; others are asked through their own tools."""
-        return isinstance(self.batch, LocalBatch)
+        """Whether :meth:`queue` can list finished jobs: only a batch system that keeps
+        them (the embedded one); others are asked through their own tools."""
+        return plugins.batch_systems.get(self.config.batch.type).ledger is not None
 
     def queue(self, *, finished: bool = False) -> QueueView:
         """The queued and running jobs (with ``finished``, every job), and the count per
@@ -128,9 +139,9 @@ class Site:
         ``finished`` where :attr:`lists_finished_jobs` is false.
         """
         marks = {job: why for job, (why, _) in self.store.unservable().items()}
-        if isinstance(self.batch, LocalBatch):
-            jobs = self.batch.jobs(None if finished else UNFINISHED)
-            return QueueView(jobs, dict(self.batch.counts()), marks)
+        ledger = plugins.batch_systems.get(self.config.batch.type).ledger
+        if ledger is not None:
+            return QueueView(*ledger(self.batch, finished), marks)
         if finished:
             raise ValueError(f"the {self.config.batch.type} batch system keeps no finished jobs")
         view = self.batch.snapshot()
@@ -181,8 +192,10 @@ class Site:
         if record is None:
             return job
         log_path = job.worker_log
-        if not log_path and isinstance(self.clouds.get(record.worker.cloud), LocalCloud):
-            log_path = str(worker_log(self.state_dir, record.worker.id))
+        cloud = next((c for c in self.config.clouds if c.name == record.worker.cloud), None)
+        kept = None if cloud is None else plugins.clouds.get(cloud.driver).worker_log
+        if not log_path and kept is not None:
+            log_path = str(kept(self.state_dir, record.worker.id))
         return dataclasses.replace(job, worker=record.worker.id, worker_log=log_path)
 
     def cancel(self, job_id: str) -> Cancelled:
@@ -195,8 +208,9 @@ class Site:
 
     def _count_jobs(self) -> dict[str, int]:
         """Jobs per state, counted as :meth:`queue` counts them."""
-        if isinstance(self.batch, LocalBatch):
-            return dict(self.batch.counts())
+        ledger = plugins.batch_systems.get(self.config.batch.type).ledger
+        if ledger is not None:
+            return ledger(self.batch, False)[1]
         return _snapshot_counts(self.batch.snapshot())
 
     def manager(self, **kwargs: Any) -> Manager:
@@ -214,8 +228,9 @@ class Site:
                 self.config.context,
                 self.store,
                 self.config.manager.site_id,
-                # The local cloud's instances publish addresses in 127.0.0.0/8.
-                loopback_workers=any(c.driver == "local" for c in self.config.clouds),
+                loopback_workers=any(
+                    plugins.clouds.get(c.driver).loopback for c in self.config.clouds
+                ),
             )
             try:
                 userdata.update(context.ensure())
@@ -272,10 +287,6 @@ class Site:
         )
 
 
-UNFINISHED = (JobState.QUEUED, JobState.HELD, JobState.REQUEUED, JobState.RUNNING)
-"""What ``queue`` lists without ``finished``: every job still to run or running."""
-
-
 def _snapshot_counts(view: BatchView) -> dict[str, int]:
     """Queued and running jobs of a snapshot, the states with none left out."""
     counts = (("queued", len(view.queued)), ("running", len(view.running)))
@@ -306,22 +317,44 @@ def _batch(config: SiteConfig, site: plugins.SiteInfo) -> BatchSystem:
     return batch
 
 
-def open_site(config: SiteConfig, base_dir: Path | None = None) -> Site:
-    """Open (creating if needed) the state directory and every part of the site."""
-    state_dir = private_dir(config.state_dir(base_dir).resolve())
+def _missing(path: Path) -> bool:
+    """Whether ``path`` is not there; one that cannot be looked at (a directory without
+    rights) is there, and opening it says why it cannot be used."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def open_site(config: SiteConfig, base_dir: Path | None = None, *, create: bool = True) -> Site:
+    """Open (creating if needed) the state directory and every part of the site.
+
+    Without ``create``, to read the site and act on its jobs: nothing is created, and
+    no cloud driver is built (``clouds`` is empty); a site with no state store raises
+    :class:`NoSiteState`, and on the embedded batch system one with no queue file too.
+    """
+    state_dir = config.state_dir(base_dir).resolve()
     batch_path = Path(config.batch.path)
     if not batch_path.is_absolute():
         batch_path = state_dir / batch_path
+    if create:
+        private_dir(state_dir)
+    elif _missing(state_dir / "manager.db") or (
+        config.batch.type == "local" and _missing(batch_path)
+    ):
+        raise NoSiteState(state_dir)
     site = plugins.SiteInfo(config.manager.site_id, state_dir, batch_path, config)
     batch = _batch(config, site)
-    clouds = {cfg.name: _cloud(cfg, site) for cfg in config.clouds}
+    clouds = {cfg.name: _cloud(cfg, site) for cfg in config.clouds} if create else {}
     store = StateStore(state_dir / "manager.db")
     return Site(config, state_dir, batch, clouds, store)
 
 
 def request_power(
     config: SiteConfig,
-    base_dir: Path,
     action: str,
     nodes: Sequence[str],
     *,
@@ -337,9 +370,7 @@ def request_power(
     but the state directory and store (slurmctld waits on this). Raises
     :class:`~elasticsite.files.StateFileError` when either cannot be used.
     """
-    # Absolute in power_save mode (the configuration insists); else next to the config.
-    state_dir = config.state_dir(base_dir)
-    private_dir(state_dir)
+    state_dir = private_dir(config.state_dir())  # absolute, as loaded from its file
     if config.batch.mode == "power_save":
         store = StateStore(state_dir / "manager.db")
         try:

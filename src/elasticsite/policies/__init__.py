@@ -1,4 +1,5 @@
-"""Provisioning policies: pure functions ``decide(snapshot, settings) -> Decision``.
+"""Provisioning policies: pure functions ``decide(snapshot, settings) -> Decision``,
+each registered as a :class:`~elasticsite.plugins.PolicyPlugin` with its options model.
 
 Built in: ``on_demand``, ``steady_stream``, ``bursts``, ``core_demand``, ``dedicated``.
 More arrive through the ``elasticsite.policies`` entry-point group.
@@ -7,6 +8,7 @@ More arrive through the ``elasticsite.policies`` entry-point group.
 from elasticsite.policies.base import (
     CLOUD_RULES,
     ENTRY_POINT_GROUP,
+    Decide,
     Policy,
     PolicySettings,
     UnknownPolicy,
@@ -15,12 +17,14 @@ from elasticsite.policies.base import (
     preboot_done,
     preboot_workers,
     register,
+    registry,
 )
 from elasticsite.policies.engine import evaluate
 
 __all__ = [
     "CLOUD_RULES",
     "ENTRY_POINT_GROUP",
+    "Decide",
     "Policy",
     "PolicySettings",
     "UnknownPolicy",
@@ -30,4 +34,5 @@ __all__ = [
     "preboot_done",
     "preboot_workers",
     "register",
+    "registry",
 ]

@@ -1,39 +1,43 @@
 """What a policy is, the settings it reads, and the registry that finds it by name.
 
-A policy is a pure function ``decide(snapshot, settings) -> Decision``: no clock
-reads (time is ``snapshot.now``), no I/O, no randomness. Third-party policies are
-plain Python callables published in the ``elasticsite.policies`` entry-point group::
+A policy is a :class:`~elasticsite.plugins.PolicyPlugin`: a pure function
+``decide(snapshot, settings) -> Decision`` (no clock reads, time is ``snapshot.now``;
+no I/O, no randomness), the pydantic model of its own ``[policy]`` options, and the
+capabilities it declares (``redirects``, ``typed_nodes``). The built-in ones are
+registered with :func:`register` as their modules load; third-party ones are published
+in the ``elasticsite.policies`` entry-point group, as a ``PolicyPlugin`` or as a bare
+function (then without options of its own or capabilities)::
 
     [project.entry-points."elasticsite.policies"]
-    my_policy = "my_package.my_module:decide"
+    my_policy = "my_package.my_module:plugin"
 """
 
 from __future__ import annotations
 
-import logging
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any, Literal, Protocol
 
 from elasticsite.model import Decision
+from elasticsite.plugins import POLICY_GROUP, PluginOptions, PolicyPlugin, Registry, UnknownPlugin
 from elasticsite.snapshot import SiteSnapshot
 from elasticsite.spend import Budget
 
 __all__ = [
     "CLOUD_RULES",
     "ENTRY_POINT_GROUP",
+    "Decide",
     "Policy",
     "PolicySettings",
     "UnknownPolicy",
     "available",
     "get",
     "register",
+    "registry",
 ]
 
-log = logging.getLogger(__name__)
-
-ENTRY_POINT_GROUP = "elasticsite.policies"
+ENTRY_POINT_GROUP = POLICY_GROUP
 
 CloudRule = Literal["cheapest", "fastest", "ordered", "balanced", "spot_first"]
 CLOUD_RULES: dict[str, str] = {
@@ -52,7 +56,9 @@ class PolicySettings:
 
     Defaults are paper 000's (steady stream at 5x / 3x the waste time, bursts at
     2x, a dedicated pool of 10) and paper 001's (10 minute stall timeout).
-    ``params`` carries settings of third-party policies untouched.
+    ``options`` is the chosen policy's own options, as its model validated them (a
+    third-party policy reads its settings there); ``params`` carries a free table of
+    settings untouched.
     """
 
     steady_up_factor: float = 5.0
@@ -82,12 +88,15 @@ class PolicySettings:
     """How ``cloud_scheduler`` takes VMs from a user over their fair share: retire each
     after its current job, or terminate it now (the batch system requeues the job)."""
     params: Mapping[str, Any] = field(default_factory=dict)
+    options: PluginOptions = field(default_factory=PluginOptions)
 
 
 def preboot_workers(policy: str, settings: PolicySettings) -> int:
-    """Workers booted and joined before the first job is submitted: the dedicated
-    baseline's pool (paper 000 launched its 10 VMs and joined them first); 0 otherwise."""
-    return settings.dedicated_workers if policy == "dedicated" else 0
+    """Workers booted and joined before the first job is submitted, as policy ``policy``
+    declares (the dedicated baseline's pool: paper 000 launched its 10 VMs and joined
+    them first); 0 for a policy that declares none."""
+    preboot = get(policy).preboot
+    return 0 if preboot is None else preboot(settings)
 
 
 _BOOTING = ("requested", "booting")
@@ -102,33 +111,22 @@ def preboot_done(workers: Mapping[str, int], target: int) -> bool:
     return joined >= target or not any(workers.get(s, 0) for s in _BOOTING)
 
 
-class Policy(Protocol):
-    """A provisioning policy."""
+class Decide(Protocol):
+    """A policy's decision function."""
 
     def __call__(self, snapshot: SiteSnapshot, settings: PolicySettings) -> Decision: ...
 
 
-class UnknownPolicy(LookupError):
+Policy = PolicyPlugin[Any]
+"""A policy: its decision function, options model and capabilities."""
+
+
+class UnknownPolicy(UnknownPlugin):
     """No policy registered or published under that name."""
 
 
-_REGISTRY: dict[str, Policy] = {}
-
-
-def register(name: str) -> Callable[[Policy], Policy]:
-    """Decorator: make ``fn`` available as policy ``name``."""
-
-    def wrap(fn: Policy) -> Policy:
-        if name in _REGISTRY and _REGISTRY[name] is not fn:
-            raise ValueError(f"a policy named {name!r} is already registered")
-        _REGISTRY[name] = fn
-        return fn
-
-    return wrap
-
-
 def _load_builtins() -> None:
-    # Imported for their @register side effect.
+    # Imported for their register() side effect.
     from elasticsite.policies import (  # noqa: F401
         bursts,
         cloud_scheduler,
@@ -140,29 +138,73 @@ def _load_builtins() -> None:
     )
 
 
-def _entry_points() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+def _bare_function(loaded: Any) -> PolicyPlugin[Any] | None:
+    """A policy published as a bare callable: no options of its own, no capabilities."""
+    return PolicyPlugin(loaded) if callable(loaded) else None
+
+
+registry: Registry[PolicyPlugin[Any]] = Registry(
+    POLICY_GROUP,
+    "policy",
+    PolicyPlugin,
+    builtins=_load_builtins,
+    adapt=_bare_function,
+    error=UnknownPolicy,
+)
+"""Policies, by the name ``[policy] name`` gives."""
+
+
+def register(
+    name: str,
+    *,
+    options: type[PluginOptions] = PluginOptions,
+    redirects: bool = False,
+    typed_nodes: bool = False,
+    preboot: Callable[[PolicySettings], int] | None = None,
+) -> Callable[[Decide], Decide]:
+    """Decorator: make ``fn`` available as policy ``name``, with its options model and
+    capabilities (see :class:`~elasticsite.plugins.PolicyPlugin`)."""
+
+    def wrap(fn: Decide) -> Decide:
+        registry.add(name, PolicyPlugin(fn, options, redirects, typed_nodes, preboot))
+        if options is not PluginOptions and options not in _BUILTIN_OPTIONS:
+            _BUILTIN_OPTIONS.append(options)
+        return fn
+
+    return wrap
+
+
+_BUILTIN_OPTIONS: list[type[PluginOptions]] = []
+"""The options models of the policies registered in this process, in order."""
+
+
+def options_model(name: str) -> type[PluginOptions]:
+    """The model a site's ``[policy]`` options are validated by when it names policy
+    ``name``: that policy's own model, joined with those of the built-in policies.
+
+    A site file has always been able to set any built-in policy's thresholds whatever
+    policy it names (a redirecting policy runs its ``provision`` policy with them), so
+    each of those keys is still checked by the model of the policy it belongs to, and
+    an instance of the result is an instance of the named policy's model.
+    Raises :class:`UnknownPolicy`.
+    """
+    own = get(name).options
+    return _joined((own, *(m for m in _BUILTIN_OPTIONS if m is not own)))
+
+
+@functools.cache
+def _joined(models: tuple[type[PluginOptions], ...]) -> type[PluginOptions]:
+    bases = tuple(m for m in models if m is not PluginOptions) or (PluginOptions,)
+    if len(bases) == 1:
+        return bases[0]
+    return type(f"{bases[0].__name__}AndBuiltins", bases, {"__module__": __name__})
 
 
 def available() -> list[str]:
     """Names of every built-in and installed policy."""
-    _load_builtins()
-    return sorted(set(_REGISTRY) | set(_entry_points()))
+    return registry.names()
 
 
-def get(name: str) -> Policy:
+def get(name: str) -> PolicyPlugin[Any]:
     """The policy registered as ``name``, loading an installed plug-in on first use."""
-    _load_builtins()
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    ep = _entry_points().get(name)
-    if ep is None:
-        raise UnknownPolicy(f"unknown policy {name!r}; available: {', '.join(available())}")
-    try:
-        fn = ep.load()
-    except Exception as exc:
-        raise UnknownPolicy(f"policy {name!r} from {ep.value} failed to load: {exc}") from exc
-    if not callable(fn):
-        raise UnknownPolicy(f"policy {name!r} ({ep.value}) is not callable")
-    _REGISTRY[name] = fn
-    return fn
+    return registry.get(name)

@@ -12,7 +12,10 @@ cores fill, so a burst never boots a worker that has no job to run.
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from elasticsite.model import Cause, Decision
+from elasticsite.plugins import PluginOptions
 from elasticsite.policies.base import PolicySettings, register
 from elasticsite.policies.planning import Census, census, preferred_cloud, scale_down, scale_up
 from elasticsite.snapshot import SiteSnapshot
@@ -31,7 +34,13 @@ def wanted(snapshot: SiteSnapshot, settings: PolicySettings, cen: Census | None 
     return min(usable, max(1, int(snapshot.queued_walltime // (settings.bursts_factor * waste))))
 
 
-@register("bursts")
+class BurstsOptions(PluginOptions):
+    """Its threshold, in ``[policy]``: a worker per this many waste times of queued work."""
+
+    bursts_factor: float = Field(2.0, gt=0)
+
+
+@register("bursts", options=BurstsOptions)
 def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     cen = census(snapshot)
     if not snapshot.queued:

@@ -5,7 +5,7 @@ Every job names the VM it needs: HTCondor's ``+VMType``, the ``vm_type`` attribu
 equal to a VM type's name (Slurm ``--constraint=NAME``, Torque ``nodes=1:NAME``, the
 feature each worker's node is declared with). A job naming a type no cloud offers,
 or none, is not served here. Each worker is one VM of one type and runs that type's
-jobs only (its node is declared for the type: the policy sets ``typed_nodes``).
+jobs only (its node is declared for the type: the policy declares ``typed_nodes``).
 
 * **Demand per VM type.** A type's queued jobs are served by its idle and booting
   workers first; the rest get new VMs on a cloud offering the type, chosen by the
@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from elasticsite.attributes import FEATURES, VM_TYPE
 from elasticsite.model import (
@@ -40,6 +41,7 @@ from elasticsite.model import (
     Worker,
     WorkerState,
 )
+from elasticsite.plugins import PluginOptions
 from elasticsite.policies.base import PolicySettings, register
 from elasticsite.policies.planning import census, rank_clouds
 from elasticsite.snapshot import SiteSnapshot
@@ -89,7 +91,6 @@ def vm_type_of(job: Job, offered: set[str]) -> str | None:
     return None
 
 
-@register("cloud_scheduler")
 def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     decision = Decision()
     offered = _offered(snapshot.clouds)
@@ -214,4 +215,11 @@ def _release_idle(
         decision.drain.append(Drain(w.id, Cause.IDLE))
 
 
-decide.typed_nodes = True  # type: ignore[attr-defined]
+class CloudSchedulerOptions(PluginOptions):
+    """How a user's VMs over their share go, in ``[policy]``: ``graceful`` retires each
+    after its current job, ``immediate`` terminates them now."""
+
+    rebalance: Literal["graceful", "immediate"] = "graceful"
+
+
+register("cloud_scheduler", options=CloudSchedulerOptions, typed_nodes=True)(decide)

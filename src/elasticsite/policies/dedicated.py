@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from elasticsite.model import Cause, Decision
+from elasticsite.plugins import PluginOptions
 from elasticsite.policies.base import PolicySettings, register
 from elasticsite.policies.planning import census, scale_down, scale_up
 from elasticsite.snapshot import SiteSnapshot
 
 
-@register("dedicated")
+class DedicatedOptions(PluginOptions):
+    """Its pool's size, in ``[policy]``."""
+
+    dedicated_workers: int = Field(10, ge=0)
+
+
+def _pool(settings: PolicySettings) -> int:
+    return settings.dedicated_workers
+
+
+@register("dedicated", options=DedicatedOptions, preboot=_pool)
 def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     cen = census(snapshot)
     target = settings.dedicated_workers

@@ -121,7 +121,7 @@ def _servable(
     as no capacity for the queue: busy (still counted against every cap and floor), or
     leaving for a draining one (never put back for a job it cannot run). With nothing
     servable queued, idle workers are idle as far as any policy knows: nothing to hide."""
-    redirect = settings.redirect_to if getattr(policy, "redirects", False) else None
+    redirect = settings.redirect_to if policy.redirects else None
     extra = settings.urgent_extra_instances if urgent_enabled(settings) else 0
     judged = feasibility.judge(view.clouds, view.closed, redirect, extra)
     verdict = split(view, judged)

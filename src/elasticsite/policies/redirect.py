@@ -45,10 +45,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from pydantic import Field, field_validator
+
 from elasticsite.attributes import PARTITION, Selector
 from elasticsite.batch.selective import Categories
 from elasticsite.model import Decision, Job, Redirect
-from elasticsite.policies.base import Policy, PolicySettings, get, register
+from elasticsite.plugins import PluginOptions
+from elasticsite.policies.base import Decide, PolicySettings, get, register
 from elasticsite.sim.pools import BackfillPool, EasyPool, Key, make_pool
 from elasticsite.sim.strategies import (
     Naive,
@@ -266,10 +269,10 @@ def _cores(jobs: Sequence[tuple[int, Job]]) -> int:
     return sum(job.cores for _, job in jobs)
 
 
-def _policy(make: Callable[[], Strategy]) -> Policy:
+def _policy(make: Callable[[], Strategy]) -> Decide:
     def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
         provision = get(settings.provision)
-        if getattr(provision, "redirects", False):
+        if provision.redirects:
             raise ValueError(
                 f"policy.provision = {settings.provision!r} redirects jobs itself; "
                 "name a provisioning policy (on_demand, bursts, ...)"
@@ -302,7 +305,6 @@ def _policy(make: Callable[[], Strategy]) -> Policy:
         decision.redirect.extend(Redirect(job.id, target) for job in chosen)
         return decision
 
-    decide.redirects = True  # type: ignore[attr-defined]
     decide.__doc__ = f"{_SUMMARY[make.__name__]} (paper 002)."
     return decide
 
@@ -327,5 +329,22 @@ REDIRECTING: dict[str, Callable[[], Strategy]] = {
 }
 """The redirection strategies that run live, by policy name."""
 
+
+class RedirectOptions(PluginOptions):
+    """What the redirecting policies read in ``[policy]``: the partition the cloud
+    workers serve, the policy that sizes them, and ``selective``'s categories and
+    thresholds in ``params`` (checked here, before any step runs)."""
+
+    redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    provision: str = "on_demand"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("params")
+    @classmethod
+    def _selective(cls, value: dict[str, Any]) -> dict[str, Any]:
+        selective_thresholds(value, selective_categories(value))
+        return value
+
+
 for _name, _make in REDIRECTING.items():
-    register(_name)(_policy(_make))
+    register(_name, options=RedirectOptions, redirects=True)(_policy(_make))

@@ -11,13 +11,35 @@ The waste time is that of the cloud the next worker would go to.
 
 from __future__ import annotations
 
+from typing import Self
+
+from pydantic import Field, model_validator
+
 from elasticsite.model import Cause, Decision
+from elasticsite.plugins import PluginOptions
 from elasticsite.policies.base import PolicySettings, register
 from elasticsite.policies.planning import census, preferred_cloud, scale_down, scale_up
 from elasticsite.snapshot import SiteSnapshot
 
 
-@register("steady_stream")
+class SteadyStreamOptions(PluginOptions):
+    """Its thresholds, in ``[policy]``: multiples of the waste time, and a floor."""
+
+    steady_up_factor: float = Field(5.0, gt=0)
+    steady_down_factor: float = Field(3.0, ge=0)
+    steady_min_workers: int = Field(1, ge=0)
+
+    @model_validator(mode="after")
+    def _factors(self) -> Self:
+        if self.steady_down_factor > self.steady_up_factor:
+            raise ValueError(
+                f"steady_down_factor ({self.steady_down_factor}) must not exceed "
+                f"steady_up_factor ({self.steady_up_factor})"
+            )
+        return self
+
+
+@register("steady_stream", options=SteadyStreamOptions)
 def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     cen = census(snapshot)
     floor = settings.steady_min_workers

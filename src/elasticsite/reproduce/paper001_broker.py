@@ -7,11 +7,12 @@ directory and admin token, :mod:`.paper001_rig`) and the nodes are of two kinds:
 
 * two real ``elasticsite agent`` processes, polling every ``period`` (``--period``),
   whose scripts note when they applied an entry (:mod:`.paper001_rig`);
-* the rest in this process on one event loop, each with its own kept-alive
-  connection (the client library's :class:`~elasticsite.context.client.AsyncNodeClient`),
-  applying each answer with the agent's own :func:`~elasticsite.context.agent.plan`
-  to its membership, polling every ``period`` at its own phase as the agent's
-  ``--period`` does, or long polling as the agent does by default.
+* the rest in this process on one event loop (the client library's
+  :class:`~elasticsite.context.client.AsyncNodeClient`, sharing a pool of kept-alive
+  connections, one per request in flight), applying each answer with the agent's own
+  :func:`~elasticsite.context.agent.plan` to its membership, polling every ``period``
+  at its own phase as the agent's ``--period`` does, or long polling as the agent
+  does by default.
 
 The cluster grows through ``sizes``; at each size it settles (every node has applied
 every join), then a new node joins ``trials`` times (and leaves after each trial).
@@ -137,9 +138,12 @@ class _Measurement:
         self.say = say
         self.tls = ssl.create_default_context(cafile=str(rig.cert))
         self.http = httpx.AsyncClient(
-            verify=self.tls, timeout=30, limits=httpx.Limits(max_connections=JOINING)
+            verify=self.tls,
+            timeout=30,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
         )
-        """Joins and leaves share one pool; each node polls on its own connection."""
+        """Every node's requests share one pool of kept-alive connections, unbounded: a
+        long poll holds its connection while it waits (joins are bounded by JOINING)."""
         self.nodes: list[_Node] = []
         self.gone: list[_Node] = []
         """Nodes that left: closed once their last poll is over."""

@@ -124,7 +124,7 @@ class ElasticRun:
         first = min((a[0] for a in arrivals), default=0.0)
         self.sim = Simulation(start=first - warm_up)
         # A redirecting policy sends jobs to the cloud workers' partition: theirs.
-        partition = settings.redirect_to if getattr(policy, "redirects", False) else ""
+        partition = settings.redirect_to if policy.redirects else ""
         self.batch = SimBatch(self.sim, scheduler, node_partition=partition)
         if site_cores:
             self.batch.add_site_node(SITE_NODE, site_cores)
@@ -138,7 +138,7 @@ class ElasticRun:
             site_id=SIM_SITE,
             clouds=tuple(specs),
             interval=interval,
-            typed_nodes=bool(getattr(policy, "typed_nodes", False)),
+            typed_nodes=policy.typed_nodes,
         )
         self.state = CoreState()
         self.ledger = Ledger(settings.budget.period) if settings.budget else None

@@ -19,8 +19,9 @@ do to make room (paper 004, Table 2.2, least disruptive first):
 ``preemption``
     terminate VMs.
 
-Targets are chosen volunteered first, then the fewest VMs, then the smallest ones:
-smaller VMs are quicker to move and to place again (paper 004, section 4.1.4).
+Targets are chosen volunteered first, on the host with the fewest urgent VMs (paper
+004's round-robin placement), then the fewest VMs, then the smallest ones: smaller VMs
+are quicker to move and to place again (paper 004, sections 4.1.2 and 4.1.4).
 Urgent VMs are never targets.
 
 This module is pure (no clock, no I/O): the simulator
@@ -136,14 +137,18 @@ class Capacity:
         cores, memory = self.free(host)
         return cores >= vm_type.cores and memory >= vm_type.memory_mb
 
-    def place(self, vm_type: VMType, *, exclude: str | None = None) -> str | None:
-        """The host that fits ``vm_type`` with least room to spare (greedy packing)."""
-        best: tuple[tuple[int, int, str], str] | None = None
+    def place(
+        self, vm_type: VMType, *, exclude: str | None = None, urgent: bool = False
+    ) -> str | None:
+        """The host that fits ``vm_type`` with least room to spare (greedy packing); an
+        ``urgent`` VM goes first to the host with the fewest urgent VMs (round-robin)."""
+        best: tuple[tuple[int, int, int, str], str] | None = None
         for name in self.hosts:
             if name == exclude or not self.fits(name, vm_type):
                 continue
             cores, memory = self.free(name)
-            key = (cores - vm_type.cores, memory - vm_type.memory_mb, name)
+            spread = sum(s.urgent for s in self.slots.values() if s.host == name) if urgent else 0
+            key = (spread, cores - vm_type.cores, memory - vm_type.memory_mb, name)
             if best is None or key < best[0]:
                 best = (key, name)
         return None if best is None else best[1]
@@ -209,7 +214,7 @@ class Capacity:
     def plan(self, vm_type: VMType, policy: CloudPolicy | str) -> Plan | None:
         """How ``policy`` would make room for an urgent ``vm_type``; None if it cannot."""
         policy = CloudPolicy(policy)
-        host = self.place(vm_type)
+        host = self.place(vm_type, urgent=True)
         if host is not None:
             return Plan(host, policy)
         best: tuple[tuple[int, int, int, int, int], Plan] | None = None
@@ -265,12 +270,12 @@ class Capacity:
             )
         else:
             return None
-        key = (
+        key = (  # round-robin: the host with fewest urgent VMs, then the fewest targets
             sum(not s.volunteer for s in chosen),
+            sum(s.urgent for s in self.slots.values() if s.host == host),
             len(chosen),
             sum(s.cores for s in chosen),
             sum(s.memory_mb for s in chosen),
-            0,
         )
         return key, Plan(host, policy, actions)
 

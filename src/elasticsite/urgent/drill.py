@@ -8,15 +8,15 @@ become observations of source ``drill`` in the advisor's history, under that res
 and policy, so the advisor's bounds for urgent runs rest on fresh measurements.
 
 A preemption drill preempts like the real thing (volunteers first): run it where the
-owners agreed to that. A drill that does not start or finish within its timeout is
-cancelled and reported, and nothing is recorded for it.
+owners agreed to that. A drill whose job does not start within its start timeout, or
+does not finish within its timeout, is cancelled and reported (with why, if cancelling
+it failed), and nothing is recorded for it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 
 from elasticsite.advisor.history import Observation
@@ -60,25 +60,33 @@ def drill(
     cores: int = 1,
     walltime: float = 300.0,
     timeout: float = 3600.0,
+    start_timeout: float | None = None,
     poll: float = 1.0,
     user: str = "",
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    on_submitted: Callable[[str], None] | None = None,
 ) -> DrillResult:
-    """Submit one drill job with ``policy`` and follow it to its end."""
+    """Submit one drill job with ``policy`` and follow it to its end: given up (and
+    cancelled) when it has not started ``start_timeout`` seconds after it was submitted
+    (default: ``timeout``), or not finished after ``timeout``. ``on_submitted`` is told
+    the job's id once it is queued."""
     if policy not in BATCH_POLICIES:
         raise ValueError(f"policy {policy!r}: a drill tests {', '.join(BATCH_POLICIES)}")
     attrs = {"urgency": "drill", "drill": "yes", "requeue": "no"}
     asked = clock()
     job_id = batch.submit(JobRequest(list(command), cores, walltime, user, attributes=attrs))
+    if on_submitted is not None:
+        on_submitted(job_id)
     try:
         done = elevate(batch, job_id, cores, policy)
     except BatchError as exc:
-        _cancel(batch, job_id)
-        return DrillResult(resource, policy, job_id, error=f"elevating it failed: {exc}")
+        why = f"elevating it failed: {exc}; " + _cancel(batch, job_id)
+        return DrillResult(resource, policy, job_id, error=why)
     started: float | None = None
     deadline = asked + timeout
-    while clock() < deadline:
+    start_by = asked + (timeout if start_timeout is None else min(timeout, start_timeout))
+    while clock() < (deadline if started is not None else start_by):
         view = batch.snapshot()
         running = next((j for j in view.running if j.id == job_id), None)
         queued = any(j.id == job_id for j in view.queued)
@@ -92,10 +100,12 @@ def drill(
             return DrillResult(resource, policy, job_id, max(0.0, started - asked),
                                max(0.0, finished - started), len(done.preempted))  # fmt: skip
         sleep(poll)
-    _cancel(batch, job_id)
-    where = "start" if started is None else "finish"
+    if started is None:
+        why = f"did not start within {start_by - asked:g} s; "
+    else:
+        why = f"did not finish within {timeout:g} s; "
     return DrillResult(resource, policy, job_id, preempted=len(done.preempted),
-                       error=f"did not {where} within {timeout:g} s; cancelled")  # fmt: skip
+                       error=why + _cancel(batch, job_id))  # fmt: skip
 
 
 def _times(batch: BatchSystem, job_id: str) -> tuple[float | None, float | None]:
@@ -110,9 +120,10 @@ def _times(batch: BatchSystem, job_id: str) -> tuple[float | None, float | None]
     return job.started_at, job.finished_at
 
 
-def _cancel(batch: BatchSystem, job_id: str) -> None:
-    """Cancel the drill where the batch system can (Slurm, the embedded one)."""
-    cancel = getattr(batch, "cancel", None)
-    if cancel is not None:
-        with suppress(BatchError):
-            cancel(job_id)
+def _cancel(batch: BatchSystem, job_id: str) -> str:
+    """Cancel the drill's job; what became of it, as the drill's message ends."""
+    try:
+        batch.cancel(job_id)
+    except BatchError as exc:
+        return f"cancelling it failed: {exc}"
+    return "cancelled"

@@ -1,0 +1,83 @@
+"""Paper 004's claims on the quick variant, each a test; a claim that does not hold is
+kept honest by the words its note must carry. Then the case study's history itself,
+and the command line's refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from elasticsite.advisor.history import PROBE
+from elasticsite.reproduce import PAPER004_CLAIMS, Reproduction, Verdict, reproduce_paper004
+from elasticsite.reproduce.paper004_advisor import CASE_STUDIES, case_observations
+
+FAILS = {
+    "queue_overpredicts_default": "grew",
+    "bound_order": "idle",
+    "cloud_conditions": "concurrent migrations",
+}
+"""Claims that do not hold on the quick variant, and words their note must carry."""
+UNCHECKED = {"slurm_order": "--slurm"}
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
+    return reproduce_paper004(tmp_path_factory.mktemp("paper004"), quick=True)
+
+
+def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
+    assert tuple(c.key for c in quick.claims) == PAPER004_CLAIMS
+
+
+@pytest.mark.parametrize("key", PAPER004_CLAIMS)
+def test_claim(quick: Reproduction, key: str) -> None:
+    claim = quick.claim(key)
+    if key in FAILS:
+        assert claim.verdict is Verdict.FAILS, claim
+        assert FAILS[key] in claim.note
+    elif key in UNCHECKED:
+        assert claim.verdict is Verdict.UNCHECKED, claim
+        assert UNCHECKED[key] in claim.note
+    else:
+        assert claim.verdict is Verdict.HOLDS, claim
+
+
+def test_the_report_says_what_is_real_and_what_is_synthesised(quick: Reproduction) -> None:
+    assert {p.name for p in quick.plots} == {"tables-3.3-3.7.png", "tables-4.12-4.24.png"}
+    assert all(p.exists() for p in quick.plots)
+    setup = " ".join(quick.setup)
+    assert "RICC" in setup and "Synthesised" in setup
+    assert any(t.startswith("## Table 3.8") for t in quick.tables)
+
+
+def test_a_case_study_history_is_seeded_and_shaped_like_runs() -> None:
+    case = CASE_STUDIES[0]
+    waits = [(i * 3600.0, float(i % 5) * 100.0) for i in range(20)]
+    one = case_observations(case, waits, "preemption", seed=3)
+    assert one == case_observations(case, waits, "preemption", seed=3)
+    runs = [o for o in one if o.phase != PROBE]
+    assert len(runs) == 4 * len(waits)
+    assert {o.policy for o in runs} == {"preemption"}
+    first = [o for o in runs if o.trial == runs[0].trial]
+    by_phase = {o.phase: o for o in first}
+    assert by_phase["allocation"].value == 0.0  # the first wait, as given
+    assert by_phase["input"].at <= by_phase["allocation"].at <= by_phase["execution"].at
+    assert by_phase["execution"].at <= by_phase["output"].at
+    assert any(o.phase == PROBE for o in one)
+
+
+def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "elasticsite", "reproduce", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=300, env={"COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def test_a_missing_trace_is_one_line(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "paper004", "--quick", "--trace", "nope.swf")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["error: nope.swf: no such trace file"]
+    assert not (tmp_path / "reproduce-out").exists()
