@@ -94,8 +94,8 @@ def normalise_swf(
 ) -> NormaliseReport:
     """Write ``dst``, a copy of the SWF trace ``src`` that AccaSim and the project both accept.
 
-    Rules, in order (the first six are :func:`elasticsite.sim.swf.read_swf`'s default
-    :class:`~elasticsite.sim.swf.CleaningRules`):
+    Rules, in order (the first six are :func:`elasticsite.traces.swf.read_swf`'s default
+    :class:`~elasticsite.traces.swf.CleaningRules`):
 
     1. Allocated processors ``-1`` become the requested processors.
     2. Cancelled jobs (status 5) without processors are dropped.
@@ -126,7 +126,7 @@ def normalise_swf(
     """
     import numpy as np
 
-    from elasticsite.sim.swf import SWFHeader, read_swf, write_swf
+    from elasticsite.traces.swf import SWFHeader, read_swf, write_swf
 
     if default_memory_kb <= 0:
         raise ValueError(f"default_memory_kb must be > 0, got {default_memory_kb}")
@@ -208,8 +208,8 @@ def normalise_swf(
 
 def lublin_swf(dst: str | os.PathLike[str], n_jobs: int, machine_size: int, seed: int) -> float:
     """Write a Lublin-Feitelson trace of ``n_jobs`` as SWF; returns its offered load."""
-    from elasticsite.sim.lublin import generate
-    from elasticsite.sim.swf import SWFHeader, SWFRecord, write_swf
+    from elasticsite.traces.lublin import generate
+    from elasticsite.traces.swf import SWFHeader, SWFRecord, write_swf
 
     work = generate(n_jobs, machine_size=machine_size, seed=seed)
     header = SWFHeader()

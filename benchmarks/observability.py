@@ -29,7 +29,7 @@ from prometheus_client import generate_latest
 sys.path.insert(0, str(Path(__file__).parent))
 from decision_loop import build
 
-from elasticsite.dashboard.history import HistoryWriter
+from elasticsite.history.samples import HistoryWriter
 from elasticsite.manager.exporter import ManagerMetrics
 from elasticsite.manager.store import StateStore
 from elasticsite.model import CloudSpec, Transition, WorkerState

@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from accasim_peer import lublin_swf, normalise_swf, run_accasim
 
+from elasticsite.policies.strategies import Strategy
 from elasticsite.sim.cloud import CloudModel
-from elasticsite.sim.lublin import generate
 from elasticsite.sim.replay import replay
-from elasticsite.sim.strategies import Strategy
-from elasticsite.sim.swf import read_swf
+from elasticsite.traces.lublin import generate
+from elasticsite.traces.swf import read_swf
 
 NODES, CORES = 144, 8
 PROCS = NODES * CORES

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from elasticsite.sim.swf import SWFReader, read_swf
+from elasticsite.traces.swf import SWFReader, read_swf
 
 HEADER = """\
 ; Version: 2.2

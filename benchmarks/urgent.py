@@ -178,10 +178,10 @@ def allocation_delay(policy: str, job_seconds: float) -> float:
     import threading
 
     from elasticsite.batch.base import JobRequest
+    from elasticsite.batch.urgency import elevate
     from elasticsite.config import load_config
     from elasticsite.manager.site import open_site
     from elasticsite.model import JobState
-    from elasticsite.urgent.batch_policies import elevate
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "site.toml"

@@ -7,4 +7,5 @@ bash scripts/test-deps.sh
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/ruff format --check src tests benchmarks
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache
 exec .venv/bin/pytest "$@"

@@ -83,6 +83,43 @@ def test_submit_attributes_reach_the_batch_system_and_bad_ones_are_refused(
     assert dict(job.attributes) == {"account": "phys", "qos": "high"}
 
 
+def test_a_vm_type_no_cloud_offers_is_refused_at_submission(tmp_path: Path) -> None:
+    from elasticsite.batch.local import LocalBatch
+
+    cfg = tmp_path / "site.toml"
+    cfg.write_text((ROOT / "examples" / "local.toml").read_text())
+    out = run("submit", "-c", str(cfg), "--attr", "vm_type=gpu", "--", "true", cwd=tmp_path,
+              check=False)  # fmt: skip
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (
+        "error: --attr vm_type=gpu: no cloud of this site offers that VM type "
+        "(it has: m1.small, small)"
+    )
+    run("submit", "-c", str(cfg), "--attr", "vm_type=m1.small", "--", "true", cwd=tmp_path)
+    (job,) = LocalBatch(tmp_path / "elasticsite-state" / "batch.db").jobs()
+    assert job.attributes == {"vm_type": "m1.small"}
+
+
+def test_submit_for_another_user_as_root(tmp_path: Path) -> None:
+    from tests.users import real_users
+
+    from elasticsite.batch.local import LocalBatch
+
+    cfg = tmp_path / "site.toml"
+    cfg.write_text((ROOT / "examples" / "local.toml").read_text())
+    bad = run("submit", "-c", str(cfg), "--user", "-rf /", "--", "true", cwd=tmp_path,
+              check=False)  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: --user: '-rf /' is not a user name"
+    with real_users(1) as (ann,):
+        run("submit", "-c", str(cfg), "--user", ann.pw_name, "--", "true", cwd=tmp_path)
+        (job,) = LocalBatch(tmp_path / "elasticsite-state" / "batch.db").jobs()
+        assert job.user == ann.pw_name
+        nobody = run("submit", "-c", str(cfg), "--user", "es-no-such-user", "--", "true",
+                     cwd=tmp_path, check=False)  # fmt: skip
+        assert nobody.returncode == 2 and "es-no-such-user" in nobody.stderr
+        assert len(nobody.stderr.strip().splitlines()) == 1
+
+
 def test_status_says_why_a_cloud_is_closed_and_cloud_reset_opens_it(tmp_path: Path) -> None:
     from elasticsite.manager.store import StateStore
 

@@ -242,6 +242,20 @@ def test_selective_categories_and_thresholds_are_checked_at_load() -> None:
             parse_config({"policy": {"name": "selective", "params": params}, **CLOUD})
 
 
+def test_cloud_scheduler_mode_is_refused_on_a_batch_system_without_per_user_nodes() -> None:
+    clouds = {"clouds": [{"name": "c"}]}
+    for kind in ("local", "slurm", "htcondor"):
+        parse_config({"policy": {"name": "cloud_scheduler"}, "batch": {"type": kind}, **clouds})
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {"policy": {"name": "cloud_scheduler"}, "batch": {"type": "pbs"}, **clouds}, "s.toml"
+        )
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("s.toml: policy.name: 'cloud_scheduler' keeps each VM")
+    assert "batch type 'pbs' cannot" in message and "use slurm, htcondor or local" in message
+
+
 def test_the_currency_is_the_sites_and_usd_by_default() -> None:
     assert parse_config({"clouds": [{"name": "a"}]}).site.currency == "USD"
     cfg = parse_config({"site": {"currency": "EUR"}, "clouds": [{"name": "a"}]})

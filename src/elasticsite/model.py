@@ -20,6 +20,7 @@ WasteEstimate = Literal["observed", "fixed"]
 its workers (starting from the configured times), or the configured times alone."""
 
 __all__ = [
+    "Assign",
     "Cause",
     "CloudSpec",
     "Decision",
@@ -197,6 +198,9 @@ class Worker:
     reclaim_at: float | None = None
     """When the cloud takes this spot instance back, once it has said so (not stored:
     the cloud says it again after a restart)."""
+    owner: str = ""
+    """The user whose jobs alone its node runs (Cloud Scheduler mode: the user whose
+    share it serves); ``""``: anyone's."""
 
     def __post_init__(self) -> None:
         if self.node is None:
@@ -306,6 +310,19 @@ class Launch:
     urgency: str = ""
     """``red``, ``orange`` or ``yellow`` when launched for an urgent job: a finite cloud
     gives the launch that urgency's policy."""
+    user: str = ""
+    """The user whose share the workers are for: their nodes run that user's jobs only
+    (:attr:`Worker.owner`); ``""``: anyone's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """Make a worker's node run ``user``'s jobs only from now on (``""``: anyone's). A
+    job already running there goes on."""
+
+    worker_id: str
+    user: str
+    cause: Cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +385,8 @@ class Decision:
     """Queued jobs to keep from starting (fair share: their user has more than theirs)."""
     release: list[str] = field(default_factory=list)
     """Ids of jobs held before that may start again."""
+    assign: list[Assign] = field(default_factory=list)
+    """Workers handed to another user (fair share: lent, or given back)."""
     refused: list[Refusal] = field(default_factory=list)
     """Launches the budget held back (nothing to carry out: for reports and logs)."""
     unservable: dict[str, str] = field(default_factory=dict)
@@ -380,7 +399,7 @@ class Decision:
     def __bool__(self) -> bool:
         return bool(
             self.launch or self.drain or self.undrain or self.terminate or self.redirect
-            or self.hold or self.release
+            or self.hold or self.release or self.assign
         )  # fmt: skip
 
     def extend(self, other: Decision) -> None:
@@ -391,6 +410,7 @@ class Decision:
         self.redirect.extend(other.redirect)
         self.hold.extend(other.hold)
         self.release.extend(other.release)
+        self.assign.extend(other.assign)
         self.refused.extend(other.refused)
         self.unservable.update(other.unservable)
 
@@ -407,6 +427,7 @@ class Decision:
             ("redirect", self.redirect),
             ("hold", self.hold),
             ("release", self.release),
+            ("assign", self.assign),
         ):
             if items:
                 parts.append(f"{label} {len(items)}")

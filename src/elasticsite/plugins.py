@@ -147,7 +147,9 @@ class BatchPlugin(Generic[OptionsT]):
 
     ``modes`` are the ``[batch] mode`` values it supports: ``external`` (the
     manager's policy decides) and, for a system that can ask for nodes itself,
-    ``power_save``. ``create`` may raise ValueError, TypeError or
+    ``power_save``. ``owners`` says whether it can keep a node for one user's jobs
+    (:meth:`~elasticsite.batch.base.BatchSystem.set_owner`), which the fair share of
+    the ``cloud_scheduler`` policy needs. ``create`` may raise ValueError, TypeError or
     :class:`~elasticsite.batch.base.BatchError`, reported as a configuration error.
     """
 
@@ -165,6 +167,8 @@ class BatchPlugin(Generic[OptionsT]):
     """``options -> the partition its cloud workers' nodes are in`` (None: the options
     do not fix one), so a redirecting policy's target is checked against it when the
     configuration is loaded; None: the system does not say."""
+    owners: bool = True
+    """It can keep a node for one user's jobs (a policy that ``owners`` needs it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +179,8 @@ class PolicyPlugin(Generic[OptionsT]):
     ``redirects``: it moves queued jobs to the partition the cloud workers serve
     (``redirect_to``), so jobs elsewhere are not cloud demand. ``typed_nodes``: it
     launches a worker for one VM type's jobs, so each cloud node is declared for its
-    type. ``preboot``: it keeps a pool the workload waits for. Calling the plug-in
+    type. ``preboot``: it keeps a pool the workload waits for. ``owners``: each VM serves
+    one user. Calling the plug-in
     calls ``decide``.
     """
 
@@ -186,6 +191,9 @@ class PolicyPlugin(Generic[OptionsT]):
     preboot: Callable[[PolicySettings], int] | None = None
     """``settings -> workers booted and joined before the first job is submitted`` (a
     fixed pool's size); None: none."""
+    owners: bool = False
+    """Its launches name the user each VM serves, whose jobs alone run there: the batch
+    system must keep a node for one user (:attr:`BatchPlugin.owners`)."""
 
     def __call__(self, snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
         return self.decide(snapshot, settings)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from elasticsite.advisor.history import HistoryStore
+from elasticsite.history.observations import HistoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"

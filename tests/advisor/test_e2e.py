@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from tests.manager.conftest import wait_for
 
-from elasticsite.advisor.history import HistoryStore, store_path
 from elasticsite.batch.base import JobRequest
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
+from elasticsite.history.observations import HistoryStore, store_path
 from elasticsite.manager.site import open_site
 from elasticsite.model import JobState
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from elasticsite.advisor.bmbp import bmbp_bound
 from elasticsite.advisor.evaluate import Evaluation, Row, evaluate
 from elasticsite.advisor.forecast import z_for
-from elasticsite.advisor.history import Observation
 from elasticsite.advisor.sources import read_swf_waits
+from elasticsite.history.observations import Observation
 
 RICC = Path(__file__).parent / "data" / "RICC-2010-2-first3000.swf.gz"
 SPACING = 1e6

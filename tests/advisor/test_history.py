@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticsite.advisor.history import (
+from elasticsite.files import StateFileError
+from elasticsite.history.observations import (
     HistoryStore,
     Key,
     Observation,
     ProbeFailure,
     store_path,
 )
-from elasticsite.files import StateFileError
 
 
 def wait(value: float, at: float, **kw: object) -> Observation:

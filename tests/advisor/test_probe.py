@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from elasticsite.advisor.history import HistoryStore, ProbeFailure
 from elasticsite.advisor.probe import ProbeError, probe, run_probes
 from elasticsite.config.advisor import AdvisorConfig, AdvisorRepository
+from elasticsite.history.observations import HistoryStore, ProbeFailure
 
 FILE_SIZE = 1 << 20
 PLAIN_SIZE = 256 << 20

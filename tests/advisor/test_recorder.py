@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from tests.manager.conftest import site_config
 
-from elasticsite.advisor.history import HistoryStore, Observation
-from elasticsite.advisor.recorder import URGENT_POLICY, Recorder
 from elasticsite.batch.base import JobRequest
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import parse_config
 from elasticsite.core import Plan, WorkerRecord
+from elasticsite.history.observations import HistoryStore, Observation
+from elasticsite.history.recorder import URGENT_POLICY, Recorder
 from elasticsite.manager.site import open_site
 from elasticsite.model import Job, JobState, Transition, Worker, WorkerState
 
@@ -167,7 +167,7 @@ def test_a_history_that_cannot_be_written_is_said_once_and_never_raises(
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
     recorder = Recorder(blocker / "advisor.db", resource="site")
-    with caplog.at_level(logging.DEBUG, logger="elasticsite.advisor.recorder"):
+    with caplog.at_level(logging.DEBUG, logger="elasticsite.history.recorder"):
         recorder.observe([running("1", 0.0, 1.0)], Plan(), {})
         assert recorder.flush()
         recorder.observe([running("2", 0.0, 2.0)], Plan(), {})

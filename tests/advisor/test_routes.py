@@ -17,11 +17,11 @@ import httpx
 import pytest
 from tests.context.conftest import TOKEN, free_port, node_info
 
-from elasticsite.advisor.history import HistoryStore, Observation, store_path
 from elasticsite.advisor.routes import ADVISOR_TOKEN_FILE, load_advisor_token
 from elasticsite.advisor.service import Advisor
 from elasticsite.config.advisor import AdvisorConfig
 from elasticsite.context.tls import ensure_certificate
+from elasticsite.history.observations import HistoryStore, Observation, store_path
 from elasticsite.server import BrokerServer, build_server, create_app
 
 HOUR = 3600.0

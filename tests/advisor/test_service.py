@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as settings_hypothesis
 from hypothesis import strategies as st
 
-from elasticsite.advisor.history import HistoryStore, Observation
 from elasticsite.advisor.service import Advisor, NothingToRank
 from elasticsite.config.advisor import AdvisorConfig
+from elasticsite.history.observations import HistoryStore, Observation
 
 HOUR = 3600.0
 _clock = itertools.count(1)

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from elasticsite.advisor.history import Observation
 from elasticsite.advisor.sources import (
     SourceError,
     detect_format,
@@ -29,6 +28,7 @@ from elasticsite.advisor.sources import (
     read_sacct,
     read_swf_waits,
 )
+from elasticsite.history.observations import Observation
 
 DATA = Path(__file__).parent / "data"
 RICC = DATA / "RICC-2010-2-first3000.swf.gz"

@@ -55,6 +55,9 @@ class BatchContract:
     redirect_target: ClassVar[str | None] = "cloud"
     """A partition or queue :meth:`BatchSystem.redirect` may send jobs to; ``None`` for
     a system without such targets (its ``redirect`` must then raise BatchError)."""
+    owners: ClassVar[bool] = True
+    """Whether the system can keep a node for one user's jobs (else ``set_owner`` must
+    refuse any user with a BatchError, and take ``""``)."""
     cancel_recorded: ClassVar[bool] = True
     """Whether a cancelled running job's record says cancelled (else: failed by the
     signal that ended it, all Torque keeps)."""
@@ -264,6 +267,24 @@ class BatchContract:
         view = self.settle(batch, lambda v: self.node(v, name) is not None)
         node = self.node(view, name)
         assert node is not None and node.state is NodeState.DOWN
+
+    def test_a_node_kept_for_a_user_starts_no_one_elses_job(self, batch: BatchSystem) -> None:
+        if not self.owners:
+            with pytest.raises(BatchError, match="cannot keep a node for one user"):
+                batch.set_owner(self.node_name(1), "nobody")
+            return
+        name = self.live_node(batch, cores=1)
+        batch.set_owner(name, "nobody")  # the contract's jobs are the caller's own
+        batch.set_owner(name, "nobody")  # no-op
+        job_id = batch.submit(self.request(cores=1))
+        view = self.settle(batch, lambda v: job_id in self.queued_ids(v))
+        assert job_id in self.queued_ids(view), "the job is not queued"
+        assert self.job(self.settle(batch, lambda v: False).running, job_id) is None, (
+            "another user's job started on a node kept for nobody"
+        )
+        batch.set_owner(name, "")  # anyone's again: the waiting job starts
+        view = self.settle(batch, lambda v: self.job(v.running, job_id) is not None)
+        assert self.job(view.running, job_id) is not None
 
     def test_unknown_nodes_raise_unknown_node(self, batch: BatchSystem) -> None:
         name = self.node_name(99)

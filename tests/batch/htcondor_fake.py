@@ -78,6 +78,8 @@ class FakeStartd:
     draining: bool = False
     reason: str = ""
     jobs: list[int] = field(default_factory=list)
+    owner: str | None = None
+    """``ElasticsiteOwner`` as the worker's startd configuration sets it (None: unset)."""
 
 
 class FakeCondorPool:
@@ -164,7 +166,7 @@ class FakeCondorPool:
         ad["Cmd"] = job.cmd
         ad["Arguments"] = job.arguments
         ad["AllowedExecuteDuration"] = job.walltime
-        ad["Owner"] = "elastic"
+        ad["Owner"] = self.owners.get(job.cluster, "elastic")
         ad["JobRunCount"] = job.runs
         ad["EnteredCurrentStatus"] = int(job.ended or job.started or job.qdate)
         if job.last_machine is not None:
@@ -206,6 +208,8 @@ class FakeCondorPool:
         if startd.draining:
             ad["Draining"] = True
             ad["DrainReason"] = startd.reason
+        if startd.owner is not None:
+            ad["ElasticsiteOwner"] = startd.owner
         return ad
 
     # -- actions ------------------------------------------------------------------------
@@ -288,6 +292,12 @@ class FakeCondorPool:
         assert not startd.jobs, "peaceful off with jobs would wait for them"
         del self.startds[machine]
 
+    def set_owner(self, machine: str, user: str) -> None:
+        """As a runtime ``ElasticsiteOwner`` and a reconfig of the startd would."""
+        self.calls.append(("set_owner", machine, user))
+        self.startds[machine].owner = user
+        self._negotiate()
+
     def _negotiate(self) -> None:
         idle = sorted(
             (j for j in self.queue.values() if j.status == 1), key=lambda j: (-j.prio, j.cluster)
@@ -295,6 +305,9 @@ class FakeCondorPool:
         for job in idle:
             for startd in self.startds.values():
                 used = sum(self.queue[c].cores for c in startd.jobs)
+                owner = self.owners.get(job.cluster, "elastic")
+                if startd.owner and startd.owner != owner:  # its START expression
+                    continue
                 if not startd.draining and startd.cores - used >= job.cores:
                     job.status, job.machine, job.started = 2, startd.machine, self.now
                     job.last_machine = startd.machine

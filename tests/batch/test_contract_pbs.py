@@ -22,6 +22,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "pbs"
 
 class _PbsContract(BatchContract):
     flavour = "openpbs"
+    owners = False  # no per-user nodes: Cloud Scheduler mode is refused at config time
 
     @pytest.fixture
     def batch(self) -> PbsBatch:

@@ -424,6 +424,7 @@ def test_a_version_2_file_keeps_its_ended_jobs_as_completed_or_failed(tmp_path: 
             conn.execute(statement)
         for column in ("signal", "reason", "workdir", "worker_log"):
             conn.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+        conn.execute("ALTER TABLE nodes DROP COLUMN owner")
         rows = [(0, "done"), (3, "done"), (-9, "done"), (None, "cancelled")]
         for code, state in rows:
             conn.execute(

@@ -97,6 +97,16 @@ def test_an_htcondor_worker_gets_the_pool_token_and_no_munge_key(
     assert "VMType" in script and "CONDOR_HOST" in script
 
 
+def test_an_htcondor_worker_for_a_users_share_starts_only_their_jobs(
+    config: BootstrapConfig,
+) -> None:
+    document = render_userdata(config, values(batch="htcondor", owner="ann"))
+    assert env_of(document)["ELASTICSITE_OWNER"] == "ann"
+    script = content(files(document)["/usr/local/lib/elasticsite/join.sh"]).decode()
+    assert "TARGET.Owner =?= MY.ElasticsiteOwner" in script
+    assert "SETTABLE_ATTRS_ADMINISTRATOR = ElasticsiteOwner" in script
+
+
 def test_the_context_reaches_the_agent_in_a_root_only_file_only(
     config: BootstrapConfig,
 ) -> None:
@@ -121,6 +131,7 @@ def test_a_pre_baked_image_skips_installing(config: BootstrapConfig) -> None:
         ("node", "w1$(reboot)"),
         ("worker_id", "w1'; reboot; '"),
         ("vm_type", "m1.small --conf-server evil"),
+        ("owner", 'ann"\nSTART = True'),
         ("slurm_feature", "elastic,x y"),
         ("cores", "2; reboot"),
     ],

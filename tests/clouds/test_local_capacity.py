@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from elasticsite.clouds.base import WORKER_TAG, CloudError, InstanceState
+from elasticsite.clouds.capacity import BREADBOARD_TYPES as T
+from elasticsite.clouds.capacity import CloudPolicy, Host
 from elasticsite.clouds.errors import ErrorKind
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.clouds.local_capacity import (
@@ -23,8 +25,6 @@ from elasticsite.clouds.local_capacity import (
     VOLUNTEER_TAG,
     HostCapacity,
 )
-from elasticsite.urgent.capacity import BREADBOARD_TYPES as T
-from elasticsite.urgent.capacity import CloudPolicy, Host
 
 from .conftest import wait_for
 

@@ -17,8 +17,8 @@ import pytest
 from tests.context.conftest import free_port
 
 from elasticsite.context.tls import ensure_certificate
-from elasticsite.dashboard.history import HistoryWriter
 from elasticsite.dashboard.routes import Dashboard
+from elasticsite.history.samples import HistoryWriter
 from elasticsite.manager.report import StepReport
 from elasticsite.manager.store import StateStore
 from elasticsite.model import CloudSpec, Job

@@ -17,7 +17,7 @@ import pytest
 
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.core import WorkerRecord
-from elasticsite.dashboard.history import HistoryReader
+from elasticsite.history.samples import HistoryReader
 from elasticsite.manager.spending import Spending, spending_view
 from elasticsite.manager.store import StateStore
 from elasticsite.model import Cause, CloudSpec, Decision, Launch, Refusal, Worker, WorkerState

@@ -20,9 +20,9 @@ from tests.context.conftest import free_port
 from elasticsite.batch.base import JobRequest
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
-from elasticsite.dashboard.history import HistoryReader
 from elasticsite.dashboard.routes import Dashboard
 from elasticsite.dashboard.views import STATES, overview
+from elasticsite.history.samples import HistoryReader
 from elasticsite.manager.exporter import ManagerMetrics, serve_metrics
 from elasticsite.manager.report import StepReport
 from elasticsite.manager.site import Site, open_site

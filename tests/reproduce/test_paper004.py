@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from elasticsite.advisor.history import PROBE
+from elasticsite.history.observations import PROBE
 from elasticsite.reproduce import PAPER004_CLAIMS, Reproduction, Verdict, reproduce_paper004
 from elasticsite.reproduce.paper004_advisor import CASE_STUDIES, case_observations
 

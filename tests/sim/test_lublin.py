@@ -13,8 +13,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from elasticsite.model import JobState
-from elasticsite.sim import lublin
-from elasticsite.sim.lublin import (
+from elasticsite.traces import lublin
+from elasticsite.traces.lublin import (
     BATCH,
     INTERACTIVE,
     TYPELESS,

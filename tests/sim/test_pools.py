@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from elasticsite.batch import scheduling
 from elasticsite.batch.backfill import edf_key
+from elasticsite.batch.pools import SCHEDULERS, BackfillPool, EasyPool, make_pool
 from elasticsite.batch.selective import Categories
-from elasticsite.sim.pools import SCHEDULERS, BackfillPool, EasyPool, make_pool
 
 
 def test_fcfs_head_blocks_and_easy_backfills_behind_it() -> None:

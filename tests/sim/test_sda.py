@@ -39,13 +39,13 @@ from pathlib import Path
 import pytest
 
 from elasticsite.batch.selective import DEFAULT_CATEGORIES, Categories, SelectiveBackfill
+from elasticsite.policies.strategies import STRATEGIES, Selective, SelectiveGlobal, _same_ratio
 from elasticsite.sim.cloud import CloudModel
 from elasticsite.sim.metrics import CLOUD, SITE
 from elasticsite.sim.replay import replay
 from elasticsite.sim.replay_jobs import lublin_jobs
 from elasticsite.sim.runner import round_seed
 from elasticsite.sim.specs import LublinSource, ReplaySpec, SpecError, load_spec, parse_spec
-from elasticsite.sim.strategies import STRATEGIES, Selective, SelectiveGlobal, _same_ratio
 
 STREAM = ([0, 0, 110, 110, 120], [10, 1, 5, 10, 5], [100, 10, 1000, 7200, 3000])
 

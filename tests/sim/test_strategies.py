@@ -27,11 +27,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticsite.sim import lublin
+from elasticsite.policies.strategies import STRATEGIES, Aggressive, Conservative, Strategy
 from elasticsite.sim.cloud import CloudModel, Durations
 from elasticsite.sim.metrics import CLOUD, SITE
 from elasticsite.sim.replay import ReplayResult, replay
-from elasticsite.sim.strategies import STRATEGIES, Aggressive, Conservative, Strategy
+from elasticsite.traces import lublin
 
 S, C = SITE, CLOUD
 NAN = math.nan

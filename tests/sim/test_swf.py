@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elasticsite.sim.swf import (
+from elasticsite.traces.swf import (
     FIELDS,
     CleaningReport,
     CleaningRules,
@@ -387,7 +387,7 @@ def test_skipping_counts_and_logs_bad_lines_and_keeps_the_rest(
     lines = [job_line(1), BAD_LINES[0][0], job_line(3), BAD_LINES[2][0], job_line(5)]
     path = write_text(tmp_path / "trace.swf", "\n".join(lines) + "\n")
 
-    with caplog.at_level(logging.WARNING, logger="elasticsite.sim.swf"):
+    with caplog.at_level(logging.WARNING, logger="elasticsite.traces.swf"):
         trace = read_swf(path, on_error="skip")
 
     assert column(trace, "job_number") == [1, 3, 5]

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from elasticsite.advisor.history import HistoryStore, store_path
 from elasticsite.batch.base import JobRequest
 from elasticsite.config import load_config
+from elasticsite.history.observations import HistoryStore, store_path
 from elasticsite.urgent.drill import drill
 
 from .test_embedded_site import running_site

@@ -8,12 +8,12 @@ import pytest
 from typer.testing import CliRunner
 
 from elasticsite.cli import app
+from elasticsite.clouds.capacity import CloudPolicy as P
+from elasticsite.clouds.capacity_delays import reference
 from elasticsite.policies import PolicySettings
 from elasticsite.sim.cloud import CloudModel, Durations
 from elasticsite.sim.elastic import simulate_elastic
 from elasticsite.sim.urgent_cloud import Scenario, paper_scenario, run_scenario, summarize
-from elasticsite.urgent.capacity import CloudPolicy as P
-from elasticsite.urgent.cloud_delays import reference
 
 
 def test_default_policy_lets_small_requests_starve_a_large_urgent_vm() -> None:

@@ -5,14 +5,15 @@ Pure parts (no clock, no files, no sockets): BMBP quantile bounds from history
 (:mod:`.sizes`), bandwidth forecasting for staging (:mod:`.forecast`), composite bounds
 over the phases of a run (:mod:`.composite`) and ranking configurations (:mod:`.rank`).
 
-History and its uses: the store of observations (:mod:`.history`), readers of CSV,
-``sacct --json`` and SWF files (:mod:`.sources`), staging probes (:mod:`.probe`, not
-imported here: it needs an HTTP client) and the evaluation harness (:mod:`.evaluate`).
+History and its uses: the store of observations
+(:mod:`elasticsite.history.observations`), readers of CSV, ``sacct --json`` and SWF
+files (:mod:`.sources`), staging probes (:mod:`.probe`, not imported here: it needs an
+HTTP client) and the evaluation harness (:mod:`.evaluate`).
 
 The service: deadlines as people write them (:mod:`.deadline`), the site's configurations
 ranked from its history and settings (:mod:`.service`), the manager's recorder of queue
-waits and VM allocation delays (:mod:`.recorder`) and the REST endpoint (:mod:`.routes`,
-not imported here: it needs FastAPI).
+waits and VM allocation delays (:mod:`elasticsite.history.recorder`) and the REST endpoint
+(:mod:`.routes`, not imported here: it needs FastAPI).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from elasticsite.advisor.composite import (
 from elasticsite.advisor.deadline import DeadlineError, parse_deadline
 from elasticsite.advisor.evaluate import Evaluation, evaluate
 from elasticsite.advisor.forecast import AdaptiveForecast, transfer_bound, z_for
-from elasticsite.advisor.history import HistoryStore, Observation, ProbeFailure
 from elasticsite.advisor.rank import (
     LEAST_DISRUPTIVE,
     Configuration,
@@ -44,6 +44,7 @@ from elasticsite.advisor.series import Series
 from elasticsite.advisor.service import Advice, Advisor, NothingToRank
 from elasticsite.advisor.sizes import SizeClasses
 from elasticsite.advisor.sources import SourceError, read_history
+from elasticsite.history.observations import HistoryStore, Observation, ProbeFailure
 
 __all__ = [
     "LEAST_DISRUPTIVE",

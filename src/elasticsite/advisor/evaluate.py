@@ -44,9 +44,9 @@ from typing import Any
 
 from elasticsite.advisor.bmbp import HistoryTooShort
 from elasticsite.advisor.forecast import AdaptiveForecast, transfer_bound
-from elasticsite.advisor.history import PROBE, Observation
 from elasticsite.advisor.series import Series
 from elasticsite.advisor.sizes import SizeClasses
+from elasticsite.history.observations import PROBE, Observation
 
 __all__ = ["COLUMNS", "Cell", "Evaluation", "Row", "Unpredicted", "evaluate"]
 

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from elasticsite.advisor.history import PROBE, HistoryStore, Observation, ProbeFailure
 from elasticsite.config.advisor import AdvisorConfig, AdvisorRepository
 from elasticsite.files import StateFileError
+from elasticsite.history.observations import PROBE, HistoryStore, Observation, ProbeFailure
 
 __all__ = [
     "ENV_BYTES",

@@ -26,10 +26,9 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from elasticsite.advisor.deadline import DeadlineError, parse_deadline
-from elasticsite.context.auth import BEARER, parse_authorization
-from elasticsite.context.models import ErrorBody
-from elasticsite.context.store import digest, new_secret
 from elasticsite.files import private_dir
+from elasticsite.web.credentials import BEARER, digest, new_secret, parse_authorization
+from elasticsite.web.errors import ErrorBody
 
 if TYPE_CHECKING:
     from elasticsite.advisor.service import Advisor

@@ -1,11 +1,12 @@
 """The advisor as a service: phases for every configured configuration, from the history.
 
-An :class:`Advisor` reads the site's history (:class:`~.history.HistoryStore`) and its
-``[advisor]`` settings, and answers :meth:`Advisor.advise`: every configuration
-(resource x node count x repository x policy) ranked by its probability of meeting a
-deadline, the suggestion and the best speculative pair. It keeps one history per key in
-memory and reads only the observations stored since its last answer, so asking again
-after the manager or a probe added a few costs only those few.
+An :class:`Advisor` reads the site's history
+(:class:`~elasticsite.history.observations.HistoryStore`) and its ``[advisor]``
+settings, and answers :meth:`Advisor.advise`: every configuration (resource x node count
+x repository x policy) ranked by its probability of meeting a deadline, the suggestion
+and the best speculative pair. It keeps one history per key in memory and reads only
+the observations stored since its last answer, so asking again after the manager or a
+probe added a few costs only those few.
 
 The phases of a configuration, each bounded at the configured quantiles:
 
@@ -33,7 +34,6 @@ from typing import Any
 
 from elasticsite.advisor.composite import Item, Overlap, Phase
 from elasticsite.advisor.forecast import AdaptiveForecast
-from elasticsite.advisor.history import PROBE, HistoryStore, Observation
 from elasticsite.advisor.rank import (
     Configuration,
     Ranked,
@@ -45,6 +45,7 @@ from elasticsite.advisor.rank import (
 from elasticsite.advisor.series import Series
 from elasticsite.advisor.sizes import SizeClasses
 from elasticsite.config.advisor import AdvisorConfig, AdvisorResource
+from elasticsite.history.observations import PROBE, HistoryStore, Observation
 
 __all__ = ["Advice", "Advisor", "NothingToRank"]
 

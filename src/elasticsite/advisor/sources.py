@@ -1,6 +1,6 @@
 """Reading history for the advisor: CSV files, ``sacct --json`` output and SWF traces.
 
-Each reader yields :class:`~elasticsite.advisor.history.Observation` objects and stops
+Each reader yields :class:`~elasticsite.history.observations.Observation` objects and stops
 at the first thing it cannot read with one :class:`SourceError`, ``FILE:LINE: what``
 (``FILE: jobs[3] (job 1234): what`` in JSON, where a job, not a line, is what a person
 can look up):
@@ -17,7 +17,7 @@ can look up):
   The resource is the job's partition; ``qos_policies`` maps a QOS (``urgent``) to the
   advisor policy its jobs ran under (``next_to_run``); others are ``default``.
 - **SWF** (:func:`read_swf_waits`): the queue waits of a Parallel Workloads Archive
-  trace, read with :mod:`elasticsite.sim.swf`. Processors become nodes through the
+  trace, read with :mod:`elasticsite.traces.swf`. Processors become nodes through the
   header's ``MaxProcs``/``MaxNodes`` when it gives both; each queue is its own resource.
 """
 
@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from elasticsite.advisor.history import Observation
-from elasticsite.sim.swf import CleaningRules, SWFError, SWFReader
+from elasticsite.history.observations import Observation
+from elasticsite.traces.swf import CleaningRules, SWFError, SWFReader
 
 __all__ = [
     "CSV_COLUMNS",

@@ -130,6 +130,9 @@ class Node:
     heartbeat_at: float | None = None
     registered_at: float | None = None
     """When the node last came up (its worker joined), if the batch system says."""
+    owner: str | None = None
+    """The user whose jobs alone it runs (``""``: anyone's); None where the batch
+    system does not say."""
 
 
 @dataclass(slots=True)
@@ -231,6 +234,12 @@ class BatchSystem(Protocol):
 
     def release(self, job_id: str) -> None:
         """Let a held job start again; releasing a job that is not held is a no-op."""
+        ...
+
+    def set_owner(self, name: str, user: str) -> None:
+        """Start only ``user``'s jobs on node ``name`` from now on (``""``: anyone's);
+        a job running there goes on. Setting the owner it has is a no-op; a system
+        that cannot keep a node for one user raises :class:`BatchError` saying so."""
         ...
 
     def redirect(self, job_id: str, target: str) -> None:

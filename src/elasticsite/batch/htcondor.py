@@ -24,6 +24,8 @@ submit          ``Schedd.submit`` (vanilla universe, ``request_cpus``,
 set_priority    ``Schedd.edit(JobPrio)``
 move_to_front   ``JobPrio`` one above the highest queued ``JobPrio``
 preempt         ``Schedd.act(Hold)`` then ``Release``: the job leaves its slot and is idle again
+set_owner       the startd's ``ElasticsiteOwner`` set at run time (``RemoteParam``) and a
+                reconfig: its ``START`` expression takes only jobs whose ``Owner`` it is
 cancel          ``Schedd.act(Remove)`` (the schedd decides who may: the owner, a queue superuser)
 job             the job's ad from ``Schedd.query``, else ``Schedd.history`` (:mod:`.htcondor_jobs`)
 ==============  ===============================================================================
@@ -69,7 +71,7 @@ from elasticsite.batch.htcondor_output import (
     submit_description,
 )
 from elasticsite.batch.htcondor_pool import BindingsPool, CondorPool
-from elasticsite.batch.identity import checked_submitter
+from elasticsite.batch.identity import USER_NAME, checked_submitter
 from elasticsite.model import Job, JobState, state_text
 from elasticsite.plugins import BatchPlugin, PluginOptions, validate_options
 
@@ -213,6 +215,22 @@ class CondorBatch:
         if not name or cores < 1:
             raise BatchError(f"add_node: need a name and cores >= 1, got {name!r}, {cores}")
         self.expected.setdefault(name, cores)
+
+    def set_owner(self, name: str, user: str) -> None:
+        """Start only ``user``'s jobs on the machine: its startd's ``ElasticsiteOwner``,
+        which its ``START`` expression compares with each job's ``Owner`` (the worker's
+        startd configuration, written at boot with the owner it was launched for). A
+        machine whose startd has not reported yet starts with that owner: no-op."""
+        if not isinstance(user, str) or (user and not USER_NAME.fullmatch(user)):
+            raise BatchError(f"set_owner: {user!r} is not a user name")
+        slots = self._call("startd query", self.pool.slots)
+        node = next((n for n in parse_nodes(slots) if n.name == name), None)
+        if node is None:
+            if name in self.expected:
+                return
+            raise UnknownNode(f"no startd on machine {name!r} and no node declared by that name")
+        if node.owner != user:
+            self._call(f"owner of {name}", lambda: self.pool.set_owner(name, user))
 
     def drain(self, name: str, reason: str) -> None:
         """``drainJobs`` in :attr:`drain_mode`; a node already draining or down is left alone."""

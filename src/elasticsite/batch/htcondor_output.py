@@ -29,6 +29,7 @@ __all__ = [
     "CLOUD_SCHEDULER_ATTRIBUTES",
     "HELD",
     "IDLE",
+    "OWNER_ATTR",
     "RUNNING",
     "SLOT_STATES",
     "ad_float",
@@ -294,6 +295,11 @@ def queue_order(jobs: Iterable[Job]) -> list[Job]:
     return sorted(jobs, key=key)
 
 
+OWNER_ATTR = "ElasticsiteOwner"
+"""The startd attribute naming the user whose jobs alone an elastic worker starts (its
+``START`` expression requires the job's ``Owner`` to be it; ``""``: anyone's)."""
+
+
 def parse_nodes(ads: Iterable[Mapping[str, Any]]) -> list[Node]:
     """Startd slot ads grouped into one node per ``Machine``, states through :data:`SLOT_STATES`."""
     machines: dict[str, list[Mapping[str, Any]]] = {}
@@ -312,7 +318,11 @@ def _node(name: str, slots: list[Mapping[str, Any]]) -> Node:
     heartbeat: float | None = None
     registered: float | None = None
     reason = ""
+    owner: str | None = None
     for ad in slots:
+        found = ad_value(ad, OWNER_ATTR)
+        if found is not None and owner is None:  # advertised by an owned worker's startd
+            owner = str(found)
         slot_type = str(ad_value(ad, "SlotType", "Static"))
         state = str(ad_value(ad, "State", ""))
         activity = str(ad_value(ad, "Activity", ""))
@@ -346,7 +356,7 @@ def _node(name: str, slots: list[Mapping[str, Any]]) -> Node:
         translated = NodeState.IDLE
     if translated not in (NodeState.IDLE, NodeState.BUSY):
         free = 0
-    return Node(name, cores, translated, running, free, reason, heartbeat, registered)
+    return Node(name, cores, translated, running, free, reason, heartbeat, registered, owner)
 
 
 def condor_arguments(argv: Sequence[str]) -> str:

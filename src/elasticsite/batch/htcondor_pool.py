@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from elasticsite.batch.htcondor_output import load_bindings
+from elasticsite.batch.htcondor_output import OWNER_ATTR, load_bindings
 from elasticsite.batch.htcondor_submit import submit_as
 
 __all__ = ["BindingsPool", "CondorPool"]
@@ -37,6 +37,8 @@ class CondorPool(Protocol):
     def cancel_drain(self, machine: str) -> None: ...
 
     def off_peaceful(self, machine: str) -> None: ...
+
+    def set_owner(self, machine: str, user: str) -> None: ...
 
 
 class BindingsPool:
@@ -104,3 +106,10 @@ class BindingsPool:
     def off_peaceful(self, machine: str) -> None:
         master = self._collector().locate(self.htcondor.DaemonTypes.Master, machine)
         self.htcondor.send_command(master, self.htcondor.DaemonCommands.DaemonsOffPeaceful)
+
+    def set_owner(self, machine: str, user: str) -> None:
+        # Runtime configuration of the startd (its ENABLE_RUNTIME_CONFIG and
+        # SETTABLE_ATTRS_ADMINISTRATOR allow this one attribute), then a reconfig.
+        startd = self._collector().locate(self.htcondor.DaemonTypes.Startd, machine)
+        self.htcondor.RemoteParam(startd)[OWNER_ATTR] = f'"{user}"'
+        self.htcondor.send_command(startd, self.htcondor.DaemonCommands.Reconfig)

@@ -38,6 +38,7 @@ from elasticsite.batch.base import (
     NodeState,
     UnknownNode,
 )
+from elasticsite.batch.identity import USER_NAME
 from elasticsite.batch.local_control import JobControl
 from elasticsite.batch.local_schema import (
     JOB_COLUMNS,
@@ -52,7 +53,7 @@ from elasticsite.batch.local_schema import (
     job_from_row,
 )
 from elasticsite.batch.local_workers import BatchStateError, translated
-from elasticsite.batch.scheduling import POLICIES, schedule
+from elasticsite.batch.scheduling import POLICIES, schedule_owned
 from elasticsite.sqlite import Connection, connect
 
 __all__ = ["Assignment", "BatchStateError", "LocalBatch"]
@@ -174,14 +175,15 @@ class LocalBatch(JobControl):
     def _pass(self, tx: sqlite3.Connection, now: float) -> list[tuple[str, str]]:
         tx.execute("INSERT OR REPLACE INTO meta VALUES ('last_pass', ?)", (repr(now),))
         nodes = tx.execute(
-            "SELECT name, cores, partition FROM nodes WHERE up = 1 AND drain = 0 "
+            "SELECT name, cores, partition, owner FROM nodes WHERE up = 1 AND drain = 0 "
             "AND heartbeat_at >= ? ORDER BY name",
             (now - self.heartbeat_timeout,),
         ).fetchall()
         if not nodes:
             return []
-        free = {name: cores for name, cores, _ in nodes}
-        part_of = {name: part for name, _, part in nodes}
+        free = {name: cores for name, cores, _, _ in nodes}
+        part_of = {name: part for name, _, part, _ in nodes}
+        owner_of = {name: owner for name, _, _, owner in nodes}
         running: dict[str, list[tuple[str, int, float]]] = {}
         for node, cores, end in tx.execute(
             "SELECT node, cores, started_at + walltime FROM jobs WHERE state = 'running'"
@@ -192,18 +194,21 @@ class LocalBatch(JobControl):
         if all(f <= 0 for f in free.values()):
             return []
         queued: dict[str, list[Queued]] = {}
-        for jid, cores, walltime, part in tx.execute(
-            f"SELECT id, cores, walltime, partition FROM jobs WHERE state = 'queued' {QUEUE_ORDER}"
+        users: dict[str, str] = {}
+        for jid, cores, walltime, part, user in tx.execute(
+            "SELECT id, cores, walltime, partition, user FROM jobs WHERE state = 'queued' "
+            + QUEUE_ORDER
         ):
             queued.setdefault(part, []).append(Queued(str(jid), cores, walltime))
+            users[str(jid)] = user
         if not queued:
             return []
         policy = self._scheduler(tx)
         started: list[tuple[str, str]] = []
         for part, waiting in queued.items():  # partitions share no node: one schedule each
-            pool = [(n, max(f, 0)) for n, f in free.items() if part_of[n] == part]
-            if pool:
-                started += schedule(policy, now, waiting, pool, running.get(part, []))
+            pool = [(n, max(f, 0), owner_of[n]) for n, f in free.items() if part_of[n] == part]
+            if pool:  # an owned node runs its owner's jobs only
+                started += schedule_owned(policy, now, waiting, pool, running.get(part, []), users)
         tx.executemany(
             "UPDATE jobs SET state = 'running', node = ?, started_at = ?, pid = NULL, "
             "attempt = attempt + 1 WHERE id = ? AND state = 'queued'",
@@ -233,8 +238,8 @@ class LocalBatch(JobControl):
                 )
             ]
             node_rows = tx.execute(
-                "SELECT name, cores, up, drain, reason, heartbeat_at, registered_at FROM nodes "
-                "ORDER BY name"
+                "SELECT name, cores, up, drain, reason, heartbeat_at, registered_at, owner "
+                "FROM nodes ORDER BY name"
             ).fetchall()
         used: dict[str, list[int]] = {}
         for job in running:
@@ -246,7 +251,7 @@ class LocalBatch(JobControl):
         return BatchView(taken_at=now, queued=queued, running=running, nodes=nodes)
 
     def _node(self, row: tuple, now: float, jobs: int, busy_cores: int) -> Node:
-        name, cores, up, drain, reason, heartbeat_at, registered_at = row
+        name, cores, up, drain, reason, heartbeat_at, registered_at, owner = row
         if not up or not self._beating(heartbeat_at, now):
             state = NodeState.DOWN
         elif drain:
@@ -254,7 +259,7 @@ class LocalBatch(JobControl):
         else:
             state = NodeState.BUSY if jobs else NodeState.IDLE
         free = max(cores - busy_cores, 0) if state in (NodeState.IDLE, NodeState.BUSY) else 0
-        return Node(name, cores, state, jobs, free, reason, heartbeat_at, registered_at)
+        return Node(name, cores, state, jobs, free, reason, heartbeat_at, registered_at, owner)
 
     @translated
     def add_node(self, name: str, cores: int, pool: str = "") -> None:
@@ -285,6 +290,19 @@ class LocalBatch(JobControl):
             self._require_node(tx, name)
             tx.execute("UPDATE nodes SET drain = 0, reason = '' WHERE name = ?", (name,))
             self._pass(tx, self.clock())
+
+    @translated
+    def set_owner(self, name: str, user: str) -> None:
+        """Start only ``user``'s jobs on the node (``""``: anyone's), and what now fits."""
+        if not isinstance(user, str) or (user and not USER_NAME.fullmatch(user)):
+            raise BatchError(f"set_owner: {user!r} is not a user name")
+        with self._tx(write=True) as tx:
+            self._require_node(tx, name)
+            changed = tx.execute(
+                "UPDATE nodes SET owner = ? WHERE name = ? AND owner != ?", (user, name, user)
+            ).rowcount
+            if changed:
+                self._pass(tx, self.clock())
 
     @translated
     def remove_node(self, name: str) -> None:

@@ -5,9 +5,10 @@ Version 2 added job attributes and partitions: ``jobs.attributes`` (JSON object)
 ``nodes.partition``. Version 3 tells how each job ended and where its files are:
 ``jobs.signal``, ``jobs.reason``, ``jobs.workdir`` (its ``stdout`` and ``stderr`` are
 there) and ``jobs.worker_log``; a job that ended is ``completed`` (exit code 0) or
-``failed``, no longer ``done``. An older file is migrated in place when opened;
-nothing in it is lost (its jobs and nodes are in the default partition, as before;
-its ``done`` jobs become completed or failed by their exit code).
+``failed``, no longer ``done``. Version 4 added ``nodes.owner``, the user whose jobs
+alone a node runs (``''``: anyone's). An older file is migrated in place when opened;
+nothing in it is lost (its jobs and nodes are in the default partition and nobody's,
+as before; its ``done`` jobs become completed or failed by their exit code).
 
 The ``state`` column holds ``queued``, ``held``, ``running``, ``completed``,
 ``failed`` or ``cancelled``; a queued job that started before (``attempt`` > 0) is
@@ -49,7 +50,7 @@ __all__ = [
 
 log = logging.getLogger("elasticsite.batch.local")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -84,7 +85,8 @@ CREATE TABLE IF NOT EXISTS nodes (
     heartbeat_at REAL,
     registered_at REAL,
     declared_at REAL NOT NULL,
-    partition TEXT NOT NULL DEFAULT ''
+    partition TEXT NOT NULL DEFAULT '',
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -105,6 +107,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE jobs SET state = CASE WHEN exit_code = 0 THEN 'completed' ELSE 'failed' END "
         "WHERE state = 'done'",
     ),
+    3: ("ALTER TABLE nodes ADD COLUMN owner TEXT NOT NULL DEFAULT ''",),
 }
 """Statements taking a file from version N to N + 1."""
 

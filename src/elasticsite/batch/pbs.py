@@ -285,6 +285,12 @@ class PbsBatch:
         self._require_node(name)
         self._act(self.system.online_command(name), node=name)
 
+    def set_owner(self, name: str, user: str) -> None:
+        """PBS has no way to keep a node for one user's jobs without every job asking
+        for it (a reservation queue, a node property): only ``""`` (anyone's) is taken."""
+        if user:
+            raise BatchError(OWNERS_UNSUPPORTED)
+
     def remove_node(self, name: str) -> None:
         """Offline it, requeue its jobs (``qrerun``), delete it; an unknown node is a no-op."""
         if name not in self._node_names():
@@ -435,5 +441,10 @@ def _create(options: PbsOptions, site: SiteInfo) -> PbsBatch:
     return PbsBatch.from_options(options)
 
 
-plugin = BatchPlugin(PbsOptions, _create)
+OWNERS_UNSUPPORTED = (
+    "pbs cannot keep a node for one user's jobs (no per-user node access without every "
+    "job asking for it), so the cloud_scheduler policy's fair share cannot hold there; "
+    "use slurm, htcondor or the embedded batch system"
+)
+plugin = BatchPlugin(PbsOptions, _create, owners=False)
 """The ``pbs`` entry point of ``elasticsite.batch``."""

@@ -20,15 +20,18 @@ Conventions shared by every function here:
   running job on a node absent from ``nodes`` is ignored.
 * Node choice is *best fit*: the node with the fewest free cores that still fits,
   which keeps large holes for large jobs.
+
+A node may have an *owner*, a user whose jobs alone it runs (Cloud Scheduler mode's
+fair share: the VM was booted for that user's share): :func:`schedule_owned`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-__all__ = ["POLICIES", "SchedJob", "easy", "fcfs", "reservation", "schedule"]
+__all__ = ["POLICIES", "SchedJob", "easy", "fcfs", "reservation", "schedule", "schedule_owned"]
 
 
 class SchedJob(Protocol):
@@ -221,3 +224,36 @@ def schedule(
             f"unknown scheduling policy {policy!r}; valid policies: {', '.join(sorted(POLICIES))}"
         ) from None
     return func(now, queued, nodes, running)
+
+
+def schedule_owned(
+    policy: str,
+    now: float,
+    queued: Sequence[SchedJob],
+    nodes: Sequence[tuple[str, int, str]],
+    running: Running,
+    users: Mapping[str, str],
+) -> Assignments:
+    """One pass of ``policy`` where some nodes run only their owner's jobs.
+
+    ``nodes`` are ``(name, free_cores, owner)``, ``owner`` ``""`` for a node anyone's
+    jobs may use; ``users`` gives each queued job's user by job id. Each owner's jobs
+    are placed first on that owner's nodes (a pass of their own, in queue order), then
+    the jobs still waiting, everyone's, on the nodes nobody owns.
+    """
+    owner_of = {name: owner for name, _, owner in nodes}
+    owners = sorted({owner for owner in owner_of.values() if owner})
+    if not owners:
+        return schedule(policy, now, queued, [(n, f) for n, f, _ in nodes], running)
+    started: Assignments = []
+    for owner in owners:
+        theirs = [j for j in queued if users.get(j.id, "") == owner]
+        if theirs:
+            pool = [(n, f) for n, f, o in nodes if o == owner]
+            started += schedule(policy, now, theirs, pool, running)
+    shared = [(n, f) for n, f, o in nodes if not o]
+    if shared:
+        placed = {job_id for job_id, _ in started}
+        rest = [j for j in queued if j.id not in placed]
+        started += schedule(policy, now, rest, shared, running)
+    return started

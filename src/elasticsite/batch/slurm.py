@@ -39,6 +39,7 @@ from elasticsite.batch.base import (
     UnknownNode,
 )
 from elasticsite.batch.command import CommandError, CommandResult, Runner, run
+from elasticsite.batch.identity import USER_NAME
 from elasticsite.batch.slurm_jobs import JobReader
 from elasticsite.batch.slurm_output import (
     SQUEUE_FORMAT_ARGV,
@@ -248,9 +249,55 @@ class SlurmBatch:
                 raise UnknownNode(f"no node {name!r} in slurm")
             raise BatchError(f"node {name}: scontrol update {' '.join(settings)} failed: {out}")
 
-    def remove_node(self, name: str) -> None:
-        """Requeue what still runs there, then ``scontrol delete``; an unknown node: no-op."""
+    def set_owner(self, name: str, user: str) -> None:
+        """A ``MAGNETIC`` reservation of the node for ``user`` (``elasticsite-NODE``):
+        their jobs are drawn to it without asking for it, and no one else's starts
+        there; handed to another user by updating it, deleted for ``""``."""
         _check_name(name)
+        if not isinstance(user, str) or (user and not USER_NAME.fullmatch(user)):
+            raise BatchError(f"set_owner: {user!r} is not a user name")
+        held = f"reservationname={RESERVATION_PREFIX}{name}"
+        if not user:
+            self._unreserve(name)
+            return
+        ok, out = self._try("scontrol", "update", held, f"users={user}")
+        if ok:
+            return
+        if "invalid" not in out.lower():
+            raise BatchError(f"set_owner {name}: scontrol update reservation failed: {out}")
+        if not self._node_exists(name):
+            raise UnknownNode(f"no node {name!r} in slurm")
+        ok, out = self._try(
+            "scontrol", "create", "reservation", held, f"nodes={name}", f"users={user}",
+            "starttime=now", "duration=infinite", "flags=magnetic",
+        )  # fmt: skip
+        if not ok:
+            raise BatchError(f"set_owner {name}: scontrol create reservation failed: {out}")
+
+    def _unreserve(self, name: str, requeue: bool = False) -> None:
+        """Delete the node's reservation, if any. Slurm refuses while a job runs in it
+        (``in use``): with ``requeue``, that job is requeued and the delete retried
+        until ``remove_timeout``; else a BatchError."""
+        deadline = time.monotonic() + self.remove_timeout
+        while True:
+            held = f"reservationname={RESERVATION_PREFIX}{name}"
+            ok, out = self._try("scontrol", "delete", held)
+            if ok or "invalid" in out.lower():
+                return
+            if not (requeue and "in use" in out) or time.monotonic() > deadline:
+                raise BatchError(f"node {name}: scontrol delete reservation failed: {out}")
+            jobs = self._jobs_on(name)  # again: the reservation may draw a job back
+            if jobs:
+                log.info("node %s removed: requeueing %s", name, ", ".join(jobs))
+                self._try("scontrol", "requeue", ",".join(jobs))
+            time.sleep(0.3)
+
+    def remove_node(self, name: str) -> None:
+        """Requeue what still runs there, delete its owner's reservation (Slurm keeps
+        one naming a deleted node, and deletes no node in one), then ``scontrol
+        delete``; an unknown node: no-op."""
+        _check_name(name)
+        self._unreserve(name, requeue=True)
         if not self._node_exists(name):  # already gone (and see _node_update)
             return
         deadline = time.monotonic() + self.remove_timeout
@@ -411,6 +458,8 @@ class SlurmBatch:
         return self._job_reader.read(job_id)
 
 
+RESERVATION_PREFIX = "elasticsite-"
+"""A node kept for one user is in the reservation of this prefix and its name."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _JOB = re.compile(r"\d+(_\d+)?")
 

@@ -9,27 +9,32 @@ numbers became ``{"set", "infinite", "number"}`` objects in 23.02, ``job_state``
 list, ``job_resources`` a tree in 24.05), and a monitoring loop must keep working
 on whatever version a site runs.
 
-Every native node state, with its flags, is translated by :func:`node_state` (the
-table is in its docstring and in docs/slurm.md). Malformed output is one
-:class:`BatchError` naming the command.
+Nodes and their state table are read in :mod:`~elasticsite.batch.slurm_nodes`, the
+version-tolerant values in :mod:`~elasticsite.batch.slurm_values`; this module offers
+their names too. Malformed output is one :class:`BatchError` naming the command.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elasticsite import attributes
 from elasticsite.batch.base import (
     BatchError,
-    Node,
-    NodeState,
 )
-from elasticsite.batch.hostlist import HostlistError, expand
+from elasticsite.batch.slurm_nodes import jobs_per_node, node_state, nodes_from, parse_nodes
 from elasticsite.batch.slurm_states import job_state, translate
+from elasticsite.batch.slurm_values import (
+    expand_hostlist,
+    load_json,
+    read_int,
+    read_number,
+    read_text,
+    read_time,
+    read_words,
+)
 from elasticsite.model import Job, JobState
 
 __all__ = [
@@ -52,172 +57,6 @@ __all__ = [
     "read_words",
 ]
 
-log = logging.getLogger(__name__)
-
-# ---- the node state table --------------------------------------------------------
-
-_BASE: dict[str, NodeState] = {
-    "IDLE": NodeState.IDLE,
-    "ALLOCATED": NodeState.BUSY,
-    "MIXED": NodeState.BUSY,
-    "COMPLETING": NodeState.BUSY,
-    "DOWN": NodeState.DOWN,
-    "FUTURE": NodeState.DOWN,
-    "UNKNOWN": NodeState.DOWN,
-    "ERROR": NodeState.DOWN,
-}
-"""Slurm's base node state (the first word of ``sinfo``'s state) -> ours."""
-
-_NOT_THERE = frozenset(
-    {
-        "NOT_RESPONDING",
-        "POWERED_DOWN",
-        "POWERING_UP",
-        "POWERING_DOWN",
-        "POWER_DOWN",
-        "INVALID_REG",
-        "REBOOT_ISSUED",
-        "DYNAMIC_FUTURE",
-    }
-)
-"""Flags saying the node's slurmd is not (or no longer) reporting: the node is DOWN."""
-
-_NO_NEW_JOBS = frozenset({"DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING"})
-"""Flags (or compact states) saying the node takes no new job."""
-
-_HARMLESS = frozenset(
-    {
-        "CLOUD",
-        "DYNAMIC_NORM",
-        "COMPLETING",
-        "RESERVED",
-        "MAINTENANCE",
-        "MAINT",
-        "PLANNED",
-        "REBOOT_REQUESTED",
-        "POWER_UP",
-        "POWER_DRAIN",
-        "RESUME",
-        "UNDRAIN",
-        "BLOCKED",
-        "EXTERNAL",
-    }
-)
-"""Flags that do not change what the manager may do with the node (see node_state)."""
-
-_warned: set[str] = set()
-
-
-def _warn_once(kind: str, value: str) -> None:
-    """Log an untranslatable state or flag once per process, not once per snapshot."""
-    key = f"{kind}:{value}"
-    if key not in _warned:
-        _warned.add(key)
-        effect = "the node is UNKNOWN" if kind == "node state" else "ignored"
-        log.warning("slurm: unknown %s %r: %s (see docs/slurm.md)", kind, value, effect)
-
-
-def node_state(tokens: Sequence[str], alloc_cpus: int = 0) -> NodeState:
-    """Translate Slurm's node state and flags, in this order of precedence:
-
-    ====================================================  ==========================
-    Slurm (base state + flags)                            NodeState
-    ====================================================  ==========================
-    any base + ``DRAIN``/``FAIL``, cores allocated or     DRAINING
-    base ALLOCATED/MIXED/COMPLETING
-    any base + ``DRAIN``/``FAIL``, nothing allocated      DRAINED
-    ``DOWN``, ``FUTURE``, ``UNKNOWN`` (not registered)    DOWN
-    any base + ``NOT_RESPONDING``, ``POWERED_DOWN``,      DOWN
-    ``POWERING_UP``, ``POWERING_DOWN``, ``POWER_DOWN``,
-    ``INVALID_REG``, ``REBOOT_ISSUED``, ``DYNAMIC_FUTURE``
-    ``IDLE``                                              IDLE
-    ``ALLOCATED``, ``MIXED``, ``COMPLETING``              BUSY
-    flags ``CLOUD``, ``DYNAMIC_NORM``, ``RESERVED``,      (no effect)
-    ``MAINTENANCE``, ``PLANNED``, ``REBOOT_REQUESTED``,
-    ``POWER_UP``, ``COMPLETING`` ...
-    a base state not listed here                          UNKNOWN (warned once)
-    ====================================================  ==========================
-
-    A drained node that is also powered down is DRAINED, not DOWN: it runs nothing
-    and takes nothing, which is what the manager needs to know to remove it. An
-    unknown flag is ignored with a warning (once per flag).
-    """
-    words = [t.upper() for t in tokens if t]
-    if not words:
-        _warn_once("node state", "")
-        return NodeState.UNKNOWN
-    base, flags = words[0], set(words[1:])
-    if base in ("DRAINED", "DRAINING"):  # compact forms: the drain is the base word
-        flags.add(base)
-        base = "ALLOCATED" if base == "DRAINING" else "IDLE"
-    for flag in flags - _NOT_THERE - _NO_NEW_JOBS - _HARMLESS:
-        _warn_once("node flag", flag)
-    mapped = _BASE.get(base)
-    if mapped is None:
-        _warn_once("node state", base)
-        return NodeState.UNKNOWN
-    if flags & _NO_NEW_JOBS:
-        busy = mapped is NodeState.BUSY or alloc_cpus > 0 or "COMPLETING" in flags
-        return NodeState.DRAINING if busy else NodeState.DRAINED
-    if mapped is NodeState.DOWN or flags & _NOT_THERE:
-        return NodeState.DOWN
-    if mapped is NodeState.IDLE and "COMPLETING" in flags:
-        return NodeState.BUSY
-    return mapped
-
-
-# ---- version-tolerant field access -------------------------------------------------
-
-
-def read_number(value: Any, default: float | None = None) -> float | None:
-    """A number as any Slurm version writes it: plain, or ``{"set", "infinite", "number"}``.
-
-    Unset and infinite values, and 22.05's NO_VAL/INFINITE sentinels, give ``default``.
-    """
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite", False):
-            return default
-        value = value.get("number")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return default
-    if value in (0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFE):
-        return default  # INFINITE / NO_VAL (32 and 64 bit)
-    return value
-
-
-def _int(value: Any, default: int = 0) -> int:
-    number = read_number(value)
-    return default if number is None else int(number)
-
-
-def read_time(value: Any) -> float | None:
-    """An epoch time; 0 (never) and unset give None."""
-    number = read_number(value)
-    return float(number) if number else None
-
-
-def read_words(value: Any) -> list[str]:
-    """A state as a list of words: 22.05 writes ``"RUNNING"``, 23.02+ ``["RUNNING"]``."""
-    if isinstance(value, str):
-        return value.split()
-    if isinstance(value, list):
-        return [str(v) for v in value]
-    return []
-
-
-def read_text(value: Any) -> str:
-    if isinstance(value, list):  # 24.05+ writes features as a list
-        return ",".join(str(v) for v in value)
-    return value if isinstance(value, str) else ""
-
-
-def expand_hostlist(expr: str) -> list[str]:
-    """Slurm's compact host list (``"n[01-03,7],gpu1"``) as a list of names."""
-    try:
-        return expand(expr)
-    except HostlistError as exc:
-        raise BatchError(f"slurm: {exc}") from None
-
 
 def _array_tasks(spec: str) -> list[int]:
     """Task ids of a pending array: ``"0-9999"``, ``"1,3,5-9:2"``, ``"0-4%2"``."""
@@ -231,26 +70,6 @@ def _array_tasks(spec: str) -> list[int]:
         end = int(hi) if hi.strip().isdigit() else int(lo)
         tasks.extend(range(int(lo), end + 1, int(step) if step.isdigit() and step != "0" else 1))
     return tasks
-
-
-# ---- parsing -------------------------------------------------------------------
-
-
-def load_json(text: str, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise BatchError(f"{what}: output is not JSON ({exc}); got {text[:80]!r}") from exc
-    if not isinstance(data, dict):
-        raise BatchError(f"{what}: expected a JSON object, got {type(data).__name__}")
-    errors = data.get("errors") or []
-    if errors:
-        first = errors[0]
-        detail = (
-            first.get("description") or first.get("error") if isinstance(first, dict) else first
-        )
-        raise BatchError(f"{what}: slurm reported an error: {detail}")
-    return data
 
 
 def job_attributes(
@@ -347,7 +166,7 @@ def parse_squeue(
     try:
         for raw in jobs:
             words = [w.upper() for w in read_words(raw.get("job_state"))]
-            priority = _int(raw.get("priority"))
+            priority = read_int(raw.get("priority"))
             reason = read_text(raw.get("state_reason"))
             held = (
                 bool(raw.get("hold"))
@@ -360,11 +179,13 @@ def parse_squeue(
             state, base = listed, words[0]
             held = held or state is JobState.HELD
             job_id = int(raw["job_id"])
-            array_id = _int(raw.get("array_job_id"))
+            array_id = read_int(raw.get("array_job_id"))
             task = read_number(raw.get("array_task_id"))
-            cores = _int(raw.get("cpus"))
+            cores = read_int(raw.get("cpus"))
             if cores <= 0:
-                cores = max(1, _int(raw.get("tasks"), 1) * _int(raw.get("cpus_per_task"), 1))
+                cores = max(
+                    1, read_int(raw.get("tasks"), 1) * read_int(raw.get("cpus_per_task"), 1)
+                )
             limit = read_number(raw.get("time_limit"))
             walltime = limit * 60.0 if limit else default_walltime
             submitted = read_time(raw.get("submit_time")) or 0.0
@@ -377,7 +198,7 @@ def parse_squeue(
                 features=read_text(raw.get("features")),
                 name=name,
                 nodes=nodes,
-                node_count=_int(raw.get("node_count"), 1),
+                node_count=read_int(raw.get("node_count"), 1),
                 state=" ".join(words),
                 reason=reason,
                 held=held,
@@ -521,57 +342,3 @@ def parse_squeue_format(
             queued.append((-priority, submitted, int(head), order, job))
     queued.sort(key=lambda q: q[:4])
     return [q[4] for q in queued], running
-
-
-def jobs_per_node(running: Iterable[Job]) -> dict[str, int]:
-    """How many running jobs each node holds (a multi-node job counts on each)."""
-    counts: dict[str, int] = {}
-    for job in running:
-        names = attributes.values(job.attributes, attributes.NODES) or (
-            (job.node,) if job.node else ()
-        )
-        for name in names:
-            counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
-def parse_nodes(text: str, running_jobs: Mapping[str, int] | None = None) -> list[Node]:
-    """``sinfo --json`` (22.05) or ``scontrol show nodes --json`` (23.02+) -> nodes.
-
-    ``running_jobs`` (from the same snapshot) gives each node its count of running jobs.
-    """
-    return nodes_from(load_json(text, "slurm node list"), running_jobs)
-
-
-def nodes_from(data: Mapping[str, Any], running_jobs: Mapping[str, int] | None) -> list[Node]:
-    raw_nodes = data.get("nodes")
-    if not isinstance(raw_nodes, list):
-        raise BatchError("slurm node list: no 'nodes' list in the output")
-    per_node = running_jobs or {}
-    nodes: list[Node] = []
-    try:
-        for raw in raw_nodes:
-            name = str(raw["name"])
-            cores = _int(raw.get("cpus"))
-            alloc = _int(raw.get("alloc_cpus"))
-            tokens = read_words(raw.get("state")) + read_words(raw.get("state_flags"))
-            state = node_state(tokens, alloc)
-            free = max(0, cores - alloc) if state in (NodeState.IDLE, NodeState.BUSY) else 0
-            nodes.append(
-                Node(
-                    name=name,
-                    cores=cores,
-                    state=state,
-                    running_jobs=per_node.get(name, 0),
-                    free_cores=free,
-                    reason=read_text(raw.get("reason")),
-                    heartbeat_at=None,
-                    registered_at=read_time(raw.get("slurmd_start_time")),
-                )
-            )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BatchError(f"slurm node list: unexpected node record ({exc!r})") from exc
-    return nodes
-
-
-# ---- the adapter ---------------------------------------------------------------------

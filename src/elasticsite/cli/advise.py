@@ -31,9 +31,9 @@ from elasticsite.cli.common import (
 
 if TYPE_CHECKING:
     from elasticsite.advisor.evaluate import Cell, Evaluation
-    from elasticsite.advisor.history import HistoryStore, Observation
     from elasticsite.advisor.probe import ProbeOutcome
     from elasticsite.config import SiteConfig
+    from elasticsite.history.observations import HistoryStore, Observation
 
 __all__ = ["advise_app"]
 
@@ -79,7 +79,7 @@ def _probability(value: float) -> float:
 
 
 def _site_store(cfg: SiteConfig) -> HistoryStore:
-    from elasticsite.advisor.history import HistoryStore, store_path
+    from elasticsite.history.observations import HistoryStore, store_path
 
     return HistoryStore(store_path(cfg.state_dir()))
 
@@ -358,8 +358,8 @@ def record(
     config: ConfigOpt = None,
 ) -> None:
     """Add one observed phase of an urgent run (a drill) to the site's history."""
-    from elasticsite.advisor.history import Observation
     from elasticsite.advisor.sources import parse_time
+    from elasticsite.history.observations import Observation
 
     cfg = load_site_config(config)
     try:

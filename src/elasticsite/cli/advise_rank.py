@@ -63,9 +63,9 @@ def advise(
     if deadline is None:
         raise fail("give --deadline (e.g. --deadline 6h), or a command; see --help")
     from elasticsite.advisor.deadline import DeadlineError, parse_deadline
-    from elasticsite.advisor.history import HistoryStore, store_path
     from elasticsite.advisor.service import Advisor, NothingToRank
     from elasticsite.files import StateFileError
+    from elasticsite.history.observations import HistoryStore, store_path
 
     try:
         seconds = parse_deadline(deadline)

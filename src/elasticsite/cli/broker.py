@@ -76,10 +76,10 @@ def _advisor(site_file: Path | None) -> tuple[Advisor | None, str | None, Path |
     whatever is wrong with them is one error line."""
     if site_file is None:
         return None, None, None
-    from elasticsite.advisor.history import HistoryStore, store_path
     from elasticsite.advisor.routes import load_advisor_token
     from elasticsite.advisor.service import Advisor
     from elasticsite.cli.common import load_site_config
+    from elasticsite.history.observations import HistoryStore, store_path
 
     cfg = load_site_config(site_file)
     if not cfg.advisor.resources:

@@ -180,10 +180,10 @@ def _simulate_strategy(
     progress: bool | None,
 ) -> None:  # fmt: skip
     """``simulate --strategy``: the base run, then the strategy, then their figures."""
+    from elasticsite.policies.strategies import get_strategy
     from elasticsite.sim.cloud import CloudModel, Durations
     from elasticsite.sim.experiment import write_replay_jobs_csv
     from elasticsite.sim.replay import replay
-    from elasticsite.sim.strategies import get_strategy
     from elasticsite.sim.workload import load_workload
 
     if cores_per_vm != 1:

@@ -138,18 +138,40 @@ def submit(
             help="A job attribute, e.g. partition=cloud, qos=high, account=phys (repeatable).",
         ),
     ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            metavar="NAME",
+            help="Whose job it is, run as them: another user's only as root, where the batch "
+            "system allows it (default: yours).",
+        ),
+    ] = None,
 ) -> None:
     """Queue a job on the site's batch system: submit --cores 1 --walltime 60 -- sleep 30"""
-    from elasticsite.attributes import InvalidAttribute, parse_pairs
+    from rich.markup import escape
+
+    from elasticsite.attributes import VM_TYPE, InvalidAttribute, parse_pairs
     from elasticsite.batch.base import BatchError, JobRequest
+    from elasticsite.batch.identity import USER_NAME
     from elasticsite.files import StateFileError
 
     try:
         attributes = parse_pairs(attr or [])
     except InvalidAttribute as exc:
         raise fail(f"--attr: {exc}") from None
+    if user is not None and not USER_NAME.fullmatch(user):
+        raise fail(f"--user: {escape(repr(user))} is not a user name")
     site = open_configured_site(config)
-    user = os.environ.get("USER", "") or str(os.getuid())
+    vm_type = attributes.get(VM_TYPE)
+    offered = sorted({vm.name for c in site.config.cloud_specs() for vm in c.vm_types})
+    if vm_type is not None and vm_type not in offered:
+        raise fail(
+            f"--attr {VM_TYPE}={escape(repr(vm_type)[1:-1])}: no cloud of this site offers "
+            f"that VM type (it has: {escape(', '.join(offered))})"
+        )
+    if user is None:
+        user = os.environ.get("USER", "") or str(os.getuid())
     for _ in range(count):
         try:
             job_id = site.batch.submit(

@@ -81,8 +81,8 @@ def drill(
     """
     import shlex
 
-    from elasticsite.advisor.history import HistoryStore, store_path
-    from elasticsite.urgent.batch_policies import BATCH_POLICIES
+    from elasticsite.batch.urgency import BATCH_POLICIES
+    from elasticsite.history.observations import HistoryStore, store_path
     from elasticsite.urgent.drill import drill as run_drill
 
     for p in policy or ():

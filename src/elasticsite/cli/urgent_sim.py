@@ -62,8 +62,8 @@ def simulate(
     paper's measurements (Tables 4.12 to 4.24); what the simulation adds is which VMs
     each policy hits and what that costs their owners.
     """
+    from elasticsite.clouds.capacity_delays import reference
     from elasticsite.sim.urgent_cloud import paper_scenario, summarize
-    from elasticsite.urgent.cloud_delays import reference
 
     chosen = policy or list(_POLICIES)
     rows = []

@@ -102,7 +102,7 @@ def _checked(values: Mapping[str, str]) -> None:
     """Refuse what would reach a daemon's arguments unless it is plainly a name."""
     for key, pattern in (
         ("node", NAME), ("worker_id", NAME), ("vm_type", NAME), ("cloud", NAME),
-        ("slurm_feature", FEATURES),
+        ("owner", NAME), ("slurm_feature", FEATURES),
     ):  # fmt: skip
         value = values.get(key)
         if value is not None and not pattern.match(value):

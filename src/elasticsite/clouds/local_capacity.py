@@ -4,7 +4,7 @@ Given ``hosts``, the local cloud stops being infinite: every instance takes a sl
 on a host (its type's cores and memory), a launch that fits nowhere fails as a full
 cloud does (:attr:`~elasticsite.clouds.errors.ErrorKind.CAPACITY`), and a launch
 tagged with an urgency (:data:`URGENCY_TAG`) gets the policy the operator mapped to
-that urgency, planned by :class:`elasticsite.urgent.capacity.Capacity`:
+that urgency, planned by :class:`elasticsite.clouds.capacity.Capacity`:
 
 * preemption terminates the target's worker (its tags say ``preempted``);
 * suspension stops its worker process group (SIGSTOP) and continues it (SIGCONT)
@@ -34,9 +34,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from elasticsite.clouds.base import URGENCY_TAG, VOLUNTEER_TAG, CloudError
-from elasticsite.clouds.errors import ErrorKind
-from elasticsite.model import VMType
-from elasticsite.urgent.capacity import (
+from elasticsite.clouds.capacity import (
     Capacity,
     CapacityError,
     CloudPolicy,
@@ -47,6 +45,8 @@ from elasticsite.urgent.capacity import (
     Shrink,
     Suspend,
 )
+from elasticsite.clouds.errors import ErrorKind
+from elasticsite.model import VMType
 
 __all__ = ["PREEMPTED_TAG", "URGENCY_TAG", "VOLUNTEER_TAG", "Effect", "HostCapacity"]
 

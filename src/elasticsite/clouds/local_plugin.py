@@ -18,11 +18,11 @@ from pydantic import (
     model_validator,
 )
 
+from elasticsite.clouds.capacity import CloudPolicy, Host
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.clouds.local_capacity import HostCapacity
 from elasticsite.clouds.local_registry import worker_log
 from elasticsite.plugins import CloudPlugin, PluginOptions, integer, number
-from elasticsite.urgent.capacity import CloudPolicy, Host
 
 if TYPE_CHECKING:
     from elasticsite.config import CloudConfig

@@ -121,7 +121,17 @@ def parse_config(
         raise ConfigError(explain(exc, source)) from None
     from elasticsite import plugins, policies
 
-    if policies.get(config.policy.name).redirects:
+    try:
+        chosen = policies.get(config.policy.name)
+    except policies.UnknownPolicy as exc:
+        raise ConfigError(f"{source}: policy.name: {exc}") from None
+    if chosen.owners and not plugins.batch_systems.get(config.batch.type).owners:
+        raise ConfigError(
+            f"{source}: policy.name: {config.policy.name!r} keeps each VM for the user whose "
+            f"share it serves, which batch type {config.batch.type!r} cannot do (no per-user "
+            "nodes); use slurm, htcondor or local"
+        )
+    if chosen.redirects:
         settings = config.policy_settings()
         try:
             provision = policies.get(settings.provision)

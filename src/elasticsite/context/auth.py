@@ -9,7 +9,6 @@ exists, so one context's callers learn nothing of another.
 
 from __future__ import annotations
 
-import base64
 import hmac
 import logging
 import os
@@ -21,6 +20,7 @@ from fastapi import HTTPException, Request
 
 from elasticsite.context.store import ContextState, Store, digest, new_secret
 from elasticsite.files import private_dir, private_file
+from elasticsite.web.credentials import BASIC, BEARER, parse_authorization
 
 __all__ = [
     "TOKEN_ENV",
@@ -35,8 +35,6 @@ __all__ = [
 TOKEN_ENV = "ELASTICSITE_BROKER_TOKEN"
 TOKEN_FILE = "admin.token"
 _MIN_TOKEN = 16
-BASIC = 'Basic realm="elasticsite"'
-BEARER = 'Bearer realm="elasticsite"'
 
 log = logging.getLogger(__name__)
 
@@ -88,24 +86,6 @@ def load_admin_token(state_dir: Path, token_file: Path | None = None) -> tuple[s
             f"use at least {_MIN_TOKEN} random ones"
         )
     return token, source
-
-
-def parse_authorization(header: str | None) -> tuple[str, str, str] | None:
-    """``(scheme, user, secret)`` from an Authorization header (Basic or Bearer), or None."""
-    if not header:
-        return None
-    scheme, _, value = header.partition(" ")
-    scheme = scheme.lower()
-    if scheme == "bearer":
-        return "bearer", "", value.strip()
-    if scheme != "basic":
-        return None
-    try:
-        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
-    except ValueError:  # not ASCII, not base64 (binascii.Error), not UTF-8 inside
-        return None
-    user, sep, secret = decoded.partition(":")
-    return ("basic", user, secret) if sep else None
 
 
 def unauthorized(scheme: str = BASIC) -> HTTPException:

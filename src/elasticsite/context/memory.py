@@ -9,13 +9,13 @@ committing each change to SQLite.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from dataclasses import dataclass, field
 
 from elasticsite.context.admission import JoinBudget
 from elasticsite.context.models import ContextPolicy
 from elasticsite.context.validation import canonical_address
+from elasticsite.web.credentials import digest
 
 __all__ = ["ContextState", "Member", "digest"]
 
@@ -24,10 +24,6 @@ _RESPONSE_CACHE = 64
 _RESPONSE_CACHE_BYTES = 64 * 1024 * 1024
 """Bytes of cached answers per context (a snapshot of 10,000 members is a few MiB, and
 every agent starting at once asks for it)."""
-
-
-def digest(value: str) -> bytes:
-    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from elasticsite.context import validation
+from elasticsite.web.errors import ErrorBody
 
 __all__ = [
     "RESERVED_NAMES",
@@ -261,12 +262,6 @@ class EntryRef(BaseModel):
     """The id of the entry a change was recorded as."""
 
     entry_id: int
-
-
-class ErrorBody(BaseModel):
-    """Every error answer."""
-
-    detail: str
 
 
 class Challenge(BaseModel):

@@ -29,6 +29,7 @@ from elasticsite.context.models import ContextPolicy, NodeIn
 from elasticsite.context.validation import describe_errors
 from elasticsite.files import private_dir
 from elasticsite.sqlite import connect
+from elasticsite.web.credentials import new_secret
 
 __all__ = ["ContextState", "Member", "Store", "digest", "new_secret"]
 
@@ -85,11 +86,6 @@ def _stored_policy(cid: str, stored: str) -> ContextPolicy:
             describe_errors(exc.errors()),
         )
         return ContextPolicy.model_construct(**json.loads(stored))
-
-
-def new_secret() -> str:
-    """192 random bits, URL-safe: keys, secrets and tokens."""
-    return secrets.token_urlsafe(24)
 
 
 def _dumps(obj: object) -> bytes:

@@ -22,6 +22,7 @@ from elasticsite.core.plan import (
     CoreState,
     DrainNode,
     HoldJob,
+    OwnNode,
     Plan,
     RedirectJob,
     ReleaseJob,
@@ -38,6 +39,9 @@ __all__ = ["apply", "shutdown_decision"]
 S = WorkerState
 _FAIL_CAUSES = (Cause.STALLED, Cause.LOST, Cause.LAUNCH_ERROR)
 _DRAINABLE = (S.IDLE, S.BUSY, S.BOOTING)
+_UNDECLARED = (S.REQUESTED,)
+"""Workers whose node may not be declared yet: their launch carries the new owner, or
+the node is given it when it joins (:mod:`.observe`)."""
 
 
 def apply(
@@ -73,6 +77,17 @@ def apply(
         if rec is not None and rec.worker.state is S.DRAINING:
             w = rec.worker
             plan.run(UndrainNode(w.id, w.node or w.id), state)
+    for a in decision.assign:
+        rec = records.get(a.worker_id)
+        if rec is None or not rec.worker.state.live or rec.worker.state is S.TERMINATING:
+            continue
+        w = rec.worker
+        if w.owner != a.user:
+            w.owner = a.user
+            plan.dirty.add(w.id)
+            plan.count("workers_reassigned")
+            if w.state not in _UNDECLARED:  # else the node takes it when it joins
+                plan.run(OwnNode(w.id, w.node or w.id, a.user), state)
     for r in decision.redirect:
         plan.run(RedirectJob(r.job_id, r.target), state)
         plan.count("redirected")
@@ -104,7 +119,7 @@ def apply(
             )
         handed[launch.cloud] = start + launch.count
         for i, wid in enumerate(given[start : start + launch.count]):
-            w = Worker(wid, launch.cloud, vm.name, vm.cores, requested_at=now)
+            w = Worker(wid, launch.cloud, vm.name, vm.cores, requested_at=now, owner=launch.user)
             if i < len(launch.nodes):
                 w.node = launch.nodes[i]
             rec = WorkerRecord(w, urgency=launch.urgency)
@@ -122,6 +137,7 @@ def apply(
                     not config.power_save,
                     w.vm_type if config.typed_nodes else "",
                     launch.urgency,
+                    w.owner,
                 ),
                 state,
             )

@@ -25,6 +25,7 @@ from elasticsite.core.plan import (
     ForgetNode,
     HoldJob,
     Outcome,
+    OwnNode,
     Plan,
     Problem,
     RedirectJob,
@@ -172,7 +173,7 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
                 node=w.node,
             )
         )
-    if isinstance(command, DrainNode | UndrainNode | RemoveNode):
+    if isinstance(command, DrainNode | UndrainNode | RemoveNode | OwnNode):
         return  # asked again by the policy, or at the next step
     rec.attempts += 1
     rec.last_error = f"{kind}: {out.error}"
@@ -254,6 +255,8 @@ def _reconcile(
         ):
             w.running_jobs = node.running_jobs
             w.free_cores = node.free_cores
+            if node.owner is not None and node.owner != w.owner:
+                plan.run(OwnNode(w.id, node.name, w.owner), state)  # lost, or set by hand
             continue
         cloud_ok = cloud is not None
 
@@ -278,6 +281,8 @@ def _reconcile(
                     move(plan, rec, S.DRAINING, joined, Cause.JOINED)
                 else:
                     move(plan, rec, S.BUSY if w.running_jobs else S.IDLE, joined, Cause.JOINED)
+                if w.owner != (node.owner or ""):  # a system that cannot say is told again
+                    plan.run(OwnNode(w.id, node.name, w.owner), state)
             elif (
                 cloud_ok
                 and f"launch:{w.id}" not in inflight
@@ -364,7 +369,7 @@ def _launch(rec: WorkerRecord, config: CoreConfig) -> AddAndLaunch:
     pool = w.vm_type if config.typed_nodes else ""
     node = w.node or w.id
     return AddAndLaunch(
-        w.id, w.cloud, w.vm_type, node, w.cores, not config.power_save, pool, rec.urgency
+        w.id, w.cloud, w.vm_type, node, w.cores, not config.power_save, pool, rec.urgency, w.owner
     )
 
 

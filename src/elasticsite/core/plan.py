@@ -28,6 +28,7 @@ __all__ = [
     "ForgetNode",
     "HoldJob",
     "Outcome",
+    "OwnNode",
     "Plan",
     "Problem",
     "ReleaseJob",
@@ -86,6 +87,9 @@ class AddAndLaunch:
     Scheduler mode); empty: any job."""
     urgency: str = ""
     """Set when launched for an urgent job: the instance is tagged with it."""
+    owner: str = ""
+    """The user whose jobs alone the node runs (set before the instance boots, so no
+    other user's job starts there); empty: anyone's."""
     kind = "launch"
 
 
@@ -116,6 +120,16 @@ class UndrainNode:
     worker_id: str
     node: str
     kind = "undrain"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnNode:
+    """Start only ``user``'s jobs on the worker's node (``""``: anyone's)."""
+
+    worker_id: str
+    node: str
+    user: str
+    kind = "own"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +180,7 @@ Command = (
     | TerminateInstance
     | DrainNode
     | UndrainNode
+    | OwnNode
     | RemoveNode
     | ForgetNode
     | RedirectJob

@@ -3,9 +3,9 @@
 ``/dashboard`` (the site at a glance), ``/dashboard/live`` (its changing part, which the
 page fetches every few seconds: no reload, no JavaScript framework), ``/dashboard/workers``
 (every unfinished worker). They read the manager's state store read-only
-(:class:`~.history.HistoryReader`), so they work as well while the manager is stopped,
-saying how old what they show is; they create nothing, and with no state store yet
-they say where they looked and how the site starts.
+(:class:`~elasticsite.history.samples.HistoryReader`), so they work as well while the
+manager is stopped, saying how old what they show is; they create nothing, and with no
+state store yet they say where they looked and how the site starts.
 
 Who may look: the holder of the broker's admin token. A browser signs in once with it
 at ``/dashboard/login`` and gets a session cookie (random, 12 hours, HttpOnly,
@@ -26,15 +26,15 @@ from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from elasticsite.dashboard.history import HistoryReader
 from elasticsite.dashboard.views import STATES, age_text, overview
+from elasticsite.history.samples import HistoryReader
 from elasticsite.spend import utc
+from elasticsite.web.pages import PAGE_HEADERS, read_form
 
 __all__ = ["PAGE_HEADERS", "SESSION_COOKIE", "Dashboard", "install", "read_form"]
 
@@ -42,14 +42,6 @@ SESSION_COOKIE = "elasticsite_session"
 CSRF_COOKIE = "elasticsite_csrf"
 SESSION_SECONDS = 12 * 3600
 REFRESH_SECONDS = 5
-PAGE_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-}
 
 
 def _digest(value: str) -> str:
@@ -115,22 +107,6 @@ class Dashboard:
             start = f"elasticsite run -c {self.site_file}" if self.site_file else "elasticsite run"
             no_state = (str(self.reader.path), start)
         return self.env.get_template(name).render(no_state=no_state, **context)
-
-
-async def read_form(request: Request) -> dict[str, str]:
-    """A urlencoded form's fields (the first of each), at most 4 KiB of it."""
-    if request.headers.get("content-type", "").split(";")[0].strip() != (
-        "application/x-www-form-urlencoded"
-    ):
-        raise HTTPException(415, "send the form urlencoded")
-    body = await request.body()
-    if len(body) > 4096:
-        raise HTTPException(413, "form too large")
-    try:
-        parsed = parse_qs(body.decode("utf-8"), max_num_fields=8, strict_parsing=False)
-    except (UnicodeDecodeError, ValueError):
-        raise HTTPException(400, "not a form") from None
-    return {k: v[0] for k, v in parsed.items()}
 
 
 def _page(body: str, status: int = 200) -> HTMLResponse:

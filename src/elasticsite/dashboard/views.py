@@ -1,5 +1,5 @@
 """What the dashboard shows, computed from the state store: pure functions of what
-:class:`~.history.HistoryReader` returns and the time now.
+:class:`~elasticsite.history.samples.HistoryReader` returns and the time now.
 
 Nothing here may overstate. The site is *live* only while the manager keeps sampling:
 once it stopped (it says so when it stops cleanly) or no sample came for
@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from elasticsite.dashboard.history import HistoryReader, Sample, WorkerRow
 from elasticsite.feasibility import explain
+from elasticsite.history.samples import HistoryReader, Sample, WorkerRow
 from elasticsite.spend import Budget, Refused, period_bounds, refusal_text
 
 __all__ = ["Chart", "Overview", "age_text", "chart", "overview"]

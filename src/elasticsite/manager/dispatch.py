@@ -2,7 +2,7 @@
 back at a later step.
 
 The loop hands over a step's commands once the step is persisted. They go to the
-pool as the :class:`~elasticsite.manager.commands.CommandRunner` groups them: every
+pool as the :class:`~elasticsite.core.runner.CommandRunner` groups them: every
 command on its own, but a step's terminations on one cloud together, in calls of as
 many ids as the driver takes (so ``elasticsite down`` of 1,000 EC2 workers is one
 ``terminate_instances`` call, not 1,000). Each command keeps its own outcome.
@@ -34,7 +34,7 @@ from elasticsite.core import (
     TerminateInstance,
     command_key,
 )
-from elasticsite.manager.commands import CommandRunner
+from elasticsite.core.runner import CommandRunner
 
 if TYPE_CHECKING:
     from elasticsite.manager.context_link import ContextLink

@@ -30,8 +30,8 @@ from elasticsite.batch.base import BatchError, BatchSystem, Node
 from elasticsite.clouds.base import CloudDriver
 from elasticsite.config import ManagerConfig
 from elasticsite.core import CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
+from elasticsite.core.runner import CommandRunner
 from elasticsite.logs import ids
-from elasticsite.manager.commands import CommandRunner
 from elasticsite.manager.dispatch import Dispatch
 from elasticsite.manager.power import power_requests
 from elasticsite.manager.report import StepReport
@@ -50,7 +50,7 @@ from elasticsite.model import CloudSpec, Decision, Job
 from elasticsite.policies import Policy, PolicySettings, evaluate
 
 if TYPE_CHECKING:
-    from elasticsite.advisor.recorder import Recorder
+    from elasticsite.history.recorder import Recorder
     from elasticsite.manager.context_link import ContextLink
     from elasticsite.manager.exporter import ManagerMetrics
 

@@ -247,7 +247,7 @@ class Site:
                 budget=self.config.policy_settings().budget,
             )
         if self.config.manager.history_interval and "observers" not in kwargs:
-            from elasticsite.dashboard.history import HistoryWriter
+            from elasticsite.history.samples import HistoryWriter
 
             kwargs["observers"] = [
                 HistoryWriter(
@@ -265,8 +265,8 @@ class Site:
         # one log line per failed job, naming where its stderr is
         kwargs["observers"] = [*kwargs.get("observers", ()), FailedJobLog(self.batch, time.time)]
         if self.config.advisor.record and "recorder" not in kwargs:
-            from elasticsite.advisor.history import store_path
-            from elasticsite.advisor.recorder import Recorder
+            from elasticsite.history.observations import store_path
+            from elasticsite.history.recorder import Recorder
 
             kwargs["recorder"] = Recorder(
                 store_path(self.state_dir), resource=self.config.manager.site_id

@@ -48,7 +48,7 @@ _DONE = "(state = 'terminated' OR (state = 'failed' AND instance_gone = 1))"
 """A worker whose record the manager no longer loads: its instance is gone."""
 _WORKER_COLUMNS = (
     "id, cloud, vm_type, cores, node, instance_id, state, requested_at, joined_at, "
-    "state_since, running_jobs, attempts, next_attempt_at, instance_gone, last_error"
+    "state_since, running_jobs, attempts, next_attempt_at, instance_gone, last_error, owner"
 )
 
 _SCHEMA = """
@@ -68,7 +68,8 @@ CREATE TABLE IF NOT EXISTS workers (
     attempts INTEGER NOT NULL DEFAULT 0,
     next_attempt_at REAL NOT NULL DEFAULT 0,
     instance_gone INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT NOT NULL DEFAULT ''
+    last_error TEXT NOT NULL DEFAULT '',
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS workers_state ON workers(state);
 CREATE TABLE IF NOT EXISTS transitions (
@@ -105,6 +106,10 @@ CREATE TABLE IF NOT EXISTS power_requests (
 """
 
 
+_ADDED_COLUMNS = (("workers", "owner", "TEXT NOT NULL DEFAULT ''"),)
+"""Columns added since the first release: (table, column, definition)."""
+
+
 class StateStore:
     """One SQLite file holding the manager's state; safe to open from several processes."""
 
@@ -119,6 +124,20 @@ class StateStore:
             # opening the store to read works while another process writes.
             with db.transaction(immediate=False):
                 db.execute(statement)
+        self._add_columns(db)
+
+    @staticmethod
+    def _add_columns(db: Connection) -> None:
+        """Give a store written by an older elasticsite the columns it lacks (each with
+        the default its rows meant); a store that has them takes no write lock."""
+        for table, column, definition in _ADDED_COLUMNS:
+            with db.transaction(immediate=False) as tx:
+                known = {row[1] for row in tx.execute(f"PRAGMA table_info({table})")}
+            if column in known:
+                continue
+            with db.transaction() as tx:  # another process may have added it meanwhile
+                if column not in {row[1] for row in tx.execute(f"PRAGMA table_info({table})")}:
+                    tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     def _db(self) -> Connection:
         """This thread's connection, opened (private, WAL, ``synchronous=FULL``) on first use."""
@@ -352,8 +371,8 @@ class StateStore:
             db.execute(
                 "INSERT OR REPLACE INTO workers(id, cloud, vm_type, cores, node, instance_id, "
                 "state, requested_at, joined_at, state_since, running_jobs, attempts, "
-                "next_attempt_at, instance_gone, last_error) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "next_attempt_at, instance_gone, last_error, owner) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     w.id,
                     w.cloud,
@@ -370,6 +389,7 @@ class StateStore:
                     rec.next_attempt_at,
                     int(rec.instance_gone),
                     rec.last_error,
+                    w.owner,
                 ),
             )
 
@@ -477,5 +497,6 @@ def _record(row: Sequence[Any]) -> WorkerRecord:
         joined_at=row[8],
         state_since=row[9],
         running_jobs=row[10],
+        owner=row[15],
     )
     return WorkerRecord(w, row[11], row[12], bool(row[13]), row[14])

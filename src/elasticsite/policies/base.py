@@ -161,12 +161,13 @@ def register(
     redirects: bool = False,
     typed_nodes: bool = False,
     preboot: Callable[[PolicySettings], int] | None = None,
+    owners: bool = False,
 ) -> Callable[[Decide], Decide]:
     """Decorator: make ``fn`` available as policy ``name``, with its options model and
     capabilities (see :class:`~elasticsite.plugins.PolicyPlugin`)."""
 
     def wrap(fn: Decide) -> Decide:
-        registry.add(name, PolicyPlugin(fn, options, redirects, typed_nodes, preboot))
+        registry.add(name, PolicyPlugin(fn, options, redirects, typed_nodes, preboot, owners))
         if options is not PluginOptions and options not in _BUILTIN_OPTIONS:
             _BUILTIN_OPTIONS.append(options)
         return fn

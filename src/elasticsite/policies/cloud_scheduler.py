@@ -7,17 +7,25 @@ feature each worker's node is declared with). A job naming a type no cloud offer
 or none, is not served here. Each worker is one VM of one type and runs that type's
 jobs only (its node is declared for the type: the policy declares ``typed_nodes``).
 
-* **Demand per VM type.** A type's queued jobs are served by its idle and booting
-  workers first; the rest get new VMs on a cloud offering the type, chosen by the
-  cloud rule within every cap.
-* **Fair share.** The site's VMs (the clouds' ``max_instances``) are divided evenly
-  among the users with jobs, a user needing fewer leaving the rest to the others. A
-  user runs on a VM when a job of theirs does.
-* **Re-balancing.** When a user holds more VMs than their share while another waits
-  for theirs, the first user's queued jobs are held (no retiring VM takes a new one)
-  and the surplus VMs go: ``graceful`` drains each so it is retired after its current
-  job; ``immediate`` terminates them now and the batch system requeues their jobs.
-  Held jobs are released as soon as their user is back under their share.
+* **A VM serves one user.** Each VM is launched for a user's share and its node runs
+  that user's jobs only (:attr:`~elasticsite.model.Launch.user`, the node's owner), so
+  a VM booted for a newcomer is theirs, not the oldest job's.
+* **Fair share, counted as the paper counts it** (:mod:`.fair_share`): the site's VMs
+  (the clouds' ``max_instances``) are divided evenly among the users with jobs, a user
+  needing fewer leaving the rest to the others, and every live VM a user holds counts
+  against them (booting, idle, busy, draining).
+* **Hand-overs before launches.** A user below their share who waits for a type first
+  gets a spare VM of that type from a user above theirs (or nobody's): an idle one
+  (a user with no more jobs of its type lends it, and gets it back when they need it),
+  then one being drained, then, on a full site and with ``graceful``, a busy one, which
+  finishes its job first. Then new VMs, within each cloud's cap and the spend cap, on
+  a cloud that serves the job (its ``serves`` selector) with a type that fits it.
+* **Re-balancing across types**, on a full site while someone below their share still
+  waits: the queued jobs of the users above theirs are held, and as many of their VMs
+  as the waiting need go: ``graceful`` drains each (retired after its current job);
+  ``immediate`` terminates it now and the batch system requeues its job; never a VM
+  still on its first job (its boot would be wasted). Held jobs are released once
+  their user holds no more than their share, or nobody waits any more.
 * **VMs in error** fail and are given back by the core; their jobs are still queued,
   so replacements are launched.
 """
@@ -25,12 +33,14 @@ jobs only (its node is declared for the type: the policy declares ``typed_nodes`
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
+from elasticsite import feasibility
 from elasticsite.attributes import FEATURES, VM_TYPE
 from elasticsite.model import (
+    Assign,
     Cause,
     CloudSpec,
     Decision,
@@ -38,44 +48,26 @@ from elasticsite.model import (
     Job,
     Launch,
     Terminate,
+    Undrain,
     Worker,
     WorkerState,
 )
 from elasticsite.plugins import PluginOptions
 from elasticsite.policies.base import PolicySettings, register
+from elasticsite.policies.fair_share import Book, Fit, by_user, fair_shares
 from elasticsite.policies.planning import census, rank_clouds
 from elasticsite.snapshot import SiteSnapshot
 
-__all__ = ["decide", "fair_shares", "vm_type_of"]
+__all__ = ["decide", "fair_shares", "offered_types", "vm_type_of"]
 
 S = WorkerState
-_SPARE = (S.REQUESTED, S.BOOTING, S.IDLE)
-"""Workers that will take a queued job of their type without a new launch."""
+_JOINED = (S.IDLE, S.BUSY)
+_FREE_FIRST = {S.IDLE: 0, S.REQUESTED: 1, S.BOOTING: 1}
+"""A giver's spare workers in the order they are handed over (idle ones at once)."""
 
 
-def fair_shares(capacity: int, demand: dict[str, int]) -> dict[str, int]:
-    """VMs per user: ``capacity`` divided evenly among the users with demand, none
-    getting more than they need (what one leaves goes to the others). When the
-    division leaves a remainder, one more goes to each user in name order."""
-    share = dict.fromkeys(demand, 0)
-    left = max(0, capacity)
-    pending = sorted((d, u) for u, d in demand.items() if d > 0)
-    while pending:
-        each = left // len(pending)
-        need, user = pending[0]
-        if need <= each:  # the smallest demand is met in full; the rest share what is left
-            share[user] = need
-            left -= need
-            pending.pop(0)
-            continue
-        extra = left - each * len(pending)
-        for i, name in enumerate(sorted(u for _, u in pending)):
-            share[name] = each + (1 if i < extra else 0)
-        break
-    return share
-
-
-def _offered(clouds: Iterable[CloudSpec]) -> set[str]:
+def offered_types(clouds: Iterable[CloudSpec]) -> set[str]:
+    """The names of every VM type the clouds offer."""
     return {vm.name for c in clouds for vm in c.vm_types}
 
 
@@ -93,126 +85,222 @@ def vm_type_of(job: Job, offered: set[str]) -> str | None:
 
 def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     decision = Decision()
-    offered = _offered(snapshot.clouds)
-    types = {j.id: t for j in (*snapshot.queued, *snapshot.held) if (t := vm_type_of(j, offered))}
+    offered = offered_types(snapshot.clouds)
+    types = {
+        j.id: t
+        for j in (*snapshot.queued, *snapshot.held, *snapshot.running)
+        if (t := vm_type_of(j, offered))
+    }
     served = [j for j in snapshot.queued if j.id in types]
     held = [j for j in snapshot.held if j.id in types]
-    live = [w for w in snapshot.workers if w.state.live]
-
-    # Who runs where: a worker belongs to the user whose job it runs.
-    by_node: dict[str, str] = {}
-    for job in snapshot.running:
-        if job.node:
-            by_node.setdefault(job.node, job.user)
-    owned: dict[str, list[Worker]] = defaultdict(list)
-    for w in live:
-        user = by_node.get(w.node or w.id)
-        if user is not None and w.state is S.BUSY:
-            owned[user].append(w)
-
-    demand: Counter[str] = Counter()
-    for job in (*served, *held):
-        demand[job.user] += 1
-    for user, workers in owned.items():
-        demand[user] += len(workers)
+    running = [j for j in snapshot.running if j.id in types]
     capacity = sum(c.max_instances for c in snapshot.clouds)
-    shares = fair_shares(capacity, dict(demand))
+    fit = Fit(feasibility.judge(snapshot.clouds, snapshot.closed), types)
+    book = Book.of(snapshot.workers, running, served, held, types, capacity, fit)
+    moved: set[str] = set()
 
-    over = {u: len(owned[u]) - shares.get(u, 0) for u in owned}
-    over = {u: n for u, n in over.items() if n > 0}
-    waiting = {
-        u for u in demand if len(owned.get(u, ())) < shares.get(u, 0) and _queued_of(u, served)
-    }
-    full = len(live) >= capacity
-
-    # Re-balance: only when someone under their share waits and the site is full.
-    if over and waiting and full:
-        for user, surplus in sorted(over.items()):
-            decision.hold.extend(j for j in served if j.user == user)
-            victims = sorted(owned[user], key=lambda w: (-w.requested_at, w.id))[:surplus]
-            for w in victims:
-                if settings.rebalance == "immediate":
-                    decision.terminate.append(Terminate(w.id, Cause.FAIR_SHARE))
-                elif w.state is S.BUSY:
-                    decision.drain.append(Drain(w.id, Cause.FAIR_SHARE))
-        held_users = set(over)
-    else:
-        held_users = set()
-
-    # Release the held jobs of users now back within their share (or alone).
-    room = {u: shares.get(u, 0) - len(owned.get(u, ())) for u in demand}
-    for job in held:
-        if job.user in held_users:
-            continue
-        if not (over and waiting) or room.get(job.user, 0) > 0:
-            decision.release.append(job.id)
-            room[job.user] = room.get(job.user, 0) - 1
-
-    _launch(decision, snapshot, settings, served, types, held_users, shares, owned)
-    _release_idle(decision, snapshot, served, types)
+    _undrain_own(decision, book, fit, moved)
+    _hand_over(decision, book, fit, moved, (S.IDLE, S.REQUESTED, S.BOOTING))
+    _launch(decision, snapshot, settings, book, fit)
+    late = (S.DRAINING, S.BUSY) if settings.rebalance == "graceful" else (S.DRAINING,)
+    _hand_over(decision, book, fit, moved, late)
+    jobs = by_user((*served, *held), types)
+    given_back = _release_idle(decision, book, moved, dict(jobs))
+    unmet = book.unmet()
+    over = book.over()
+    if unmet and over:
+        waiting = sum(unmet.values()) - given_back
+        _rebalance(decision, book, snapshot.now, settings, moved, over, waiting, jobs)
+    # Held while above their share and someone waits, unless a VM of theirs would idle.
+    now = snapshot.now
+    held_users = {u for u in over if not book.unused(u, now, moved)} if unmet else set()
+    decision.hold.extend(j for j in served if j.user in held_users)
+    decision.release.extend(j.id for j in held if j.user not in held_users)
     return decision
 
 
-def _queued_of(user: str, jobs: Sequence[Job]) -> bool:
-    return any(j.user == user for j in jobs)
+def _undrain_own(decision: Decision, book: Book, fit: Fit, moved: set[str]) -> None:
+    """Put back into service a user's own draining VMs their queued jobs want, unless
+    the user holds more than their share (why such a VM was drained)."""
+    for user in sorted(book.wants):
+        if book.room(user) < 0:
+            continue
+        for w in book.of_user(user):
+            if w.state is not S.DRAINING:
+                continue
+            job = book.first(user, w.vm_type, lambda j, w=w: fit.takes(w, j))  # type: ignore[misc]
+            if job is not None:
+                book.meet(user, w.vm_type, job)
+                decision.undrain.append(Undrain(w.id, Cause.DEMAND_RETURNED))
+                moved.add(w.id)
+
+
+def _hand_over(
+    decision: Decision,
+    book: Book,
+    fit: Fit,
+    moved: set[str],
+    states: tuple[WorkerState, ...],
+) -> None:
+    """Give the users below their share who wait VMs of their type in ``states``, held
+    by nobody or by a user above their share: the spare first, then the one whose job
+    started first (it is likely to end first)."""
+    over = book.over()
+    givers = [
+        w
+        for wid, w in book.workers.items()
+        if w.state in states
+        and wid not in moved
+        and (not book.holder[wid] or book.holder[wid] in over)
+    ]
+    givers.sort(key=lambda w: (_FREE_FIRST.get(w.state, 2), book.started.get(w.id, 0.0), w.id))
+    while givers:
+        handed = False
+        for user in book.takers():
+            wanted = book.wants[user]
+            pick, job = None, None
+            for w in givers:
+                if wanted[w.vm_type] > 0 and _gives(book, w):
+                    job = book.first(user, w.vm_type, lambda j, w=w: fit.takes(w, j))  # type: ignore[misc]
+                    if job is not None:
+                        pick = w
+                        break
+            if pick is None or job is None:
+                continue
+            givers.remove(pick)
+            book.hand(pick.id, user, pick.vm_type, job)
+            moved.add(pick.id)
+            if pick.state is S.DRAINING:
+                decision.undrain.append(Undrain(pick.id, Cause.FAIR_SHARE))
+            decision.assign.append(Assign(pick.id, user, Cause.FAIR_SHARE))
+            handed = True
+            break  # the furthest below their share is asked again first
+        if not handed:
+            return
+
+
+def _gives(book: Book, w: Worker) -> bool:
+    """Whether ``w``'s holder can give it: nobody's, or still above their share."""
+    user = book.holder[w.id]
+    return not user or book.room(user) < 0
 
 
 def _launch(
-    decision: Decision,
-    snapshot: SiteSnapshot,
-    settings: PolicySettings,
-    served: Sequence[Job],
-    types: dict[str, str],
-    held_users: set[str],
-    shares: dict[str, int],
-    owned: dict[str, list[Worker]],
+    decision: Decision, snapshot: SiteSnapshot, settings: PolicySettings, book: Book, fit: Fit
 ) -> None:
-    """New VMs for the queued jobs no spare worker of their type will take, within
-    each user's share and every cloud's cap."""
-    room = {u: shares.get(u, 0) - len(owned.get(u, ())) for u in shares}
-    need: Counter[str] = Counter()
-    for job in served:  # queue order: the batch system's priorities decide who goes first
-        if job.user in held_users or room.get(job.user, 0) <= 0:
-            continue
-        room[job.user] -= 1
-        need[types[job.id]] += 1
-    spare = Counter(w.vm_type for w in snapshot.workers if w.state in _SPARE)
+    """New VMs for the users below their share who still wait, one round of one VM
+    each at a time (the furthest below first), within every cloud's cap and the spend
+    cap, each for one of its user's jobs on a cloud that serves the job."""
     cen = census(snapshot)
     live = dict(cen.live_by_cloud or {})
     spend = cen.spend_per_hour
     cap = settings.spend_cap_per_hour
     usable = [c for c in snapshot.clouds if c.name not in snapshot.closed]
-    for vm_type in sorted(need):
-        count = need[vm_type] - spare[vm_type]
-        offering = [c for c in usable if any(v.name == vm_type for v in c.vm_types)]
-        for c in rank_clouds(offering, settings.cloud_rule, live):
-            if count <= 0:
-                break
-            free = c.max_instances - live.get(c.name, 0)
-            if cap is not None and c.price_per_hour > 0:
-                free = min(free, max(0, int((cap - spend) / c.price_per_hour + 1e-9)))
-            n = min(count, free)
-            if n > 0:
-                decision.launch.append(Launch(c.name, vm_type, n, Cause.DEMAND))
-                live[c.name] = live.get(c.name, 0) + n
-                spend += n * c.price_per_hour
-                count -= n
+    planned: Counter[tuple[str, str, str]] = Counter()
+    stuck: set[tuple[str, str]] = set()
+    """(user, VM type) no cloud will launch for (any more) in this decision."""
+    while True:
+        launched = False
+        for user in book.takers():
+            for vm_type, n in sorted(book.wants[user].items()):
+                if n <= 0 or (user, vm_type) in stuck:
+                    continue
+                offering = [c for c in usable if any(v.name == vm_type for v in c.vm_types)]
+                cloud, job = None, None
+                for c in rank_clouds(offering, settings.cloud_rule, live):
+                    room = c.max_instances - live.get(c.name, 0)
+                    if cap is not None and c.price_per_hour > 0:
+                        room = min(room, int((cap - spend) / c.price_per_hour + 1e-9))
+                    if room > 0:
+                        job = book.first(user, vm_type, lambda j, c=c: fit.launches(c, j))  # type: ignore[misc]
+                        if job is not None:
+                            cloud = c
+                            break
+                if cloud is None or job is None:
+                    stuck.add((user, vm_type))
+                    continue
+                planned[cloud.name, vm_type, user] += 1
+                live[cloud.name] = live.get(cloud.name, 0) + 1
+                spend += cloud.price_per_hour
+                book.plan(user, vm_type, job)
+                launched = True
+                break  # one VM per user per round
+        if not launched:
+            break
+    for (cloud_name, vm_type, user), n in sorted(planned.items()):
+        decision.launch.append(Launch(cloud_name, vm_type, n, Cause.DEMAND, user=user))
+
+
+def _rebalance(
+    decision: Decision,
+    book: Book,
+    now: float,
+    settings: PolicySettings,
+    moved: set[str],
+    over: dict[str, int],
+    waiting: int,
+    jobs: Mapping[tuple[str, str], int],
+) -> None:
+    """Free room for ``waiting`` VMs wanted by users below their share on a full site:
+    the VMs of the users above theirs go, beyond what is already leaving; never one
+    still booting or on its first job (:meth:`Book.young`). One no job runs on any
+    more, of a type none of its user's jobs (``jobs``, by user and type) waits for, is
+    drained as idle, not killed."""
+    leaving = sum(1 for w in book.workers.values() if w.state is S.DRAINING and w.id not in moved)
+    need = waiting - leaving
+    for user, excess in sorted(over.items(), key=lambda x: (-x[1], x[0])):
+        if need <= 0:
+            return
+        mine = [w for w in book.of_user(user) if w.id not in moved]
+        wanted = Counter(vm for (u, vm), n in jobs.items() if u == user and n)
+        going = sum(1 for w in mine if w.state is S.DRAINING)
+        killing = settings.rebalance == "immediate"
+        victims = [w for w in mine if w.state in _JOINED and not book.young(w, now, killing)]
+        victims.sort(  # idle first, then busy ones no job runs on, then the oldest job's
+            key=lambda w: (
+                _FREE_FIRST.get(w.state, 2),
+                w.id in book.started,
+                book.started.get(w.id, 0.0),
+                w.id,
+            )
+        )
+        for w in victims[: max(0, min(excess - going, need))]:
+            # Busy, yet no job runs there any more (it ended since the worker was seen)
+            # and none of its user's waits for it: nothing is taken from them.
+            done = w.state is S.BUSY and w.id not in book.started and not wanted[w.vm_type]
+            cause = Cause.IDLE if done else Cause.FAIR_SHARE
+            if settings.rebalance == "immediate" and cause is Cause.FAIR_SHARE:
+                decision.terminate.append(Terminate(w.id, cause))
+            else:
+                decision.drain.append(Drain(w.id, cause))
+            moved.add(w.id)
+            need -= 1
 
 
 def _release_idle(
-    decision: Decision, snapshot: SiteSnapshot, served: Sequence[Job], types: dict[str, str]
-) -> None:
-    """Drain idle workers of a type no queued job needs (they are given back when
-    drained); a worker already leaving is left alone."""
-    wanted = Counter(types[j.id] for j in served)
-    draining = {d.worker_id for d in decision.drain}
-    for w in sorted(snapshot.workers, key=lambda w: (w.requested_at, w.id)):
-        if w.state is not S.IDLE or w.id in draining:
+    decision: Decision, book: Book, moved: set[str], jobs: dict[tuple[str, str], int]
+) -> int:
+    """Drain idle workers no queued or held job of their holder's will take (a VM of
+    nobody's: no one's job of its type); they are given back when drained, which
+    makes room as a re-balance would. Returns how many."""
+    before = len(decision.drain)
+    anyone: Counter[str] = Counter()
+    for (_, vm_type), n in jobs.items():
+        anyone[vm_type] += n
+    for wid, w in sorted(book.workers.items(), key=lambda x: (x[1].requested_at, x[0])):
+        if w.state is not S.IDLE or wid in moved:
             continue
-        if wanted[w.vm_type] > 0:
-            wanted[w.vm_type] -= 1
+        user = book.holder[wid]
+        key = (user, w.vm_type)
+        if user and jobs.get(key, 0) > 0:
+            jobs[key] -= 1
             continue
-        decision.drain.append(Drain(w.id, Cause.IDLE))
+        if not user and anyone[w.vm_type] > 0:
+            anyone[w.vm_type] -= 1
+            continue
+        decision.drain.append(Drain(wid, Cause.IDLE))
+        moved.add(wid)
+    return len(decision.drain) - before
 
 
 class CloudSchedulerOptions(PluginOptions):
@@ -222,4 +310,4 @@ class CloudSchedulerOptions(PluginOptions):
     rebalance: Literal["graceful", "immediate"] = "graceful"
 
 
-register("cloud_scheduler", options=CloudSchedulerOptions, typed_nodes=True)(decide)
+register("cloud_scheduler", options=CloudSchedulerOptions, typed_nodes=True, owners=True)(decide)

@@ -90,12 +90,10 @@ def evaluate(policy: Policy, snapshot: SiteSnapshot, settings: PolicySettings) -
         relabelled: list[Launch] = []
         for launch in decision.launch:
             n = min(left, launch.count)
-            if n:
-                relabelled.append(Launch(launch.cloud, launch.vm_type, n, Cause.REPLACEMENT))
+            if n:  # whatever else it carries (the user it is for) stays
+                relabelled.append(replace(launch, count=n, cause=Cause.REPLACEMENT))
             if launch.count - n:
-                relabelled.append(
-                    Launch(launch.cloud, launch.vm_type, launch.count - n, launch.cause)
-                )
+                relabelled.append(replace(launch, count=launch.count - n))
             left -= n
         decision.launch = relabelled
 
@@ -129,11 +127,16 @@ def _servable(
     if not verdict.feasible:
         return seen, verdict
     S = WorkerState
+    # Jobs the site holds will run once released: a draining worker one of them could
+    # use stays draining, or the policy would see its user's share change step by step.
+    held = split(view.with_queue(view.held), judged) if view.held else None
     shown: dict[str, Worker] = {}
     for w in spare:
         if verdict.usable(w):
             continue
         if w.state is S.DRAINING:
+            if held is not None and held.usable(w):
+                continue
             shown[w.id] = replace(w, state=S.TERMINATING, history=[])
         else:
             shown[w.id] = replace(w, state=S.BUSY, free_cores=0, history=[])

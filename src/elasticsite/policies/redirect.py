@@ -2,7 +2,7 @@
 
 ``naive``, ``shortest_queue``, ``weighted_queue``, ``selective`` and
 ``selective_global`` decide, like the
-replay's strategy sets (:mod:`elasticsite.sim.strategies`, the same code), which of
+replay's strategy sets (:mod:`elasticsite.policies.strategies`, the same code), which of
 the site's waiting jobs go to the cloud, and return them as
 :class:`~elasticsite.model.Redirect`\\ s to ``settings.redirect_to``, the partition
 (or queue) the cloud workers serve. The workers for the jobs bound to the cloud
@@ -48,12 +48,12 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from elasticsite.attributes import PARTITION, Selector
+from elasticsite.batch.pools import BackfillPool, EasyPool, Key, make_pool
 from elasticsite.batch.selective import Categories
 from elasticsite.model import Decision, Job, Redirect
 from elasticsite.plugins import PluginOptions
 from elasticsite.policies.base import Decide, PolicySettings, get, register
-from elasticsite.sim.pools import BackfillPool, EasyPool, Key, make_pool
-from elasticsite.sim.strategies import (
+from elasticsite.policies.strategies import (
     Naive,
     Selective,
     SelectiveGlobal,
@@ -133,7 +133,7 @@ class _Thresholds:
 
 
 class _Live:
-    """The :class:`~elasticsite.sim.strategies.Context` of one live step: job ``i`` is
+    """The :class:`~elasticsite.policies.strategies.Context` of one live step: job ``i`` is
     ``jobs[i]``; redirections are recorded, not carried out."""
 
     def __init__(

@@ -118,7 +118,7 @@ def _claim(key: str, ok: bool | None, measured: str, note: str = "") -> Claim:
 
 
 def _trace_waits(trace: Path, cores: tuple[int, int], until: float) -> list[tuple[float, float]]:
-    from elasticsite.sim.swf import read_swf
+    from elasticsite.traces.swf import read_swf
 
     t = read_swf(trace, sort_by_submit=True)
     procs = np.asarray(t.allocated_processors)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from elasticsite.advisor.evaluate import OVERALL, Evaluation, Row, evaluate
-from elasticsite.advisor.history import PROBE, Observation
+from elasticsite.history.observations import PROBE, Observation
 
 __all__ = [
     "CASE_STUDIES",

@@ -11,7 +11,7 @@ worker: it reports each job's end and learns what runs from the batch file.
 Urgent trials are the paper's dummy jobs (section 3.2.2: a "hello world" asking for
 the case study's nodes and wall-clock time): 16 RICC nodes (128 cores) for a requested
 3 h, running 1 s, submitted one after the other (the next one once the last has
-started), given next-to-run or preemption by :func:`~elasticsite.urgent.batch_policies.elevate`
+started), given next-to-run or preemption by :func:`~elasticsite.batch.urgency.elevate`
 exactly as an urgent submission is. The default policy's waits are those of the
 trace's own jobs of that size (128 cores) in a replay without trials, over the same
 period: what a job submitted at default priority waited there.
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from elasticsite.batch.base import BatchError, JobRequest
 from elasticsite.batch.local import LocalBatch
-from elasticsite.urgent.batch_policies import elevate
+from elasticsite.batch.urgency import elevate
 
 if TYPE_CHECKING:
     from elasticsite.batch.slurm import SlurmBatch
@@ -79,7 +79,7 @@ class TraceJobs:
 def read_trace_jobs(path: Path) -> TraceJobs:
     """The jobs of an SWF trace, cleaned as the simulator cleans them (allocated cores
     from requested ones, requested times at least the run time)."""
-    from elasticsite.sim.swf import read_swf
+    from elasticsite.traces.swf import read_swf
 
     t = read_swf(path, sort_by_submit=True)
     cores = int(t.header.max_procs or max(int(t.allocated_processors.max()), 1))

@@ -55,8 +55,8 @@ def _summary(policy: str, trials: int, **scenario: object) -> tuple[float | None
 
 def single_rows(trials: int) -> dict[str, Single]:
     """One urgent c1.xlarge under each policy, in the condition its table measured."""
+    from elasticsite.clouds.capacity_delays import reference
     from elasticsite.sim.urgent_cloud import paper_scenario
-    from elasticsite.urgent.cloud_delays import reference
 
     rows = {}
     for name in CLOUD_POLICIES:
@@ -71,7 +71,7 @@ def single_rows(trials: int) -> dict[str, Single]:
 
 def condition_rows(trials: int) -> list[ConditionRow]:
     """Every condition of Tables 4.12-4.24, simulated."""
-    from elasticsite.urgent.cloud_delays import PUBLISHED
+    from elasticsite.clouds.capacity_delays import PUBLISHED
 
     out = []
     for cond, (paper, paper_sd) in PUBLISHED.items():
@@ -92,7 +92,7 @@ def condition_rows(trials: int) -> list[ConditionRow]:
 def explain(row: ConditionRow) -> str:
     """Why a condition's simulated delay is off the published one, from the published
     figures themselves."""
-    from elasticsite.urgent.cloud_delays import probe, reference
+    from elasticsite.clouds.capacity_delays import probe, reference
 
     if row.policy == "migration" and row.nodes > 1:
         one = reference("migration", row.target, 1, 1)

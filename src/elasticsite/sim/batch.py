@@ -12,6 +12,7 @@ completion, registration and undrain, so a job starts the instant it can.
 Partitions work as on the embedded batch system: a job runs only on nodes of its
 ``partition`` attribute (``""`` by default); nodes ``add_node`` declares are in
 ``node_partition``, those :meth:`SimBatch.add_site_node` adds in the default one.
+So do owners: a node :meth:`SimBatch.set_owner` gives a user runs that user's jobs only.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class _Node:
     running: int = 0
     registered_at: float | None = None
     partition: str = ""
+    owner: str = ""
 
 
 class SimBatch:
@@ -75,6 +77,8 @@ class SimBatch:
         self._front: dict[str, int] = {}
         self._partitioned = bool(node_partition)
         """Whether any job or node is outside the default partition (else one schedule)."""
+        self._owned = False
+        """Whether any node was ever given an owner."""
 
     # --- the workload ---------------------------------------------------------------
 
@@ -126,7 +130,7 @@ class SimBatch:
             (j.node or "", j.cores, (j.started_at or now) + j.walltime)
             for j in self.running.values()
         ]
-        if self._partitioned:
+        if self._partitioned or self._owned:
             starts = self._by_partition(up, running)
         else:
             free = [(n.name, n.free) for n in up]
@@ -156,13 +160,16 @@ class SimBatch:
         """One schedule per partition: its queued jobs on its nodes."""
         part_of = {n.name: n.partition for n in self.nodes.values()}
         starts: dict[str, str] = {}
-        for part in {n.partition for n in up}:
+        for part in sorted({n.partition for n in up}):
             waiting = [j for j in self.queue if partition_of(j.attributes) == part]
             if not waiting:
                 continue
-            free = [(n.name, n.free) for n in up if n.partition == part]
+            free = [(n.name, n.free, n.owner) for n in up if n.partition == part]
             busy = [r for r in running if part_of.get(r[0]) == part]
-            starts.update(scheduling.schedule(self.scheduler, self.sim.now, waiting, free, busy))
+            users = {j.id: j.user for j in waiting}
+            starts.update(
+                scheduling.schedule_owned(self.scheduler, self.sim.now, waiting, free, busy, users)
+            )
         return starts
 
     def add_site_node(self, name: str, cores: int) -> None:
@@ -220,7 +227,9 @@ class SimBatch:
             state = NodeState.DRAINING if n.running else NodeState.DRAINED
         else:
             state = NodeState.BUSY if n.running else NodeState.IDLE
-        return Node(n.name, n.cores, state, n.running, n.free, registered_at=n.registered_at)
+        return Node(
+            n.name, n.cores, state, n.running, n.free, registered_at=n.registered_at, owner=n.owner
+        )
 
     def add_node(self, name: str, cores: int, pool: str = "") -> None:
         if cores < 1:
@@ -242,6 +251,15 @@ class SimBatch:
             raise UnknownNode(f"undrain: no node {name}")
         node.draining = False
         self._schedule()
+
+    def set_owner(self, name: str, user: str) -> None:
+        node = self.nodes.get(name)
+        if node is None:
+            raise UnknownNode(f"set_owner: no node {name}")
+        if node.owner != user:
+            node.owner = user
+            self._owned = True
+            self._schedule()
 
     def remove_node(self, name: str) -> None:
         node = self.nodes.get(name)

@@ -78,6 +78,9 @@ class CloudModel:
     tenant_volunteers: float = 0.0
     urgent_policies: tuple[tuple[str, str], ...] = ()
     """Urgency -> cloud policy (``(("red", "preemption"),)``) for urgent launches."""
+    vm_types: tuple[VMType, ...] = ()
+    """The VM types it offers, by name (Cloud Scheduler mode's jobs name one); empty:
+    one, ``vm``, of ``cores_per_vm`` cores."""
 
     @classmethod
     def paper000(cls, which: str, name: str | None = None, **kwargs: Any) -> CloudModel:
@@ -148,7 +151,7 @@ class CloudModel:
             billing_increment=self.billing_increment,
             boot_time=self.boot.mean if self.boot_estimate is None else self.boot_estimate,
             shutdown_time=self.shutdown.mean,
-            vm_types=(VMType("vm", self.cores_per_vm),),
+            vm_types=self.vm_types or (VMType("vm", self.cores_per_vm),),
             spot=self.spot or self.interruptions_per_hour > 0,
             waste_estimate=self.waste_estimate,
         )

@@ -5,9 +5,9 @@ site shares with other tenants, whose ``tenant_vms`` non-urgent VMs hold slots f
 whole run (a share ``tenant_volunteers`` of them volunteered as targets). The site's
 instances take slots too; a launch that fits nowhere is refused as a full provider
 refuses (error kind ``capacity``). A launch tagged with an urgency gets the policy
-``urgent_policies`` maps it to, planned by :class:`elasticsite.urgent.capacity.Capacity`
+``urgent_policies`` maps it to, planned by :class:`elasticsite.clouds.capacity.Capacity`
 (the local cloud's planner) and paid for with paper 004's measured allocation delay
-(:func:`elasticsite.urgent.cloud_delays.allocation_delay`) instead of a normal boot.
+(:func:`elasticsite.clouds.capacity_delays.allocation_delay`) instead of a normal boot.
 
 What happens to a target depends on whose it is. Another tenant's VM is preempted,
 suspended, migrated or shrunk on paper; one of the site's own workers goes as a real
@@ -24,10 +24,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from elasticsite.clouds.base import URGENCY_TAG, VOLUNTEER_TAG, CloudError
+from elasticsite.clouds.capacity import Capacity, CapacityError, CloudPolicy, Resume
+from elasticsite.clouds.capacity_delays import MIGRATION_UNAVAILABLE, allocation_delay
 from elasticsite.clouds.errors import ErrorKind
 from elasticsite.model import VMType
-from elasticsite.urgent.capacity import Capacity, CapacityError, CloudPolicy, Resume
-from elasticsite.urgent.cloud_delays import MIGRATION_UNAVAILABLE, allocation_delay
 
 __all__ = ["SimSlots", "SlotCounts"]
 

@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elasticsite.sim.metrics import SimMetrics, assign_deadlines
 from elasticsite.sim.replay import replay
 from elasticsite.sim.replay_jobs import check_rounds, lublin_jobs, swf_round
+from elasticsite.sim.results import SUMMARY, ExperimentResult
 from elasticsite.sim.runner import (
     DaskCluster,
     Progress,
@@ -43,9 +44,6 @@ from elasticsite.sim.runner import (
     write_rows,
 )
 from elasticsite.sim.specs import DeadlineSpec, LublinSource
-
-if TYPE_CHECKING:
-    from elasticsite.sim.experiment import ExperimentResult
 
 __all__ = ["DEADLINE_KEY", "DEADLINE_METRICS", "run_deadline"]
 
@@ -165,7 +163,6 @@ def run_deadline(
 ) -> ExperimentResult:
     """Run the rows of ``spec`` not yet in ``results``; summarise and plot them all."""
     from elasticsite.sim import figures
-    from elasticsite.sim.experiment import SUMMARY, ExperimentResult
 
     header = [*DEADLINE_KEY, *DEADLINE_METRICS]
     rows = read_rows(results, header)

@@ -24,9 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from elasticsite import core, policies
+from elasticsite.batch.urgency import URGENT_PRIORITY
 from elasticsite.clouds.base import WORKER_TAG, Instance
 from elasticsite.core import CoreConfig, CoreState, Outcome, Plan
-from elasticsite.manager.commands import CommandRunner
+from elasticsite.core.runner import CommandRunner
 from elasticsite.metrics import WorkloadMetrics, workload_metrics
 from elasticsite.model import Decision, Job, Transition, Worker, WorkerState
 from elasticsite.sim.batch import SimBatch
@@ -40,7 +41,6 @@ from elasticsite.sim.watch import (
     exploded_workers,
 )
 from elasticsite.spend import Ledger, bill
-from elasticsite.urgent.batch_policies import URGENT_PRIORITY
 
 __all__ = [
     "SIM_SITE",
@@ -107,6 +107,9 @@ class ElasticRun:
         urgency: Mapping[int, str] | None = None,
         status: Callable[[RunStatus], None] | None = None,
         limits: RunLimits | None = None,
+        *,
+        users: Sequence[str] | None = None,
+        attributes: Sequence[Mapping[str, str]] | None = None,
     ) -> None:
         """``status`` is called at the first decision, then at most every
         :data:`STATUS_EVERY` s of wall-clock time, with the run's :class:`RunStatus`;
@@ -121,6 +124,9 @@ class ElasticRun:
         if site_cores < 0:
             raise ValueError(f"site_cores must be >= 0, got {site_cores}")
         largest = max(max(vm.cores for c in clouds for vm in c.spec().vm_types), site_cores)
+        for given, what in ((users, "users"), (attributes, "attributes")):
+            if given is not None and len(given) != len(arrivals):
+                raise ValueError(f"{len(given)} {what} for {len(arrivals)} jobs")
         first = min((a[0] for a in arrivals), default=0.0)
         self.sim = Simulation(start=first - warm_up)
         # A redirecting policy sends jobs to the cloud workers' partition: theirs.
@@ -181,6 +187,10 @@ class ElasticRun:
             if urgency and i in urgency:  # as `urgent submit` marks and elevates a job
                 job.attributes = {"urgency": urgency[i]}
                 job.priority = URGENT_PRIORITY
+            if users is not None:  # whose job it is (Cloud Scheduler mode's fair share)
+                job.user = users[i]
+            if attributes is not None and attributes[i]:  # the VM type it names ...
+                job.attributes = {**job.attributes, **attributes[i]}
             self.jobs.append(job)
         self.preboot = preboot
         """Workers to boot and join before the workload starts (the dedicated baseline's
@@ -340,6 +350,8 @@ def simulate_elastic(
     urgency: Mapping[int, str] | None = None,
     status: Callable[[RunStatus], None] | None = None,
     limits: RunLimits | None = None,
+    users: Sequence[str] | None = None,
+    attributes: Sequence[Mapping[str, str]] | None = None,
 ) -> ElasticResult:
     """Replay ``arrivals`` — ``(submit_time, cores, runtime, requested_walltime)`` — on a
     site that has only cloud workers (and, with ``site_cores``, one node of its own),
@@ -352,6 +364,8 @@ def simulate_elastic(
     ``urgency`` marks jobs (by index in ``arrivals``) as urgent, ``red``, ``orange`` or
     ``yellow``: with an urgent allowance in ``settings`` they burst past the limits, and
     a finite cloud (``CloudModel.hosts``) gives their launches its urgent policy.
+    ``users`` and ``attributes``, when given, are each job's user and attributes (the
+    ``vm_type`` Cloud Scheduler mode serves it by), in the order of ``arrivals``.
     ``status`` gets the run's :class:`RunStatus` now and then; a run past its
     :class:`~elasticsite.sim.watch.RunLimits` (``limits``, default from the workload
     and clouds) raises :class:`SimulationExploded`.
@@ -370,6 +384,8 @@ def simulate_elastic(
         urgency,
         status,
         limits,
+        users=users,
+        attributes=attributes,
     )
     run.sim.run(progress=progress)
     return ElasticResult(run.jobs, run.workers, list(clouds), run.decisions, run.sim.events)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elasticsite.sim.deadlines import run_deadline
 from elasticsite.sim.metrics import SimMetrics
 from elasticsite.sim.replay import ReplayResult, replay
 from elasticsite.sim.replay_jobs import (
@@ -43,6 +44,18 @@ from elasticsite.sim.replay_jobs import (
     lublin_jobs,
     swf_round,
     write_replay_jobs_csv,
+)
+from elasticsite.sim.results import (
+    ELASTIC_KEY,
+    ELASTIC_METRICS,
+    REPLAY_KEY,
+    REPLAY_METRICS,
+    RESULTS,
+    SUMMARY,
+    TABLE1,
+    TIMELINES,
+    ExperimentResult,
+    value_cell,
 )
 from elasticsite.sim.runner import (
     DaskCluster,
@@ -87,47 +100,6 @@ __all__ = [
     "table1",
     "write_replay_jobs_csv",
 ]
-
-RESULTS = "results.csv"
-SUMMARY = "summary.csv"
-TABLE1 = "table1.csv"
-TIMELINES = "timelines"
-
-
-# -- result rows -------------------------------------------------------------------
-
-REPLAY_KEY = ("parameter", "value", "round", "strategy")
-REPLAY_METRICS = (
-    "jobs",
-    "jobs_on_cloud",
-    "awrt",
-    "mean_bounded_slowdown",
-    "money_spent",
-    "vm_hours_billed",
-    "vm_hours_used",
-    "site_utilisation",
-    "performance_cost",
-    "awrt_improvement",
-    "slowdown_improvement",
-)
-ELASTIC_KEY = ("workload", "policy", "round")
-ELASTIC_METRICS = (
-    "jobs",
-    "jobs_done",
-    "elapsed",
-    "overhead",
-    "wait_mean",
-    "reactivity_max",
-    "workers_launched",
-    "peak_workers",
-    "worker_hours",
-    "cost",
-)
-
-
-def value_cell(value: float | None) -> str:
-    """How a swept value is written in the CSVs (empty when nothing is swept)."""
-    return "" if value is None else repr(float(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,24 +244,6 @@ def _elastic_task(task: _ElasticTask) -> RunOutput:
 # -- running -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ExperimentResult:
-    """What :func:`run_experiment` wrote and how much of it was computed this time.
-
-    ``table`` maps a Table-1 metric to its mean per strategy (unswept replay specs).
-    """
-
-    spec: Spec
-    out_dir: Path
-    results: Path
-    summary: Path
-    table_csv: Path | None
-    plots: tuple[Path, ...]
-    computed: int
-    kept: int
-    table: dict[str, dict[str, float]]
-
-
 def run_experiment(
     spec: Spec,
     out: str | Path,
@@ -319,8 +273,6 @@ def run_experiment(
     check_fingerprint(out_dir, spec)
     results = out_dir / RESULTS
     if isinstance(spec, DeadlineSpec):
-        from elasticsite.sim.deadlines import run_deadline
-
         return run_deadline(spec, out_dir, results, nproc, progress)
     if isinstance(spec, ReplaySpec):
         return _run_replay(spec, out_dir, results, nproc, progress)

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from elasticsite.batch.pools import BackfillPool, EasyPool, Key, make_pool
+from elasticsite.policies.strategies import Strategy, edf, get_strategy
 from elasticsite.sim.cloud import CloudModel
 from elasticsite.sim.engine import Simulation
 from elasticsite.sim.metrics import CLOUD, SITE, JobRecords, SimMetrics, sim_metrics
-from elasticsite.sim.pools import BackfillPool, EasyPool, Key, make_pool
-from elasticsite.sim.strategies import Strategy, edf, get_strategy
 
 __all__ = ["ReplayResult", "replay"]
 
@@ -239,7 +239,7 @@ def replay(
 ) -> ReplayResult:
     """Replay jobs (one array entry each; times in seconds) under a strategy set.
 
-    ``strategy`` is a name from :data:`~elasticsite.sim.strategies.STRATEGIES` or a
+    ``strategy`` is a name from :data:`~elasticsite.policies.strategies.STRATEGIES` or a
     strategy object (e.g. ``Aggressive(reject=True)``). ``deadlines`` are absolute
     times, NaN for best-effort jobs. ``progress(now)`` is called now and then with
     the simulated clock. Raises ``ValueError`` for a job larger than the site, a

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from elasticsite.sim.lublin import LublinParams, WalltimeModel, generate
 from elasticsite.sim.replay import ReplayResult
 from elasticsite.sim.runner import cell
 from elasticsite.sim.specs import LublinSource, ReplaySpec, SpecError, SWFSource
+from elasticsite.traces.lublin import LublinParams, WalltimeModel, generate
 
 __all__ = [
     "DAY",
@@ -68,7 +68,7 @@ def swf_jobs(source: SWFSource) -> Jobs:
     """The whole trace in allocation units (CPUs / ``procs_per_unit``, rounded up)."""
     cached = _SWF_CACHE.get(source.path)
     if cached is None:
-        from elasticsite.sim.swf import read_swf
+        from elasticsite.traces.swf import read_swf
 
         t = read_swf(source.path, sort_by_submit=True)
         run = t.run_time.astype(np.float64)

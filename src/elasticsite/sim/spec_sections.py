@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from elasticsite.batch.selective import Categories
 from elasticsite.sim.cloud import CloudModel, Durations
-from elasticsite.sim.lublin import TYPELESS, LublinParams
+from elasticsite.traces.lublin import TYPELESS, LublinParams
 
 __all__ = ["CloudSection", "LublinSource", "SWFSource", "SelectiveSection", "Strict", "Sweep"]
 

@@ -17,6 +17,14 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from elasticsite.config import explain
+from elasticsite.policies.strategies import (
+    STRATEGIES,
+    Aggressive,
+    Conservative,
+    Selective,
+    Strategy,
+    get_strategy,
+)
 from elasticsite.sim.spec_sections import (
     CloudSection,
     LublinSource,
@@ -24,14 +32,6 @@ from elasticsite.sim.spec_sections import (
     Strict,
     Sweep,
     SWFSource,
-)
-from elasticsite.sim.strategies import (
-    STRATEGIES,
-    Aggressive,
-    Conservative,
-    Selective,
-    Strategy,
-    get_strategy,
 )
 
 __all__ = [

@@ -2,10 +2,10 @@
 
 A scenario fills a cloud of identical hosts with non-urgent VMs (the worst case of
 paper 004, section 4.1), some of whose owners volunteer, then asks for urgent VMs.
-The cloud's policy (:class:`~elasticsite.urgent.capacity.CloudPolicy`) makes room
-through :class:`~elasticsite.urgent.capacity.Capacity`, the same planner the local
+The cloud's policy (:class:`~elasticsite.clouds.capacity.CloudPolicy`) makes room
+through :class:`~elasticsite.clouds.capacity.Capacity`, the same planner the local
 cloud uses; the allocation delays are paper 004's measurements
-(:mod:`elasticsite.urgent.cloud_delays`).
+(:mod:`elasticsite.clouds.capacity_delays`).
 Non-urgent VMs end after their lifetime
 and are replaced by new requests, so under the default policy an urgent VM waits,
 first in line, for a host to empty enough.
@@ -23,9 +23,7 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from elasticsite.model import VMType
-from elasticsite.sim.engine import Simulation
-from elasticsite.urgent.capacity import (
+from elasticsite.clouds.capacity import (
     BREADBOARD_TYPES,
     Capacity,
     CloudPolicy,
@@ -36,7 +34,9 @@ from elasticsite.urgent.capacity import (
     Shrink,
     Suspend,
 )
-from elasticsite.urgent.cloud_delays import MIGRATION_UNAVAILABLE, allocation_delay, probe
+from elasticsite.clouds.capacity_delays import MIGRATION_UNAVAILABLE, allocation_delay, probe
+from elasticsite.model import VMType
+from elasticsite.sim.engine import Simulation
 
 __all__ = ["Scenario", "ScenarioResult", "paper_scenario", "run_scenario", "summarize"]
 

@@ -85,7 +85,7 @@ def load_workload(
             [a.walltime for a in arr],
         )
     if source == "lublin":
-        from elasticsite.sim.lublin import generate
+        from elasticsite.traces.lublin import generate
 
         w = generate(jobs, machine_size=machine_size, seed=seed)
         return _sorted(
@@ -102,7 +102,7 @@ def load_workload(
             f"unknown workload {source!r}: not a built-in ({', '.join(workload_names())}), "
             "not 'lublin', and no such file"
         )
-    from elasticsite.sim.swf import read_swf
+    from elasticsite.traces.swf import read_swf
 
     trace = read_swf(path)
     return _sorted(

@@ -2,7 +2,7 @@
 
 A drill is a real urgent job, small and harmless (``true`` by default), submitted on a
 resource and given one elevated-priority policy exactly as an urgent job would be
-(:func:`~.batch_policies.elevate`). It proves the policy still works there, and its
+(:func:`elasticsite.batch.urgency.elevate`). It proves the policy still works there, and its
 allocation delay (submitted to started) and execution delay (started to finished)
 become observations of source ``drill`` in the advisor's history, under that resource
 and policy, so the advisor's bounds for urgent runs rest on fresh measurements.
@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from elasticsite.advisor.history import Observation
 from elasticsite.batch.base import BatchError, BatchSystem, JobRequest
-from elasticsite.urgent.batch_policies import BATCH_POLICIES, elevate
+from elasticsite.batch.urgency import BATCH_POLICIES, elevate
+from elasticsite.history.observations import Observation
 
 __all__ = ["DrillResult", "drill"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from elasticsite.context.auth import parse_authorization
 from elasticsite.urgent.routes import UrgentService, authenticated, submitting_identity
 from elasticsite.urgent.schemas import AuthenticateIn
+from elasticsite.web.credentials import parse_authorization
 
 __all__ = ["AuthenticateFastPath"]
 

@@ -29,51 +29,29 @@ import hmac
 import secrets
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from importlib.resources import files
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from elasticsite.dashboard.routes import PAGE_HEADERS, read_form
+from elasticsite.urgent import portal_admin
+from elasticsite.urgent.portal_visitor import PORTAL, Visitor, redirect
 from elasticsite.urgent.principals import key_digest
 from elasticsite.urgent.refusals import principal_subject, source_subject, token_subject
 from elasticsite.urgent.routes import UrgentService, client_host, refused
 from elasticsite.urgent.store import HELD_BACK, RATE_LIMITED
 from elasticsite.urgent.tokens import TokenState, check_identities
+from elasticsite.web.pages import PAGE_HEADERS, read_form
 
-__all__ = ["PORTAL", "Portal", "Visitor", "install"]
+__all__ = ["PORTAL", "Portal", "Visitor", "install", "redirect"]
 
-PORTAL = "/urgent/portal"
 SESSION_COOKIE = "urgent_session"
 LOGIN_COOKIE = "urgent_login"
 SESSION_SECONDS = 8 * 3600
 MAX_SESSIONS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class Visitor:
-    """Who a portal session belongs to: ``kind`` admin, user or manager."""
-
-    kind: str
-    name: str
-    csrf: str
-    token_id: str = ""
-    resources: tuple[str, ...] = ()
-    """An administrator's resources."""
-    identities: tuple[tuple[str, str], ...] = ()
-    """A user's identity on each resource."""
-    key_digest: str = ""
-    """The digest of the key an administrator or a user signed in with."""
-
-    @property
-    def subject(self) -> str:
-        """Whom the visitor's refused requests count against."""
-        if self.kind == "manager":
-            return token_subject(self.token_id)
-        return principal_subject(self.name)
 
 
 def _digest(value: str) -> str:
@@ -189,14 +167,8 @@ LIVE = (TokenState.ISSUED, TokenState.ACTIVE)
 """The states of a token whose manager may sign in and stay signed in."""
 
 
-def redirect(path: str) -> RedirectResponse:
-    return RedirectResponse(PORTAL + path, 303, headers=PAGE_HEADERS)
-
-
 def install(app: FastAPI, service: UrgentService) -> Portal:
     """Mount the portals on ``app`` (next to the urgent services of ``service``)."""
-    from elasticsite.urgent import portal_admin
-
     portal = Portal(service)
     static = files("elasticsite").joinpath("urgent/static")
 

@@ -8,26 +8,22 @@ once, on the page that answers the issuing form, and never again.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from elasticsite.urgent.portal_visitor import PORTAL, Pages, Visitor, redirect
 from elasticsite.urgent.resources import POLICIES, URGENCIES
 from elasticsite.urgent.routes import refused
 from elasticsite.urgent.tokens import Urgency, show
-
-if TYPE_CHECKING:
-    from elasticsite.urgent.portal import Portal, Visitor
 
 __all__ = ["install"]
 
 MAX_SESSION_HOURS = 30 * 24
 
 
-def install(app: FastAPI, portal: Portal) -> None:
-    from elasticsite.urgent.portal import PORTAL, redirect
-
+def install(app: FastAPI, portal: Pages) -> None:
+    """Mount the administrators' pages on ``app``, rendered by ``portal``."""
     service = portal.service
 
     def admin(request: Request) -> Visitor | None:

@@ -43,7 +43,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import Response
 
-from elasticsite.context.auth import BEARER, parse_authorization
 from elasticsite.urgent.principals import Principal, Principals
 from elasticsite.urgent.refusals import principal_subject, source_subject, token_subject
 from elasticsite.urgent.resources import ResourcePolicies
@@ -61,6 +60,7 @@ from elasticsite.urgent.schemas import (
 )
 from elasticsite.urgent.store import RATE_LIMITED, UrgentStore
 from elasticsite.urgent.tokens import Token, TokenState, Urgency
+from elasticsite.web.credentials import BEARER, parse_authorization
 
 __all__ = [
     "UrgentService",

@@ -20,8 +20,8 @@ import httpx
 
 from elasticsite.batch.base import BatchError, BatchSystem, JobRequest
 from elasticsite.batch.identity import checked_submitter
+from elasticsite.batch.urgency import BATCH_POLICIES, elevate
 from elasticsite.config.urgent import UrgentConfig
-from elasticsite.urgent.batch_policies import BATCH_POLICIES, elevate
 
 __all__ = ["Submitted", "UrgentRefused", "read_key", "submit_urgent"]
 

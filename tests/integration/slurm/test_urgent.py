@@ -12,7 +12,7 @@ from tests.integration.slurm.conftest import TrackedSlurm, tracked, wait_for
 
 from elasticsite.batch.base import BatchError, JobRequest
 from elasticsite.batch.slurm import SlurmBatch
-from elasticsite.urgent.batch_policies import elevate
+from elasticsite.batch.urgency import elevate
 
 pytestmark = pytest.mark.slow
 

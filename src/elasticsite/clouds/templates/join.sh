@@ -63,6 +63,13 @@ condor_worker() {
         echo 'STARTD_ATTRS = $(STARTD_ATTRS) VMType'
         printf 'ElasticsiteWorker = "%s"\n' "$ELASTICSITE_WORKER_ID"
         echo 'STARTD_ATTRS = $(STARTD_ATTRS) ElasticsiteWorker'
+        # Fair share: only the jobs of the user this VM serves start here. The manager
+        # hands the VM to another user at run time (this one attribute, nothing else).
+        printf 'ElasticsiteOwner = "%s"\n' "${ELASTICSITE_OWNER:-}"
+        echo 'STARTD_ATTRS = $(STARTD_ATTRS) ElasticsiteOwner'
+        echo 'START = ($(START)) && (MY.ElasticsiteOwner =?= "" || TARGET.Owner =?= MY.ElasticsiteOwner)'
+        echo 'ENABLE_RUNTIME_CONFIG = True'
+        echo 'SETTABLE_ATTRS_ADMINISTRATOR = ElasticsiteOwner'
     } >/etc/condor/config.d/50-elasticsite
     systemctl enable condor
     systemctl restart condor

@@ -34,8 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from elasticsite.model import VMType
-from elasticsite.urgent.cloud_policy import (
+from elasticsite.clouds.capacity_policy import (
     BREADBOARD_TYPES,
     Action,
     CloudPolicy,
@@ -47,6 +46,7 @@ from elasticsite.urgent.cloud_policy import (
     Shrink,
     Suspend,
 )
+from elasticsite.model import VMType
 
 __all__ = [
     "BREADBOARD_TYPES",

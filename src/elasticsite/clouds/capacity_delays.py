@@ -20,7 +20,7 @@ import random
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from elasticsite.urgent.capacity import CloudPolicy
+from elasticsite.clouds.capacity import CloudPolicy
 
 __all__ = [
     "MIGRATION_UNAVAILABLE",

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticsite.urgent.capacity import (
+from elasticsite.clouds.capacity import (
     BREADBOARD_TYPES as T,
 )
-from elasticsite.urgent.capacity import (
+from elasticsite.clouds.capacity import (
     Capacity,
     CapacityError,
     CloudPolicy,

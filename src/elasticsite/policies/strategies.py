@@ -39,8 +39,8 @@ from collections.abc import Callable
 from typing import ClassVar, Protocol
 
 from elasticsite.batch.backfill import edf_key
+from elasticsite.batch.pools import BackfillPool, EasyPool, Key, Pool, make_pool
 from elasticsite.batch.selective import DEFAULT_CATEGORIES, Categories
-from elasticsite.sim.pools import BackfillPool, EasyPool, Key, Pool, make_pool
 
 __all__ = [
     "STRATEGIES",

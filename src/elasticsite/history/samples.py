@@ -19,19 +19,41 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from elasticsite.model import CloudSpec, Job, WorkerState
-from elasticsite.spend import WATCH_KEY, Budget, BudgetWatch
+from elasticsite.snapshot import SiteSnapshot
+from elasticsite.spend import WATCH_KEY, Budget, BudgetWatch, Spent
 from elasticsite.sqlite import Connection, connect
 
-if TYPE_CHECKING:
-    from elasticsite.manager.report import StepReport
+__all__ = [
+    "QUEUE_SHOWN",
+    "HistoryReader",
+    "HistoryWriter",
+    "Money",
+    "Sample",
+    "StepReport",
+    "WorkerRow",
+]
 
-__all__ = ["QUEUE_SHOWN", "HistoryReader", "HistoryWriter", "Money", "Sample", "WorkerRow"]
+
+class StepReport(Protocol):
+    """What the writer reads of a manager's step (the manager's own report is one)."""
+
+    @property
+    def at(self) -> float: ...
+    @property
+    def snapshot(self) -> SiteSnapshot | None: ...
+    @property
+    def worker_counts(self) -> Mapping[tuple[str, str], int]: ...
+    @property
+    def spent(self) -> Callable[[], Spent] | None: ...
+    @property
+    def forecast(self) -> Callable[[], float] | None: ...
+
 
 log = logging.getLogger(__name__)
 

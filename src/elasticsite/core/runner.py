@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from elasticsite.batch.base import BatchError, BatchSystem, UnknownJob
 from elasticsite.clouds.base import (
@@ -33,6 +33,7 @@ from elasticsite.core import (
     ForgetNode,
     HoldJob,
     Outcome,
+    OwnNode,
     RedirectJob,
     ReleaseJob,
     RemoveNode,
@@ -41,12 +42,16 @@ from elasticsite.core import (
 )
 from elasticsite.model import CloudSpec
 
-if TYPE_CHECKING:
-    from elasticsite.manager.context_link import ContextLink
-
-__all__ = ["CommandRunner"]
+__all__ = ["CommandRunner", "Departures"]
 
 log = logging.getLogger(__name__)
+
+
+class Departures(Protocol):
+    """Where a node that left is told to the broker (the manager's broker link)."""
+
+    def send(self, host: str) -> None:
+        """Tell the broker ``host`` left; raises when the broker cannot be told."""
 
 
 class CommandRunner:
@@ -61,7 +66,7 @@ class CommandRunner:
         site_id: str,
         userdata: Mapping[str, str],
         clock: Callable[[], float],
-        context: ContextLink | None = None,
+        context: Departures | None = None,
     ) -> None:
         self.batch = batch
         self.clouds = clouds
@@ -133,6 +138,8 @@ class CommandRunner:
             self.batch.undrain(command.node)
         elif isinstance(command, RemoveNode):
             self.batch.remove_node(command.node)
+        elif isinstance(command, OwnNode):
+            self.batch.set_owner(command.node, command.user)
         elif isinstance(command, RedirectJob):
             self.batch.redirect(command.job_id, command.target)
         elif isinstance(command, HoldJob):
@@ -155,6 +162,8 @@ class CommandRunner:
             "cores": str(c.cores),
             "vm_type": vm.name,
         }
+        if c.owner:  # a worker that joins by itself (HTCondor's startd) starts owned
+            userdata["owner"] = c.owner
         tags = {SITE_TAG: self.site_id, WORKER_TAG: c.worker_id}
         if c.urgency:
             tags[URGENCY_TAG] = c.urgency
@@ -164,14 +173,14 @@ class CommandRunner:
             self.batch.add_node(c.node, c.cores, c.pool)
         elif c.add_node:
             self.batch.add_node(c.node, c.cores)
+        if c.add_node and c.owner:  # before it can join: no other user's job starts there
+            self.batch.set_owner(c.node, c.owner)
         found = self.clouds[c.cloud].launch(vm, [c.worker_id], userdata, tags)
         return found[0].id if found else None
 
     def _forget(self, host: str) -> None:
-        from elasticsite.context.client import ContextError
-
         assert self.context is not None
         try:
             self.context.send(host)
-        except ContextError as exc:
+        except Exception as exc:  # the broker's refusal or silence: an outcome like a cloud's
             raise CloudError(f"broker: {exc}") from exc

@@ -37,16 +37,23 @@ import io
 import logging
 import math
 import os
-import re
 import warnings
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
+
+from elasticsite.traces.swf_cleaning import (
+    CANCELLED,
+    CleaningReport,
+    CleaningRules,
+    clean_rows,
+)
+from elasticsite.traces.swf_header import STANDARD_KEYS, SWFHeader
 
 __all__ = [
     "CANCELLED",
@@ -66,20 +73,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CANCELLED = 5
-"""Status of a job cancelled by its user (SWF 2.1); the others are 0 failed, 1 done."""
-
-STANDARD_KEYS = (
-    "Version", "Computer", "Installation", "Acknowledge", "Information", "Conversion",
-    "MaxJobs", "MaxRecords", "Preemption", "UnixStartTime", "TimeZone", "TimeZoneString",
-    "StartTime", "EndTime", "MaxNodes", "MaxProcs", "MaxRuntime", "MaxMemory",
-    "AllowOveruse", "MaxQueues", "Queues", "Queue", "MaxPartitions", "Partitions",
-    "Partition", "Note",
-)  # fmt: skip
-"""Header keys defined by SWF 2.2, in the order the standard lists them."""
-
 OnError = Literal["raise", "skip"]
-Overrun = Literal["clip", "drop", "keep"]
 
 
 class SWFError(ValueError):
@@ -132,198 +126,6 @@ _INT_SET = frozenset(i for i, name in enumerate(FIELDS) if name not in _FLOATS)
 ROW = np.dtype([(f, np.float64 if f in _FLOATS else np.int64) for f in FIELDS])
 """One job line as a numpy record; blocks of jobs are 1-d arrays of it."""
 _LABELS = [f.replace("_", " ").replace("cpu", "CPU") for f in FIELDS]
-_KEY = re.compile(r"([A-Za-z][A-Za-z0-9]*)\s*:\s*(.*)", re.S)
-_INT_PREFIX = re.compile(r"\s*([+-]?\d+)")
-_STANDARD_FOLDED = frozenset(k.casefold() for k in STANDARD_KEYS)
-
-
-class _IntKey:
-    """A header attribute: the leading integer of one key's value, or None."""
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-    def __get__(self, header: SWFHeader | None, owner: type | None = None) -> int | None:
-        return None if header is None else header.get_int(self.key)
-
-
-class SWFHeader(Mapping[str, tuple[str, ...]]):
-    """Header comments as an ordered mapping from key to all of its values.
-
-    ``header["Note"]`` is every Note in file order; lookups ignore case. Indented
-    comment lines continue the previous value (joined with a newline) and comments
-    that are not ``Key: value`` are kept, in place, with key ``None``.
-    """
-
-    def __init__(self, entries: Iterable[tuple[str | None, str]] = ()) -> None:
-        self.entries: list[tuple[str | None, str]] = list(entries)
-
-    def add_comment(self, text: str) -> None:
-        """Take one comment line, given without its leading ``;``."""
-        body = text.rstrip()
-        stripped = body.lstrip()
-        match = _KEY.fullmatch(stripped)
-        prev = self.entries[-1] if self.entries else (None, "")
-        if (
-            prev[0] is not None
-            and stripped
-            and len(body) - len(stripped) >= 2
-            and not (match and match[1].casefold() in _STANDARD_FOLDED)
-        ):
-            self.entries[-1] = (prev[0], f"{prev[1]}\n{stripped}")
-        elif match:
-            self.entries.append((match[1], match[2].strip()))
-        else:
-            self.entries.append((None, stripped))
-
-    def add(self, key: str, value: object) -> None:
-        """Append a ``key: value`` entry (repeated keys keep every value)."""
-        self.entries.append((key, str(value)))
-
-    def __getitem__(self, key: str) -> tuple[str, ...]:
-        folded = key.casefold()
-        values = tuple(v for k, v in self.entries if k is not None and k.casefold() == folded)
-        if not values:
-            raise KeyError(key)
-        return values
-
-    def __iter__(self) -> Iterator[str]:
-        seen: dict[str, str] = {}
-        for key, _ in self.entries:
-            if key is not None:
-                seen.setdefault(key.casefold(), key)
-        return iter(seen.values())
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-    @property
-    def comments(self) -> list[str]:
-        """Comment lines that are not ``Key: value`` pairs."""
-        return [v for k, v in self.entries if k is None]
-
-    def first(self, key: str) -> str | None:
-        """The first value of ``key``, or None when the header lacks it."""
-        values = self.get(key)
-        return values[0] if values else None
-
-    def get_int(self, key: str) -> int | None:
-        """The integer a value starts with: ``"144 (each an 8-way SMP)"`` -> 144."""
-        value = self.first(key)
-        match = _INT_PREFIX.match(value) if value is not None else None
-        return int(match[1]) if match else None
-
-    max_jobs = _IntKey("MaxJobs")
-    max_records = _IntKey("MaxRecords")
-    max_nodes = _IntKey("MaxNodes")
-    max_procs = _IntKey("MaxProcs")
-    max_runtime = _IntKey("MaxRuntime")  # seconds
-    max_memory = _IntKey("MaxMemory")  # kilobytes
-    max_queues = _IntKey("MaxQueues")
-    max_partitions = _IntKey("MaxPartitions")
-    unix_start_time = _IntKey("UnixStartTime")  # epoch seconds of time 0
-
-    def lines(self) -> list[str]:
-        """The header as SWF comment lines, continuation lines indented under the key."""
-        out = []
-        for key, value in self.entries:
-            if key is None:
-                out.append(f"; {value}".rstrip())
-                continue
-            first, *more = value.split("\n")
-            out.append(f"; {key}: {first}".rstrip())
-            out.extend(f";{' ' * (len(key) + 3)}{line}" for line in more)
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class CleaningRules:
-    """Which cleaning rules to apply; the order and defaults are in the module docstring."""
-
-    fill_allocated_processors: bool = True
-    drop_cancelled_without_processors: bool = True
-    drop_non_positive_processors: bool = True
-    drop_non_positive_run_time: bool = True
-    fill_requested_processors: bool = True
-    fill_requested_time: bool = True
-    overrun: Overrun = "clip"
-
-    @classmethod
-    def none(cls) -> CleaningRules:
-        """No rule at all: the trace exactly as written."""
-        off: dict[str, Any] = {f.name: False for f in fields(cls) if f.name != "overrun"}
-        return cls(**off, overrun="keep")
-
-
-@dataclass(slots=True)
-class CleaningReport:
-    """How many lines were read, repaired and dropped, by rule."""
-
-    records_read: int = 0
-    malformed_lines: int = 0
-    allocated_from_requested: int = 0
-    dropped_cancelled_without_processors: int = 0
-    dropped_non_positive_processors: int = 0
-    dropped_non_positive_run_time: int = 0
-    requested_processors_from_allocated: int = 0
-    requested_time_from_run_time: int = 0
-    run_time_clipped: int = 0
-    dropped_overrun: int = 0
-    kept: int = 0
-
-    @property
-    def dropped(self) -> int:
-        """Well-formed records removed by any rule."""
-        return self.records_read - self.kept
-
-    def summary(self) -> str:
-        """Non-zero counts as ``name=count`` pairs, for logs and reports."""
-        return ", ".join(
-            f"{f.name}={getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name)
-        )
-
-
-def _clean(
-    rows: NDArray[np.void], rules: CleaningRules, report: CleaningReport
-) -> NDArray[np.void]:
-    """Apply ``rules`` to a block of jobs, repairing in place; count into ``report``."""
-    report.records_read += len(rows)
-    alloc, req = rows["allocated_processors"], rows["requested_processors"]
-    run, req_time = rows["run_time"], rows["requested_time"]
-    keep = np.ones(len(rows), dtype=bool)
-
-    def count(name: str, hit: NDArray[np.bool_]) -> None:
-        setattr(report, name, getattr(report, name) + int(hit.sum()))
-
-    if rules.fill_allocated_processors:
-        hit = (alloc == -1) & (req > 0)
-        alloc[hit] = req[hit]
-        count("allocated_from_requested", hit)
-    for enabled, name, cond in (
-        (rules.drop_cancelled_without_processors, "dropped_cancelled_without_processors",
-         (rows["status"] == CANCELLED) & (alloc <= 0)),
-        (rules.drop_non_positive_processors, "dropped_non_positive_processors", alloc <= 0),
-        (rules.drop_non_positive_run_time, "dropped_non_positive_run_time", run <= 0),
-        (rules.overrun == "drop", "dropped_overrun", (req_time > 0) & (run > req_time)),
-    ):  # fmt: skip
-        if enabled:
-            hit = keep & cond
-            keep &= ~hit
-            count(name, hit)
-    for enabled, name, target, cond, source in (
-        (rules.fill_requested_processors, "requested_processors_from_allocated",
-         req, (req == -1) & (alloc > 0), alloc),
-        (rules.fill_requested_time, "requested_time_from_run_time",
-         req_time, (req_time == -1) & (run > 0), run),
-        (rules.overrun == "clip", "run_time_clipped",
-         run, (req_time > 0) & (run > req_time), req_time),
-    ):  # fmt: skip
-        if enabled:
-            hit = keep & cond
-            target[hit] = source[hit]
-            count(name, hit)
-    report.kept += int(keep.sum())
-    return rows if keep.all() else rows[keep]
 
 
 def _row_values(tokens: list[bytes]) -> tuple[float, ...] | str:
@@ -425,12 +227,12 @@ class SWFReader:
             cut = data.rfind(b"\n") + 1
             if cut:
                 block, rest = data[:cut], data[cut:]
-                yield _clean(self._parse(block, line), self.rules, self.report)
+                yield clean_rows(self._parse(block, line), self.rules, self.report)
                 line += block.count(b"\n")
             else:
                 rest = data
         if rest:
-            yield _clean(self._parse(rest, line), self.rules, self.report)
+            yield clean_rows(self._parse(rest, line), self.rules, self.report)
 
     def _read(self, size: int) -> bytes:
         """Up to ``size`` bytes of the (decompressed) trace; a broken gzip stream is an

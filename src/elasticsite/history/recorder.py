@@ -29,9 +29,9 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from elasticsite.advisor.history import HistoryStore, Observation
 from elasticsite.attributes import NODE_COUNT, PARTITION
 from elasticsite.core import Plan, WorkerRecord
+from elasticsite.history.observations import HistoryStore, Observation
 from elasticsite.model import Job, WorkerState
 
 __all__ = ["URGENT_POLICY", "Recorder"]
