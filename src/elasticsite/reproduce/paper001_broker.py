@@ -16,9 +16,10 @@ directory and admin token, :mod:`.paper001_rig`) and the nodes are of two kinds:
 
 The cluster grows through ``sizes``; at each size it settles (every node has applied
 every join), then a new node joins ``trials`` times (and leaves after each trial).
-Paper 001 polled every 120 s; the measurement scales the period down and reports the
-time beyond it in seconds, which is what request, apply and scheduling delays add
-whatever the period. Nothing here touches the broker beyond its documented routes.
+Paper 001 polled every 120 s, as the full run does; a shorter period (the quick
+run's) is a heavier load on the broker, and the time beyond the period, in seconds,
+is what request, apply and scheduling delays add whatever the period. Nothing here
+touches the broker beyond its documented routes.
 """
 
 from __future__ import annotations
