@@ -8,17 +8,35 @@ reconciling every worker against cloud and batch reports, building the snapshot
 and its aggregates over every queued job, the policy and the decision.
 
     python benchmarks/decision_loop.py [--repeat 15] [--policy bursts]
+
+Absolute times on a shared machine drift from day to day, so a change is judged
+against an older commit measured in the same run: ``--against e595074`` exports that
+commit's ``src/`` (``git archive``) into a temporary directory and runs this same
+benchmark on it and on the current tree, each in a process of its own, in the order
+current, old, old, current (a drift of the machine during the run weighs on both
+alike); the ratio of the medians comes last, with that of the CPU times (which a
+busy machine disturbs less than the wall clock). ``--profile DIR`` writes each side's
+cProfile of its timed steps there and prints the functions that took most time.
+
+    python benchmarks/decision_loop.py --against e595074 [--largest] [--profile /tmp/p]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import json
+import os
+import pstats
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import elasticsite
 from elasticsite import policies
 from elasticsite.batch.base import BatchView, JobRequest, Node, NodeState
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, Instance, InstanceState
@@ -107,32 +125,143 @@ def build(jobs: int, workers: int, tmp: Path, policy: str) -> Manager:
     )
 
 
+Times = list[tuple[float, float]]
+"""Each step's wall-clock and CPU time (of every thread of the process), in seconds."""
+
+
+def measure(
+    sizes: Sequence[tuple[int, int]], repeat: int, policy: str, profile: Path | None = None
+) -> list[tuple[int, int, Times]]:
+    """Each size's step times, after one warm-up step."""
+    results = []
+    profiler = cProfile.Profile() if profile is not None else None
+    with tempfile.TemporaryDirectory() as tmp:
+        for jobs, workers in sizes:
+            manager = build(jobs, workers, Path(tmp), policy)
+            manager.step()  # warm-up; also settles any first-iteration bookkeeping
+            times: Times = []
+            for _ in range(repeat):
+                if profiler is not None:
+                    profiler.enable()
+                t0, c0 = time.perf_counter(), time.process_time()
+                report = manager.step()
+                times.append((time.perf_counter() - t0, time.process_time() - c0))
+                if profiler is not None:
+                    profiler.disable()
+            assert not report.errors, report.errors
+            results.append((jobs, workers, times))
+            dispatch = getattr(manager, "dispatch", None)  # older trees: a bare pool
+            pool = dispatch.pool if dispatch is not None else manager._pool  # type: ignore[attr-defined]
+            pool.shutdown()
+    if profiler is not None and profile is not None:
+        profiler.dump_stats(str(profile))
+    return results
+
+
+def line(jobs: int, workers: int, times: Times, what: str) -> str:
+    wall = [w for w, _ in times]
+    med, cpu = statistics.median(wall), statistics.median(c for _, c in times)
+    return (
+        f"{jobs:>7,} queued jobs, {workers:>6,} workers: median {med * 1e3:7.2f} ms, "
+        f"max {max(wall) * 1e3:7.2f} ms, CPU median {cpu * 1e3:7.2f} ms"
+        f"  ({len(times)} iterations, {what})"
+    )
+
+
+def export(rev: str, into: Path) -> Path:
+    """``rev``'s ``src/`` unpacked under ``into``; exits with one line if git cannot."""
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", "--format=tar", rev, "src"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    except subprocess.CalledProcessError as exc:
+        err = exc.stderr.decode(errors="replace").strip() if exc.stderr else ""
+        sys.exit(f"decision_loop: cannot export {rev!r} from {repo}: {err or exc}")
+    return into / "src"
+
+
+def child(src: Path, args: argparse.Namespace, profile: Path | None) -> list[Times]:
+    """Run this benchmark on the tree at ``src`` in a process of its own."""
+    cmd = [sys.executable, __file__, "--child", "--repeat", str(args.repeat)]
+    cmd += ["--policy", args.policy] + (["--largest"] if args.largest else [])
+    cmd += ["--profile", str(profile)] if profile is not None else []
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"decision_loop: the run on {src} failed:\n{done.stderr.strip()}")
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    if not Path(answer["package"]).resolve().is_relative_to(src.resolve()):
+        sys.exit(f"decision_loop: {src} ran {answer['package']} instead of its own tree")
+    return [[(w, c) for w, c in t] for t in answer["times"]]
+
+
+def against(args: argparse.Namespace, sizes: Sequence[tuple[int, int]]) -> None:
+    """This tree and ``args.against``'s, measured in one run; the ratio last."""
+    here = Path(__file__).resolve().parent.parent / "src"
+    profiles = Path(args.profile) if args.profile else None
+    if profiles is not None:
+        profiles.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        old = export(args.against, Path(tmp))
+        sides = {"current": here, args.against: old}
+        times: dict[str, list[Times]] = {k: [[] for _ in sizes] for k in sides}
+        for n, label in enumerate(["current", args.against, args.against, "current"]):
+            prof = profiles / f"{label}-{n}.prof" if profiles is not None else None
+            for i, t in enumerate(child(sides[label], args, prof)):
+                times[label][i].extend(t)
+    if profiles is not None:
+        for label in sides:
+            files = sorted(str(p) for p in profiles.glob(f"{label}-*.prof"))
+            print(f"\n--- profile of {label} (by own time; files in {profiles}) ---")
+            pstats.Stats(*files).sort_stats("tottime").print_stats(args.top)
+    medians = {}
+    for label in sides:
+        for (jobs, workers), t in zip(sizes, times[label], strict=True):
+            print(line(jobs, workers, t, f"{args.policy}, {label}"))
+            medians[label, jobs] = (
+                statistics.median(w for w, _ in t),
+                statistics.median(c for _, c in t),
+            )
+    for jobs, workers in sizes:
+        (wall, cpu), (old_wall, old_cpu) = medians["current", jobs], medians[args.against, jobs]
+        print(
+            f"ratio current / {args.against} at {jobs:,} jobs, {workers:,} workers: "
+            f"{wall / old_wall:.2f}x median (CPU time {cpu / old_cpu:.2f}x)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--policy", default="bursts", choices=policies.available())
+    parser.add_argument("--against", metavar="REV", help="an older commit to run beside this one")
+    parser.add_argument("--largest", action="store_true", help="only the largest size")
+    parser.add_argument("--profile", metavar="DIR", help="write and print cProfile stats")
+    parser.add_argument("--top", type=int, default=25, help="profile lines to print")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for jobs, workers in SIZES:
-            manager = build(jobs, workers, Path(tmp), args.policy)
-            manager.step()  # warm-up; also settles any first-iteration bookkeeping
-            times = []
-            for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                report = manager.step()
-                times.append(time.perf_counter() - t0)
-            assert not report.errors, report.errors
-            med = statistics.median(times)
-            results.append((jobs, workers, med, max(times)))
-            print(
-                f"{jobs:>7,} queued jobs, {workers:>6,} workers: median {med * 1e3:7.2f} ms, "
-                f"max {max(times) * 1e3:7.2f} ms  ({args.repeat} iterations, {args.policy})"
-            )
-            manager._pool.shutdown()
-    (j0, w0, m0, _), (j2, w2, m2, _) = results[0], results[-1]
-    growth = (m2 / m0) / ((j2 + w2) / (j0 + w0))
-    print(f"growth, smallest to largest size, relative to linear: {growth:.2f}x (1 = linear)")
+    sizes = SIZES[-1:] if args.largest else SIZES
+    if args.against:
+        against(args, sizes)
+        return
+    if args.child:  # one side of --against: the times, as one JSON line
+        prof = Path(args.profile) if args.profile else None
+        results = measure(sizes, args.repeat, args.policy, prof)
+        package = str(Path(elasticsite.__file__).parent)
+        print(json.dumps({"package": package, "times": [t for _, _, t in results]}))
+        return
+    results = measure(sizes, args.repeat, args.policy)
+    for jobs, workers, times in results:
+        print(line(jobs, workers, times, args.policy))
+    (j0, w0, t0), (j2, w2, t2) = results[0], results[-1]
+    m0, m2 = statistics.median(w for w, _ in t0), statistics.median(w for w, _ in t2)
+    if len(results) > 1:
+        growth = (m2 / m0) / ((j2 + w2) / (j0 + w0))
+        print(f"growth, smallest to largest size, relative to linear: {growth:.2f}x (1 = linear)")
     verdict = "met" if m2 <= 0.05 else "MISSED"
     print(f"budget of 50 ms median at 100,000 jobs / 10,000 workers: {verdict}")
     print(

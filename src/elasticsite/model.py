@@ -10,7 +10,7 @@ import enum
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from elasticsite.attributes import EVERY_JOB, Selector
 from elasticsite.jobs import Job, JobState, outcome, signal_name, state_text
@@ -65,9 +65,20 @@ class WorkerState(enum.StrEnum):
     FAILED = "failed"
     """Boot error, stall, lost heartbeat or vanished instance. Final."""
 
+    # The groups of states, defined here only (set after the class; not members).
     # Looked up in hot loops over thousands of workers: plain set membership.
+    PENDING_STATES: ClassVar[frozenset[WorkerState]]
+    """Launched, not joined yet: requested, booting."""
+    JOINED_STATES: ClassVar[frozenset[WorkerState]]
+    """Joined and in service (a job may start there): idle, busy."""
+    UP_STATES: ClassVar[frozenset[WorkerState]]
+    """Joined, its node up, in service or draining: idle, busy, draining."""
+    FINAL_STATES: ClassVar[frozenset[WorkerState]]
+    """Ended for good: terminated, failed."""
+
     @property
     def joined(self) -> bool:
+        """In :attr:`JOINED_STATES` (idle or busy; a draining worker is leaving)."""
         return self in _JOINED
 
     @property
@@ -85,9 +96,10 @@ class WorkerState(enum.StrEnum):
 
 
 _S = WorkerState
-_JOINED = frozenset({_S.IDLE, _S.BUSY})
-_PENDING = frozenset({_S.REQUESTED, _S.BOOTING})
-_FINAL = frozenset({_S.TERMINATED, _S.FAILED})
+_JOINED = _S.JOINED_STATES = frozenset({_S.IDLE, _S.BUSY})
+_PENDING = _S.PENDING_STATES = frozenset({_S.REQUESTED, _S.BOOTING})
+_FINAL = _S.FINAL_STATES = frozenset({_S.TERMINATED, _S.FAILED})
+_S.UP_STATES = _JOINED | {_S.DRAINING}
 ALLOWED_TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
     _S.REQUESTED: frozenset({_S.BOOTING, _S.IDLE, _S.BUSY, _S.TERMINATING, _S.FAILED}),
     _S.BOOTING: frozenset({_S.IDLE, _S.BUSY, _S.DRAINING, _S.TERMINATING, _S.FAILED}),

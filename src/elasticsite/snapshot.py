@@ -7,7 +7,6 @@ or per selector is computed on first use and kept for the snapshot's life.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -15,11 +14,26 @@ from elasticsite.attributes import EMPTY as EMPTY_ATTRIBUTES
 from elasticsite.attributes import Selector
 from elasticsite.model import CloudSpec, Job, Worker, WorkerState
 
-_WALLTIME = operator.attrgetter("walltime")
-_CORES = operator.attrgetter("cores")
-_ATTRIBUTES = operator.attrgetter("attributes")
 _PLAIN = ("plain",)
 _CORE_LIST = ("cores",)
+
+
+def _aggregates(queued: Sequence[Job]) -> tuple[float, list[int], int | None]:
+    """The queue's walltime, each job's cores, and the most cores a job asks for when no
+    job carries attributes (0 for an empty queue; None when some job does), in one pass:
+    reading a slotted job's fields in a Python loop costs less than a pass in C per
+    aggregate (``map`` with ``attrgetter``) at 100,000 jobs."""
+    walltime: float = 0
+    cores: list[int] = []
+    add = cores.append
+    empty = EMPTY_ATTRIBUTES
+    plain = not queued or queued[0].attributes is empty
+    for job in queued:
+        walltime += job.walltime
+        add(job.cores)
+        if plain and (a := job.attributes) is not empty and a != empty:
+            plain = False  # (a batch system that gives every job some: only the first)
+    return float(walltime), cores, max(cores, default=0) if plain else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +85,10 @@ class SiteSnapshot:
 
     def __post_init__(self) -> None:
         self.waiting = self.queued
-        # map + attrgetter run in C: about twice as fast as a Python loop at 100,000 jobs.
-        self.queued_walltime = float(sum(map(_WALLTIME, self.queued)))
-        cores = list(map(_CORES, self.queued))  # kept: the queue's shape is read from it
+        walltime, cores, top = _aggregates(self.queued)
+        self.queued_walltime = walltime
         self.queued_cores = sum(cores)
-        self._groups = {_CORE_LIST: cores}
+        self._groups = {_CORE_LIST: cores, _PLAIN: (top,)}  # cores kept: the queue's shape
 
     def with_workers(self, workers: Sequence[Worker]) -> SiteSnapshot:
         """The same instant with another set of workers (aggregates are reused, not recounted)."""
@@ -101,10 +114,9 @@ class SiteSnapshot:
             return self
         view = self.with_workers(self.workers)
         view.queued = queued
-        view.queued_walltime = float(sum(map(_WALLTIME, queued)))
-        cores = list(map(_CORES, queued))
+        view.queued_walltime, cores, top = _aggregates(queued)
         view.queued_cores = sum(cores)
-        view._groups = {_CORE_LIST: cores}
+        view._groups = {_CORE_LIST: cores, _PLAIN: (top,)}
         return view
 
     def queue_cores(self) -> list[int]:
@@ -113,19 +125,9 @@ class SiteSnapshot:
 
     def plain_cores(self) -> int | None:
         """The most cores a queued job asks for when no queued job carries attributes
-        (0 for an empty queue); None when some job does. Computed once, in C (and at
-        the first job with attributes, for a batch system that gives every job some)."""
-        found = self._groups.get(_PLAIN)
-        if found is None:
-            queued = self.queued
-            # countOf compares by identity first: one pointer test a job for plain ones.
-            plain = not queued or (
-                queued[0].attributes is EMPTY_ATTRIBUTES
-                and operator.countOf(map(_ATTRIBUTES, queued), EMPTY_ATTRIBUTES) == len(queued)
-            )
-            found = (max(self.queue_cores(), default=0),) if plain else (None,)
-            self._groups[_PLAIN] = found
-        return found[0]  # type: ignore[index]
+        (0 for an empty queue); None when some job does. Counted with the queue's
+        other aggregates, in the same pass."""
+        return self._groups[_PLAIN][0]  # type: ignore[index]
 
     @property
     def queued_demand(self) -> Demand:

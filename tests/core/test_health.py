@@ -33,7 +33,9 @@ def launch(state: core.CoreState, cloud: str, ids: list[str], now: float) -> cor
 
 def refuse(state: core.CoreState, plan: core.Plan, kind: str, now: float) -> core.Plan:
     after = core.Plan()
-    outcomes = [core.Outcome(c, now, error=f"refused ({kind})", kind=kind) for c in plan.commands]
+    outcomes = [
+        core.Outcome(c, now, error=f"refused ({kind})", error_kind=kind) for c in plan.commands
+    ]
     core.settle(state, after, CONFIG, now, outcomes)
     return after
 

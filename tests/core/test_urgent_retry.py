@@ -18,7 +18,7 @@ def test_a_throttled_urgent_launch_is_retried_as_urgent() -> None:
     (first,) = plan.commands
     assert isinstance(first, AddAndLaunch) and first.urgency == "red"
     core.settle(state, core.Plan(), CONFIG, 1.0,
-                [core.Outcome(first, 1.0, error="slow down", kind="throttled")])  # fmt: skip
+                [core.Outcome(first, 1.0, error="slow down", error_kind="throttled")])  # fmt: skip
     later = core.Plan()
     core.observe(state, later, CONFIG, 1e6, [], {}, {"lab": {}}, [])
     retries = [c for c in later.commands if isinstance(c, AddAndLaunch)]

@@ -1,12 +1,13 @@
 """The core that carries decisions out, shared by the live manager and the simulator.
 
 A step is: the driver senses (a batch snapshot, each cloud's instances) and collects
-the outcomes of its finished commands; :func:`observe` settles those outcomes and
-moves every worker from what was sensed, giving the snapshot a policy decides on;
-the driver allocates ids for the workers the decision launches; :func:`apply`
-carries the decision out. Both leave a :class:`Plan`: the transitions and records
-to persist, then the commands to run. Nothing here reads a clock, opens a socket
-or touches a file.
+the outcomes of its finished commands; :func:`step` takes it from there, for both
+drivers alike: :func:`observe` settles those outcomes and moves every worker from
+what was sensed, giving the snapshot a policy decides on; a stopping site winds down,
+any other asks the driver's policy; the driver allocates ids for the workers the
+decision launches; :func:`apply` carries the decision out. It leaves a :class:`Plan`:
+the transitions and records to persist, then the commands to run. Nothing here reads
+a clock, opens a socket or touches a file.
 """
 
 from elasticsite.core.actuate import apply, launches, shutdown_decision
@@ -19,6 +20,7 @@ from elasticsite.core.plan import (
     DrainNode,
     ForgetNode,
     HoldJob,
+    InFlight,
     Outcome,
     OwnNode,
     Plan,
@@ -33,15 +35,19 @@ from elasticsite.core.plan import (
     worker_id,
     worker_number,
 )
+from elasticsite.core.step import Decide, Ids, Sensed, by_tag, core_config, step
 
 __all__ = [
     "AddAndLaunch",
     "Command",
     "CoreConfig",
     "CoreState",
+    "Decide",
     "DrainNode",
     "ForgetNode",
     "HoldJob",
+    "Ids",
+    "InFlight",
     "Outcome",
     "OwnNode",
     "Plan",
@@ -49,15 +55,19 @@ __all__ = [
     "RedirectJob",
     "ReleaseJob",
     "RemoveNode",
+    "Sensed",
     "TerminateInstance",
     "UndrainNode",
     "WorkerRecord",
     "apply",
+    "by_tag",
     "command_key",
+    "core_config",
     "launches",
     "observe",
     "settle",
     "shutdown_decision",
+    "step",
     "worker_id",
     "worker_number",
 ]

@@ -65,7 +65,7 @@ def apply(
         move(plan, rec, S.FAILED if t.cause in _FAIL_CAUSES else S.TERMINATING, now, t.cause)
         rec.attempts = 0
         rec.next_attempt_at = 0.0
-        if w.instance_id and f"launch:{w.id}" not in state.inflight:
+        if w.instance_id and not state.running(AddAndLaunch, w.id):
             plan.run(TerminateInstance(w.id, w.cloud, w.instance_id), state)
     for d in decision.drain:
         rec = records.get(d.worker_id)

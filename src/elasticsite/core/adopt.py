@@ -35,10 +35,13 @@ def adopt(
 ) -> None:
     """Tagged instances no live record knows of: adopt new ones, take down stale ones."""
     specs = {c.name: c for c in config.clouds}
+    records = state.records
     for cloud_name, found in instances.items():
+        if found.keys() <= records.keys():  # one pass in C: every instance is known
+            continue
         spec = specs.get(cloud_name)
         for wid, inst in found.items():
-            if wid in state.records or inst.tags.get(SITE_TAG) != config.site_id:
+            if wid in records or inst.tags.get(SITE_TAG) != config.site_id:
                 continue
             if inst.state in (IS.TERMINATED, IS.STOPPING):
                 continue

@@ -26,7 +26,7 @@ __all__ = ["WINDOW", "ObservedTimes", "apply", "track"]
 WINDOW = 10
 """Boots (and shutdowns) per cloud the running means are taken over."""
 
-_JOINED = (WorkerState.IDLE, WorkerState.BUSY, WorkerState.DRAINING)
+_UP = WorkerState.UP_STATES
 
 
 @dataclass
@@ -62,7 +62,7 @@ def track(state: CoreState, plan: Plan, config: CoreConfig) -> None:
         if rec is None:
             continue
         w = rec.worker
-        if t.cause == Cause.JOINED and t.to_state in _JOINED:
+        if t.cause == Cause.JOINED and t.to_state in _UP:
             _seen(state, config, w.cloud).boots.append(max(0.0, t.at - w.requested_at))
         elif t.to_state is WorkerState.TERMINATED and len(w.history) >= 2:
             before = w.history[-2]

@@ -50,8 +50,8 @@ COOLING = frozenset({"capacity", "quota"})
 """Kinds that close a cloud for a while."""
 BLOCKING = frozenset({"credentials", "not_found"})
 """Kinds that close a cloud until an operator resets it."""
-_PENDING = (WorkerState.REQUESTED, WorkerState.BOOTING)
-_JOINED = (WorkerState.IDLE, WorkerState.BUSY)
+_PENDING = WorkerState.PENDING_STATES
+_JOINED = WorkerState.JOINED_STATES
 _BOOT_FAILURES = (Cause.STALLED, Cause.LOST)
 """Causes of an instance that was started and never joined (a refused launch is
 judged by its error kind instead)."""

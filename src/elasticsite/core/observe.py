@@ -45,7 +45,7 @@ __all__ = ["observe", "settle"]
 S = WorkerState
 _UP = (NodeState.IDLE, NodeState.BUSY, NodeState.DRAINING, NodeState.DRAINED)
 _DRAINING = (NodeState.DRAINING, NodeState.DRAINED)
-_FINAL = (S.TERMINATED, S.FAILED)
+_FINAL = S.FINAL_STATES
 _STEADY = {S.IDLE: NodeState.IDLE, S.BUSY: NodeState.BUSY, S.DRAINING: NodeState.DRAINING}
 """Worker state -> the node state that means "nothing changed"."""
 
@@ -70,13 +70,20 @@ def observe(
     settle(state, plan, config, now, outcomes)
     _reconcile(state, plan, config, now, nodes, instances, listed or {})
     adopt(state, plan, config, now, instances)
-    workers = [r.worker for r in state.records.values() if r.worker.state not in _FINAL]
-    held = {r.worker.node for r in state.records.values()}
-    site_cores = sum(
-        n.cores
-        for name, n in nodes.items()
-        if name not in held and n.state in (NodeState.IDLE, NodeState.BUSY)
-    )
+    workers: list[Worker] = []
+    held: set[str | None] = set()  # the nodes workers hold: the rest are the site's
+    for rec in state.records.values():
+        w = rec.worker
+        held.add(w.node)
+        if w.state not in _FINAL:
+            workers.append(w)
+    site_cores = 0
+    if not held.issuperset(nodes):  # one pass in C: most sites' nodes are all workers'
+        site_cores = sum(
+            n.cores
+            for name, n in nodes.items()
+            if name not in held and n.state in (NodeState.IDLE, NodeState.BUSY)
+        )
     health.track(state, plan, config, now)
     estimates.track(state, plan, config)
     clouds, shut = health.open_clouds(state, now, estimates.apply(state, config.clouds))
@@ -177,7 +184,7 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
         return  # asked again by the policy, or at the next step
     rec.attempts += 1
     rec.last_error = f"{kind}: {out.error}"
-    why = out.kind or ""
+    why = out.error_kind or ""
     refused = kind == "launch" and health.launch_refused(
         state, plan, config, now, w.cloud, why, out.error, w.vm_type
     )
@@ -200,7 +207,7 @@ def _settle_hold(state: CoreState, plan: Plan, command: HoldJob | ReleaseJob, ou
             plan.errors.append(
                 Problem(f"hold job {command.job.id} failed: {out.error}", job=command.job.id)
             )
-    elif out.error is None or out.kind == "unknown_job":
+    elif out.error is None or out.error_kind == "unknown_job":
         if state.held.pop(command.job_id, None) is not None:
             plan.count("jobs_released")
     else:
@@ -238,7 +245,6 @@ def _reconcile(
 ) -> None:
     grace = config.grace
     running, up = IS.RUNNING, _STEADY
-    inflight = state.inflight
     for rec in list(state.records.values()):
         w = rec.worker
         cloud = instances.get(w.cloud)
@@ -260,7 +266,7 @@ def _reconcile(
             continue
         cloud_ok = cloud is not None
 
-        if st is S.REQUESTED and f"launch:{w.id}" not in inflight:
+        if st is S.REQUESTED and not state.running(AddAndLaunch, w.id):
             if inst is not None and inst.state not in (IS.TERMINATED, IS.ERROR):
                 w.instance_id = inst.id
                 move(plan, rec, S.BOOTING, now, Cause.BOOTED)
@@ -285,7 +291,7 @@ def _reconcile(
                     plan.run(OwnNode(w.id, node.name, w.owner), state)
             elif (
                 cloud_ok
-                and f"launch:{w.id}" not in inflight
+                and not state.running(AddAndLaunch, w.id)
                 and _vanished(inst, w, listed.get(w.cloud, now), grace)
             ):
                 move(plan, rec, S.FAILED, now, _lost(inst))
@@ -314,10 +320,10 @@ def _reconcile(
                 continue
             draining = node.state in _DRAINING
             if st is S.DRAINING:
-                if not draining and f"drain:{w.id}" not in inflight:
+                if not draining and not state.running(DrainNode, w.id):
                     move(plan, rec, S.BUSY if w.running_jobs else S.IDLE, now, Cause.OPERATOR)
             elif draining:
-                if f"drain:{w.id}" not in inflight:
+                if not state.running(DrainNode, w.id):
                     move(plan, rec, S.DRAINING, now, Cause.OPERATOR)
             elif st is S.IDLE and w.running_jobs:
                 move(plan, rec, S.BUSY, now, Cause.JOB_STARTED)
@@ -330,7 +336,7 @@ def _reconcile(
         if not (w.state is S.TERMINATING or (w.state is S.FAILED and not rec.instance_gone)):
             continue
         cloud = instances.get(w.cloud)
-        if cloud is None or f"terminate:{w.id}" in inflight:
+        if cloud is None or state.running(TerminateInstance, w.id):
             continue
         inst = cloud.get(w.id)
         if inst is None and listed.get(w.cloud, now) < w.state_since:
@@ -338,7 +344,7 @@ def _reconcile(
         if inst is None or inst.state is IS.TERMINATED:
             if inst is not None and inst.ended_at is not None:
                 rec.ended_at = inst.ended_at
-            if f"launch:{w.id}" in inflight:
+            if state.running(AddAndLaunch, w.id):
                 continue  # the cloud may not show it yet
             if config.power_save:
                 _gone(state, plan, rec, now)  # Slurm keeps its own node list
@@ -360,7 +366,7 @@ def _reclaiming(state: CoreState, plan: Plan, rec: WorkerRecord, at: float) -> N
     if w.reclaim_at is None:
         plan.count("spot_notices")
     w.reclaim_at = at
-    if w.state in (S.IDLE, S.BUSY) and f"drain:{w.id}" not in state.inflight:
+    if w.state in S.JOINED_STATES and not state.running(DrainNode, w.id):
         plan.run(DrainNode(w.id, w.node or w.id, Cause.SPOT_NOTICE), state)
 
 

@@ -11,9 +11,9 @@ its next step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from elasticsite.model import CloudSpec, Job, Transition, Worker
+from elasticsite.model import CloudSpec, Decision, Job, Transition, Worker
 
 if TYPE_CHECKING:
     from elasticsite.core.estimates import ObservedTimes
@@ -27,6 +27,7 @@ __all__ = [
     "DrainNode",
     "ForgetNode",
     "HoldJob",
+    "InFlight",
     "Outcome",
     "OwnNode",
     "Plan",
@@ -36,6 +37,7 @@ __all__ = [
     "TerminateInstance",
     "UndrainNode",
     "WorkerRecord",
+    "command_key",
     "worker_id",
     "worker_number",
 ]
@@ -189,20 +191,32 @@ Command = (
 )
 
 
-def command_key(command: Command) -> str:
-    """What identifies a command in flight: one of each kind per worker (or instance,
-    or job)."""
+class InFlight(NamedTuple):
+    """What identifies a command in flight (:func:`command_key`): one of each kind per
+    worker (or node, stray instance, job)."""
+
+    kind: str
+    """The command's ``kind`` (``launch``, ``drain`` ...; ``stray`` for a stray's
+    termination)."""
+    of: str
+    """The worker's id (or the node's name, the stray instance's id, the job's id)."""
+
+
+STRAY = "stray"
+"""The :attr:`InFlight.kind` of a stray instance's termination (keyed by instance)."""
+
+
+def command_key(command: Command) -> InFlight:
+    """What identifies ``command`` in flight."""
     if isinstance(command, RedirectJob | ReleaseJob):
-        return f"{command.kind}:{command.job_id}"
+        return InFlight(command.kind, command.job_id)
     if isinstance(command, HoldJob):
-        return f"hold:{command.job.id}"
+        return InFlight(command.kind, command.job.id)
     if isinstance(command, TerminateInstance):
-        return (
-            f"terminate:{command.worker_id}"
-            if command.worker_id
-            else (f"stray:{command.instance_id}")
-        )
-    return f"{command.kind}:{command.worker_id or command.node}"
+        if not command.worker_id:
+            return InFlight(STRAY, command.instance_id)
+        return InFlight(command.kind, command.worker_id)
+    return InFlight(command.kind, command.worker_id or command.node)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +228,7 @@ class Outcome:
     at: float
     error: str | None = None
     instance_id: str | None = None
-    kind: str | None = None
+    error_kind: str | None = None
     """Why a cloud call failed (:class:`~elasticsite.clouds.errors.ErrorKind`), if known."""
     call: str | None = None
     """The provider's API call that failed (``RunInstances`` ...), if the driver said."""
@@ -268,7 +282,7 @@ class CoreState:
 
     records: dict[str, WorkerRecord] = field(default_factory=dict)
     known: set[str] = field(default_factory=set)
-    inflight: set[str] = field(default_factory=set)
+    inflight: set[InFlight] = field(default_factory=set)
     strays: dict[str, float] = field(default_factory=dict)
     """Stray instance ids being terminated -> when to try again."""
     down_since: dict[str, float] = field(default_factory=dict)
@@ -282,6 +296,12 @@ class CoreState:
     """Queued jobs this site holds (a user over their share), by id, until released."""
     times: dict[str, ObservedTimes] = field(default_factory=dict)
     """Each cloud's boot and shutdown times seen so far (:mod:`.estimates`)."""
+
+    def running(
+        self, command: type[AddAndLaunch | DrainNode | TerminateInstance], worker_id: str
+    ) -> bool:
+        """Whether a command of that class is in flight for worker ``worker_id``."""
+        return InFlight(command.kind, worker_id) in self.inflight
 
 
 class Problem(str):
@@ -325,6 +345,8 @@ class Plan:
     alike: dict[tuple[str, str], int] = field(default_factory=dict)
     """Failures of one kind with the same error (a batch of terminations refused
     together) past the first, reported as one line each."""
+    decision: Decision = field(default_factory=Decision)
+    """What the step decided (:func:`~elasticsite.core.step.step`)."""
 
     def count(self, name: str, by: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + by

@@ -119,11 +119,12 @@ class CommandRunner:
         if isinstance(exc, CloudError):
             return Outcome(
                 command, self.clock(), error=str(exc) or type(exc).__name__,
-                kind=str(exc.kind), call=exc.call or None,
+                error_kind=str(exc.kind), call=exc.call or None,
             )  # fmt: skip
         if isinstance(exc, BatchError):
             why = "unknown_job" if isinstance(exc, UnknownJob) else None
-            return Outcome(command, self.clock(), error=str(exc) or type(exc).__name__, kind=why)
+            return Outcome(command, self.clock(), error=str(exc) or type(exc).__name__,
+                           error_kind=why)  # fmt: skip
         log.error("%s failed unexpectedly", command, exc_info=exc)  # a driver's bug
         return Outcome(command, self.clock(), error=f"{type(exc).__name__}: {exc}")
 

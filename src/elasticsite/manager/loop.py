@@ -3,9 +3,9 @@
 * **sense**: collect the outcomes of the commands that finished, take one batch
   snapshot and one ``describe()`` per cloud, all clouds at once, waiting for them
   until the step's deadline (a cloud that misses it is not sensed this step);
-* **core**: :func:`elasticsite.core.observe` moves every worker from what was sensed,
-  :func:`elasticsite.policies.evaluate` decides on the snapshot it gives, and
-  :func:`elasticsite.core.apply` carries the decision out, as the simulator does;
+* **core**: :func:`elasticsite.core.step`, as in the simulator, moves every worker from
+  what was sensed, has :func:`elasticsite.policies.evaluate` decide on the snapshot it
+  gives (or winds a stopping site down) and carries the decision out;
 * **persist**: the step's transitions and changed records, in one transaction,
   *before* any command runs (a crash then leaves records a restart relaunches or
   adopts);
@@ -23,13 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from elasticsite import core
 from elasticsite.batch.base import BatchError, BatchSystem, Node
-from elasticsite.clouds.base import CloudDriver
+from elasticsite.clouds.base import CloudDriver, Instance
 from elasticsite.config import ManagerConfig
-from elasticsite.core import CoreConfig, CoreState, Outcome, Plan, WorkerRecord, health
+from elasticsite.core import CoreState, Outcome, Plan, WorkerRecord, health
 from elasticsite.core.runner import CommandRunner
 from elasticsite.logs import ids
 from elasticsite.manager.dispatch import Dispatch
@@ -48,6 +49,8 @@ from elasticsite.manager.store import StateStore, worker_number
 from elasticsite.manager.unservable import UnservableMarks
 from elasticsite.model import CloudSpec, Decision, Job
 from elasticsite.policies import Policy, PolicySettings, evaluate
+from elasticsite.snapshot import SiteSnapshot
+from elasticsite.spend import Spent
 
 if TYPE_CHECKING:
     from elasticsite.history.recorder import Recorder
@@ -61,6 +64,7 @@ POWER_DOWN_GRACE = 15.0
 """Seconds a joined node may look down under power saving before it counts as lost."""
 DESCRIBE_TIMEOUT = 5.0
 """Seconds a step waits at least for the clouds' describes, unless configured."""
+_WORKER = attrgetter("worker")
 
 
 class Manager:
@@ -99,9 +103,10 @@ class Manager:
         self.power_save = power_save
         """Slurm's power saving decides when nodes come and go (``elasticsite slurm``);
         the policy is not consulted and the batch system keeps its own node list."""
-        self.core_config = CoreConfig(
+        self.core_config = core.core_config(
+            policy,
             site_id=config.site_id,
-            clouds=tuple(specs),
+            clouds=specs,
             interval=config.interval,
             max_attempts=config.max_attempts,
             retry_backoff=config.retry_backoff,
@@ -111,7 +116,6 @@ class Manager:
             capacity_cooldown=config.capacity_cooldown,
             protect_after=config.protect_after,
             protect_cooldown=config.protect_cooldown,
-            typed_nodes=policy.typed_nodes,
         )
         pool = executor or ThreadPoolExecutor(config.launch_threads, thread_name_prefix="es-cloud")
         self.runner = CommandRunner(
@@ -156,6 +160,8 @@ class Manager:
         self.cloud_errors = store.cloud_errors()
         """The last error of each cloud, with its kind and API call (``status`` shows it)."""
         self._reserved = store.last_worker_number()
+        self._tagged: dict[str, Mapping[str, Instance]] = {}
+        """Each cloud's last listing (:func:`reserve_tagged`)."""
         self.spending = Spending(store, self.specs, settings.budget, currency, clock())
         """What the site has spent (bills of finished workers) and its budget watch."""
         self.unservable = UnservableMarks(store, self.site_id)
@@ -240,42 +246,34 @@ class Manager:
         instances = self._describe(report, outcomes, now) if sensing else Described()
         report.sense_seconds = time.perf_counter() - t0
         nodes: dict[str, Node] = {n.name: n for n in view.nodes}
+        sensed = core.Sensed(
+            now, outcomes, nodes, instances, view.queued, view.running, instances.listed
+        )
         if self.power_save and not self.state.shutting_down:
             # Before reconciling: a node Slurm has just powered down is a release, not a loss.
             power_requests(self, now, plan, report)
-        snapshot = core.observe(
-            self.state,
-            plan,
-            self.core_config,
-            now,
-            outcomes,
-            nodes,
-            instances,
-            view.queued,
-            view.running,
-            instances.listed,
-        )
-        self.dispatch.resend_departures(plan, self.state)
-        # What was spent is counted here only for a budget; else when someone asks.
-        spent = self.spending.later(now, [r.worker for r in self.state.records.values()])
-        if self.settings.budget is not None:
-            snapshot.spent_in_period = spent().period_total
+        spent: list[Callable[[], Spent]] = []
 
-        t1 = time.perf_counter()
-        if self.state.shutting_down:
-            decision = core.shutdown_decision(snapshot, immediate=self.state.shutdown_now)
-        elif self.power_save:
-            decision = Decision()  # the power requests were carried out before reconciling
-        else:
+        def decide(snapshot: SiteSnapshot) -> Decision:
+            spent.append(self._spent(now, snapshot))
+            t1 = time.perf_counter()
+            if self.power_save:
+                return Decision()  # the power requests were carried out before reconciling
             decision = evaluate(self.policy, snapshot, self.settings)
             self._mark(decision.unservable, now)
-        report.unservable = self.unservable.current
-        report.decide_seconds = time.perf_counter() - t1
-        report.spent = spent
-        report.forecast = self.spending.review(
-            now, spent, snapshot, report.decision if self.power_save else decision
+            report.decide_seconds = time.perf_counter() - t1
+            return decision
+
+        snapshot, plan = core.step(
+            self.state, self.core_config, sensed, decide, self._new_ids, plan
         )
-        core.apply(self.state, plan, self.core_config, now, decision, self._new_ids(decision))
+        decision = plan.decision
+        self.dispatch.resend_departures(plan, self.state)
+        report.spent = spent[0] if spent else self._spent(now, snapshot)  # (winding down)
+        report.unservable = self.unservable.current
+        report.forecast = self.spending.review(
+            now, report.spent, snapshot, report.decision if self.power_save else decision
+        )
         self._finish(plan, report)
         self._unsettled = []
         self._record(view.running, plan)
@@ -284,7 +282,7 @@ class Manager:
             report.decision = decision
         report.queued = len(view.queued)
         report.running = len(view.running)
-        report.tally(r.worker for r in self.state.records.values())
+        report.tally(map(_WORKER, self.state.records.values()))
         report.snapshot = snapshot
         report.total_seconds = time.perf_counter() - t0
         if decision:
@@ -342,6 +340,7 @@ class Manager:
 
     def _close(self) -> None:
         self.dispatch.close()
+        self.sensor.close()
         plan = Plan()
         now = self.clock()
         core.settle(self.state, plan, self.core_config, now, self._unsettled + self._outcomes())
@@ -372,12 +371,23 @@ class Manager:
                 self._bump(name, n)
         if note_cloud_errors(self.cloud_errors, now, outcomes, instances):
             self.store.save_cloud_errors(self.cloud_errors)
-        self._reserved = reserve_tagged(self.store, self.site_id, instances, self._reserved)
+        self._reserved = reserve_tagged(
+            self.store, self.site_id, instances, self._reserved, self._tagged
+        )
         return instances
 
-    def _new_ids(self, decision: Decision) -> dict[str, list[str]]:
+    def _spent(self, now: float, snapshot: SiteSnapshot) -> Callable[[], Spent]:
+        """What the site has spent by ``now``: counted at once only for a budget (the
+        snapshot carries it), else when someone asks."""
+        spent = self.spending.later(now, [r.worker for r in self.state.records.values()])
+        if self.settings.budget is not None:
+            snapshot.spent_in_period = spent().period_total
+        return spent
+
+    def _new_ids(self, wanted: Mapping[str, int]) -> dict[str, list[str]]:
+        """Fresh worker ids from the store, ``wanted`` per cloud."""
         ids: dict[str, list[str]] = {}
-        for cloud, count in core.launches(decision).items():
+        for cloud, count in wanted.items():
             ids[cloud] = self.store.new_worker_ids(cloud, count, self.state.known)
             self._reserved = max([self._reserved, *(worker_number(i) or 0 for i in ids[cloud])])
         return ids

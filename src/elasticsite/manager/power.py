@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["power_requests"]
 
 log = logging.getLogger("elasticsite.manager.loop")
-_FINAL = (WorkerState.TERMINATED, WorkerState.FAILED)
+_FINAL = WorkerState.FINAL_STATES
 
 
 def power_requests(manager: Manager, now: float, plan: Plan, report: StepReport) -> None:
@@ -52,5 +52,5 @@ def power_requests(manager: Manager, now: float, plan: Plan, report: StepReport)
         m._bump("power_refused", len(planned.refused))
     log.info("power saving: resume %s, suspend %s", resume or "-", suspend or "-")
     decision = planned.decision
-    core.apply(m.state, plan, m.core_config, now, decision, m._new_ids(decision))
+    core.apply(m.state, plan, m.core_config, now, decision, m._new_ids(core.launches(decision)))
     report.decision = decision

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from elasticsite.core import Command
-from elasticsite.model import Decision, Transition, Worker
+from elasticsite.model import Decision, Transition, Worker, WorkerState
 from elasticsite.snapshot import SiteSnapshot
 from elasticsite.spend import Spent
 
@@ -56,9 +56,19 @@ class StepReport:
     def tally(self, workers: Iterable[Worker]) -> None:
         """Count ``workers`` by cloud and state (:attr:`worker_counts`) and by state
         (:attr:`workers`)."""
-        by_state: dict[str, int] = {}
+        # Run every step over every worker: a dict per cloud, keyed by the state itself.
+        per_cloud: dict[str, dict[WorkerState, int]] = {}
         for w in workers:
-            key = (w.cloud, w.state.value)
-            self.worker_counts[key] = self.worker_counts.get(key, 0) + 1
-            by_state[key[1]] = by_state.get(key[1], 0) + 1
+            by = per_cloud.get(w.cloud)
+            if by is None:
+                by = per_cloud[w.cloud] = {}
+            st = w.state
+            by[st] = by.get(st, 0) + 1
+        counts = self.worker_counts
+        by_state: dict[str, int] = {}
+        for cloud, by in per_cloud.items():
+            for st, n in by.items():
+                key = (cloud, st.value)
+                counts[key] = counts.get(key, 0) + n
+                by_state[key[1]] = by_state.get(key[1], 0) + n
         self.workers = by_state

@@ -15,13 +15,22 @@ written on the loop's thread only.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, Instance
-from elasticsite.core import AddAndLaunch, CoreState, Outcome, Plan, TerminateInstance, health
+from elasticsite.clouds.base import SITE_TAG, CloudDriver, CloudError, Instance
+from elasticsite.core import (
+    AddAndLaunch,
+    CoreState,
+    Outcome,
+    Plan,
+    TerminateInstance,
+    by_tag,
+    health,
+)
 from elasticsite.logs import ids
 from elasticsite.manager.report import StepReport
 from elasticsite.manager.store import StateStore, worker_number
@@ -74,6 +83,36 @@ class _Asking:
     """Its lateness was logged already (once per slow describe, not every step)."""
 
 
+class _Describer:
+    """One cloud's thread for its ``describe()`` calls, started at its first: a step
+    hands it a question and goes on (a cloud is never asked while still answering, so
+    one thread is enough). A daemon: a cloud that never answers must not keep the
+    process alive."""
+
+    def __init__(self, name: str, driver: CloudDriver) -> None:
+        self.driver = driver
+        self._questions: queue.SimpleQueue[_Asking | None] = queue.SimpleQueue()
+        thread = threading.Thread(target=self._run, name=f"es-describe-{name}", daemon=True)
+        thread.start()
+
+    def put(self, asking: _Asking) -> None:
+        self._questions.put(asking)
+
+    def close(self) -> None:
+        """End the thread once it has answered what it was asked."""
+        self._questions.put(None)
+
+    def _run(self) -> None:
+        while (asking := self._questions.get()) is not None:
+            try:
+                asking.found = self.driver.describe()
+            except BaseException as exc:  # reported on the loop's thread
+                asking.error = exc
+            finally:
+                asking.finished = time.monotonic()
+                asking.done.set()
+
+
 class CloudSensor:
     """Asks each cloud's ``describe()`` at once and waits for them until a deadline.
 
@@ -99,22 +138,21 @@ class CloudSensor:
         self._resting: dict[str, tuple[float, float]] = {}
         """Clouds whose last describe was slow: until when they rest, and how long it took."""
         self._began: float | None = None
+        self._describers: dict[str, _Describer] = {}
 
     def _ask(self, name: str, driver: CloudDriver, now: float) -> _Asking:
         asking = _Asking(time.monotonic(), now)
-
-        def run() -> None:
-            try:
-                asking.found = driver.describe()
-            except BaseException as exc:  # reported on the loop's thread
-                asking.error = exc
-            finally:
-                asking.finished = time.monotonic()
-                asking.done.set()
-
-        # A daemon thread: a cloud that never answers must not keep the process alive.
-        threading.Thread(target=run, name=f"es-describe-{name}", daemon=True).start()
+        describer = self._describers.get(name)
+        if describer is None:
+            describer = self._describers[name] = _Describer(name, driver)
+        describer.put(asking)
         return asking
+
+    def close(self) -> None:
+        """End the clouds' describe threads (a describe still running finishes first)."""
+        for describer in self._describers.values():
+            describer.close()
+        self._describers.clear()
 
     def ask(self, now: float, busy: Collection[str] = ()) -> None:
         """Ask every cloud not still answering the last question, nor resting, nor
@@ -166,7 +204,7 @@ class CloudSensor:
                     log.warning("cloud %s: describe answered after %.0f s", name, took,
                                 extra=ids(cloud=name))  # fmt: skip
                 found = asking.found or []
-                instances[name] = {i.tags.get(WORKER_TAG) or i.name: i for i in found}
+                instances[name] = by_tag(found)
                 instances.listed[name] = asking.asked_at
         return instances
 
@@ -216,8 +254,9 @@ def note_cloud_errors(
         command = out.command
         if out.error is None or not isinstance(command, AddAndLaunch | TerminateInstance):
             continue
-        errors[command.cloud] = {"at": now, "what": command.kind, "kind": out.kind or "unknown",
-                                 "call": out.call or "", "error": out.error}  # fmt: skip
+        errors[command.cloud] = {"at": now, "what": command.kind,
+                                 "kind": out.error_kind or "unknown", "call": out.call or "",
+                                 "error": out.error}  # fmt: skip
         changed = True
     for name, problem in described.problems.items():
         errors[name] = {"at": now, **problem}
@@ -235,18 +274,34 @@ def cloud_resets(store: StateStore, state: CoreState, plan: Plan) -> None:
 
 
 def reserve_tagged(
-    store: StateStore, site_id: str, instances: Mapping[str, Mapping[str, Instance]], reserved: int
+    store: StateStore,
+    site_id: str,
+    instances: Mapping[str, Mapping[str, Instance]],
+    reserved: int,
+    seen: dict[str, Mapping[str, Instance]] | None = None,
 ) -> int:
     """Keep the id counter beyond every worker id the clouds' tags show, before any
     launch: an instance whose record was lost (with the counter's last bump) keeps its
-    id, and no new worker is given it. Returns the highest number reserved."""
-    seen = (
-        worker_number(wid)
-        for found in instances.values()
-        for wid, inst in found.items()
-        if inst.tags.get(SITE_TAG) == site_id
-    )
-    highest = max((n for n in seen if n is not None), default=0)
+    id, and no new worker is given it. Returns the highest number reserved.
+
+    ``seen`` keeps each cloud's last listing: only instances new since are looked at
+    (a number once reserved stays reserved), so a large site's step does not parse
+    every id every time."""
+    highest = 0
+    for cloud, found in instances.items():
+        new: Iterable[str] = found
+        if seen is not None:
+            before = seen.get(cloud)
+            seen[cloud] = found
+            if before is not None:
+                if found.keys() <= before.keys():  # one pass in C: nothing new
+                    continue
+                new = found.keys() - before.keys()
+        for wid in new:
+            if found[wid].tags.get(SITE_TAG) == site_id:
+                n = worker_number(wid)
+                if n is not None and n > highest:
+                    highest = n
     if highest > reserved:
         log.warning("worker ids up to %d are in use by instances; reserving them", highest)
         store.reserve_worker_numbers(highest)
@@ -280,9 +335,13 @@ def persist(store: StateStore, state: CoreState, plan: Plan) -> None:
         store.save_cloud_health(health.dump(state))
     if plan.held_changed:
         store.save_held_jobs(state.held.values())
-    for wid, rec in list(state.records.items()):
+    records = state.records
+    for wid in plan.dirty:  # a record changes only through the plan
+        rec = records.get(wid)
+        if rec is None:
+            continue
         w = rec.worker
         if w.state is S.TERMINATED or (w.state is S.FAILED and rec.instance_gone):
-            del state.records[wid]
+            del records[wid]
         elif len(w.history) > 64:
             del w.history[:-32]  # every transition is in the store

@@ -1,11 +1,11 @@
 """An elastic site on the virtual clock, run by the live manager's own core.
 
 Every ``interval`` the run does what the live manager's step does (:mod:`elasticsite.
-manager.loop`): it settles the outcomes of the commands run at the last step, senses
-(a snapshot of the simulated batch system, each simulated cloud's instances),
-lets :func:`elasticsite.core.observe` move the workers, asks the same
-:func:`elasticsite.policies.evaluate`, and has :func:`elasticsite.core.apply` carry the
-decision out. The commands run against :class:`~elasticsite.sim.cloud.SimCloud` and
+manager.loop`): it senses (a snapshot of the simulated batch system, each simulated
+cloud's instances) and hands that, with the outcomes of the commands run at the last
+step, to the same :func:`elasticsite.core.step`, which moves the workers, asks the same
+:func:`elasticsite.policies.evaluate` and carries the decision out. The commands run
+against :class:`~elasticsite.sim.cloud.SimCloud` and
 :class:`~elasticsite.sim.batch.SimBatch`, which fulfil the same contracts as the real
 clouds and batch systems, through the live manager's own command runner. Nothing here
 moves a worker between states: what a policy does here is what it does in production.
@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 from elasticsite import core, policies
 from elasticsite.batch.urgency import URGENT_PRIORITY
-from elasticsite.clouds.base import WORKER_TAG, Instance
-from elasticsite.core import CoreConfig, CoreState, Outcome, Plan
+from elasticsite.core import CoreState, Outcome, Plan
 from elasticsite.core.runner import CommandRunner
 from elasticsite.metrics import WorkloadMetrics, workload_metrics
 from elasticsite.model import Decision, Job, Transition, Worker, WorkerState
@@ -40,6 +39,7 @@ from elasticsite.sim.watch import (
     exploded_time,
     exploded_workers,
 )
+from elasticsite.snapshot import SiteSnapshot
 from elasticsite.spend import Ledger, bill
 
 __all__ = [
@@ -140,12 +140,7 @@ class ElasticRun:
         specs = [c.spec() for c in clouds]
         self.policy = policy
         self.settings = settings
-        self.config = CoreConfig(
-            site_id=SIM_SITE,
-            clouds=tuple(specs),
-            interval=interval,
-            typed_nodes=policy.typed_nodes,
-        )
+        self.config = core.core_config(policy, site_id=SIM_SITE, clouds=specs, interval=interval)
         self.state = CoreState()
         self.ledger = Ledger(settings.budget.period) if settings.budget else None
         """What finished workers cost, for the budget (as the manager's bills)."""
@@ -223,19 +218,11 @@ class ElasticRun:
         now = self.sim.now
         outcomes, self._outcomes = self._outcomes, []
         view = self.batch.snapshot()
-        instances: dict[str, dict[str, Instance]] = {
-            name: {i.tags.get(WORKER_TAG) or i.name: i for i in cloud.describe()}
-            for name, cloud in self.clouds.items()
-        }
-        plan = Plan()
-        snapshot = core.observe(
-            self.state,
-            plan,
-            self.config,
+        sensed = core.Sensed(
             now,
             outcomes,
             {n.name: n for n in view.nodes},
-            instances,
+            {name: core.by_tag(cloud.describe()) for name, cloud in self.clouds.items()},
             view.queued,
             view.running,
         )
@@ -246,17 +233,8 @@ class ElasticRun:
             and not view.running
         ):
             self.state.shutting_down = True  # all work done: the site stops, draining
-        if self.ledger is not None:
-            on_record = (r.worker for r in self.state.records.values())
-            spent = self.ledger.spent(now, on_record, self.config.clouds)
-            snapshot.spent_in_period = spent.period_total
-        if self.state.shutting_down:
-            decision = core.shutdown_decision(snapshot)
-        else:
-            decision = policies.evaluate(self.policy, snapshot, self.settings)
-            self.decisions += 1
-        self._check_progress(view.queued, view.running, decision)
-        core.apply(self.state, plan, self.config, now, decision, self._new_ids(decision))
+        _, plan = core.step(self.state, self.config, sensed, self._decide, self._new_ids)
+        self._check_progress(view.queued, view.running, plan.decision)
         self._carry_out(plan)
         self._watch(now)
         if not self._released:
@@ -311,10 +289,19 @@ class ElasticRun:
         else:
             self._idle_steps = 0
 
-    def _new_ids(self, decision: Decision) -> dict[str, list[str]]:
+    def _decide(self, snapshot: SiteSnapshot) -> Decision:
+        """The policy's decision, with what finished workers cost for a budget."""
+        if self.ledger is not None:
+            on_record = (r.worker for r in self.state.records.values())
+            spent = self.ledger.spent(snapshot.now, on_record, self.config.clouds)
+            snapshot.spent_in_period = spent.period_total
+        self.decisions += 1
+        return policies.evaluate(self.policy, snapshot, self.settings)
+
+    def _new_ids(self, wanted: Mapping[str, int]) -> dict[str, list[str]]:
         """Ids as the manager's store gives them: one counter across clouds."""
         ids: dict[str, list[str]] = {}
-        for cloud, count in core.launches(decision).items():
+        for cloud, count in wanted.items():
             ids[cloud] = [core.worker_id(cloud, self._numbers + k + 1) for k in range(count)]
             self._numbers += count
         return ids
