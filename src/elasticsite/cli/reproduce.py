@@ -1,5 +1,5 @@
-"""``elasticsite reproduce paper000|paper002|paper004``: run a paper's experiments, check
-its claims.
+"""``elasticsite reproduce paper000|paper001|paper002|paper004``: run a paper's
+experiments, check its claims.
 
 Writes ``report.md`` (each published claim beside the measured result, marked *holds*,
 *does not hold* or *cannot be checked*, with the tables and plots) under ``--out`` and
@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from elasticsite.cli.common import PositiveInt, console, fail
+from elasticsite.cli.common import PositiveFloat, PositiveInt, console, fail
 from elasticsite.cli.status import ProgressOpt, StatusLine
 
 __all__ = ["reproduce"]
@@ -24,6 +24,7 @@ __all__ = ["reproduce"]
 
 class Paper(StrEnum):
     paper000 = "paper000"
+    paper001 = "paper001"
     paper002 = "paper002"
     paper004 = "paper004"
 
@@ -32,7 +33,12 @@ _STYLE = {"holds": "green", "does not hold": "red", "cannot be checked": "yellow
 
 
 def reproduce(
-    paper: Annotated[Paper, typer.Argument(help="paper000 (Figures 7-12), paper002 or paper004.")],
+    paper: Annotated[
+        Paper,
+        typer.Argument(
+            help="paper000 (Figures 7-12), paper001 (Figures 3-6), paper002 or paper004."
+        ),
+    ],
     quick: Annotated[
         bool, typer.Option("--quick", help="Fewer rounds and shorter workloads: under a minute.")
     ] = False,
@@ -48,6 +54,14 @@ def reproduce(
     procs_per_unit: Annotated[
         PositiveInt, typer.Option(help="paper002 --trace: CPUs per node (Blue Horizon: 8).")
     ] = 8,
+    period: Annotated[
+        PositiveFloat | None,
+        typer.Option(
+            help="paper001: Figure 4's polling period in seconds, 0.1-120. Default: the "
+            "paper's 120 (2 with --quick).",
+            show_default=False,
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(help="Output directory. Default: reproduce-out/PAPER.")
     ] = None,
@@ -64,9 +78,11 @@ def reproduce(
     ] = False,
     progress: ProgressOpt = None,
 ) -> None:
-    """Run a paper's experiments on the simulator and check each published claim."""
+    """Run a paper's experiments on the simulator (paper001's Figure 4 on a real broker
+    on 127.0.0.1) and check each published claim."""
     from elasticsite.reproduce import (
         reproduce_paper000,
+        reproduce_paper001,
         reproduce_paper002,
         reproduce_paper004,
         write_report,
@@ -87,10 +103,21 @@ def reproduce(
 
     with StatusLine(progress) as line:
         try:
+            if period is not None and paper is not Paper.paper001:
+                raise fail("--period applies to paper001 only")
             if paper is Paper.paper000:
                 if trace is not None:
                     raise fail("--trace applies to paper002 only")
                 repro = reproduce_paper000(target, quick=quick, progress=say, status=status)
+            elif paper is Paper.paper001:
+                if trace is not None:
+                    raise fail("--trace applies to paper002 only")
+                if workers != 1:  # runs in worker processes send no status: the time
+                    line.ticking(lambda: f"{part[0]}: {line.elapsed:,.0f} s")
+                repro = reproduce_paper001(
+                    target, quick=quick, period=period, workers=workers, progress=say,
+                    status=status,
+                )  # fmt: skip
             elif paper is Paper.paper004:
                 if trace is not None and not trace.is_file():
                     raise fail(f"{trace}: no such trace file")

@@ -10,7 +10,9 @@ A sample is what a boot takes alone. With an ``image_transfer`` or ``parallel_bo
 boots share the cloud's finite boot path (:mod:`elasticsite.boottime`): at most that
 many in progress, each moving its image over one link whose bandwidth they divide;
 :meth:`CloudModel.paper000` gives paper 000's clouds so calibrated.
-Billing follows :func:`elasticsite.model.billed_cost`: every started increment is
+With ``boot_failure``, that share of boots never ends: the instance stays pending
+until terminated (the manager's stall rule replaces it). Billing follows
+:func:`elasticsite.model.billed_cost`: every started increment is
 paid, so ``billing_increment=3600`` rounds partial hours up as paper 002 does and
 ``billing_increment=1`` bills by the second.
 """
@@ -56,6 +58,10 @@ class CloudModel:
     alone; the boots transferring at once divide the link): 0, no shared link."""
     parallel_boots: int = 0
     """Boots in progress at once; later ones wait their turn (0: no limit)."""
+    boot_failure: float = 0.0
+    """The chance that a boot never ends: the instance stays pending (it failed to boot
+    or to reach the network, as paper 001 saw on EC2) until it is terminated, holding
+    no place on the boot path; 0: every boot ends."""
     boot_estimate: float | None = None
     """The boot time policies assume until they observe some (None: a boot alone's mean)."""
     waste_estimate: WasteEstimate = "observed"
@@ -108,6 +114,8 @@ class CloudModel:
                 f"image_transfer ({path.transfer:g} s) must not exceed the shortest boot "
                 f"alone ({min(self.boot.values):g} s), which includes it"
             )
+        if not 0 <= self.boot_failure < 1:
+            raise ValueError(f"boot_failure must be in [0, 1), got {self.boot_failure}")
         if self.interruptions_per_hour < 0 or self.spot_notice < 0:
             raise ValueError("interruptions_per_hour and spot_notice must be >= 0")
         if self.vm_limit < 0:
@@ -189,7 +197,8 @@ def describe_cloud(model: CloudModel) -> str:
     shared link (35 s each alone), 10 boots at once``."""
     b = model.boot
     alone = f"{b.values[0]:g}" if b.kind == "constant" else f"{min(b.values):g}-{b.high:g}"
-    return f"boots of {alone} s alone; {model.path.describe()}"
+    failing = f", {model.boot_failure:.1%} never end" if model.boot_failure else ""
+    return f"boots of {alone} s alone; {model.path.describe()}{failing}"
 
 
 class NodeHost(Protocol):
@@ -276,7 +285,9 @@ class SimCloud:
             self._node[inst.id] = userdata.get("node", name)
             self._live += 1
             boot = self.model.boot.sample(self.rng)
-            if urgent_boot is not None:  # paper 004's allocation delay under its policy
+            if self.model.boot_failure and self.rng.random() < self.model.boot_failure:
+                pass  # it never comes up: pending until the manager gives up on it
+            elif urgent_boot is not None:  # paper 004's allocation delay under its policy
                 self.sim.at(self.sim.now + urgent_boot, self._booted, inst)
             elif self._path is None:
                 self.sim.at(self.sim.now + boot, self._booted, inst)
