@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from elasticsite.reproduce import PAPER003_CLAIMS, Reproduction, Verdict, reproduce_paper003
+from elasticsite.reproduce.paper003_live import restart_run
 from elasticsite.reproduce.paper003_sim import EXPECTED, SAMPLES, Rebalance, failed, simulate
 
 
@@ -74,3 +75,17 @@ def test_a_trace_is_refused(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         "error: --trace applies to paper002 and paper004 only"
     ]
+
+
+def test_a_restart_starts_from_a_fresh_state_whatever_the_last_run_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stale = tmp_path / "live" / "state"
+    stale.mkdir(parents=True)
+    (stale / "manager.db").write_bytes(b"not this run's")
+    monkeypatch.chdir(tmp_path)
+    run = restart_run(Path("live"))  # relative, as the command's default --out is
+    assert not run.why_not, run.why_not
+    assert len(run.before) == 4 and run.after == run.before
+    assert not run.launched_after and not run.orphans
+    assert run.exit_codes == [0] * 8

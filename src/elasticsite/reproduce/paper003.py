@@ -107,7 +107,7 @@ def reproduce_paper003(
     broken = [simulate("graceful", errors=ERRORS, seed=s) for s in seeds]
     repro.claims += _sim_claims(runs, broken)
 
-    say("restart: the live manager over the embedded site, stopped and started again")
+    say("restart: the live manager over the embedded site, killed and started again")
     restart = restart_run(out / "live")
     repro.claims.append(_restart_claim(restart))
 
@@ -131,8 +131,9 @@ def reproduce_paper003(
         f"VMs in error: at {ERROR_AT:.0f} s the cloud reports {ERRORS} of ann's busy VMs in "
         "error (their nodes stop, their jobs go back to the queue).",
         f"Live: the embedded site, a local cloud of {VMS} VMs, {JOBS} jobs of this process's "
-        'user naming `small`; the manager stops with `on_shutdown = "leave"` while '
-        f"{VMS} run, a new one opens the same state directory.",
+        "user naming `small` (a second user's jobs would need root and a second account); "
+        f"the manager (`elasticsite run`) is killed with SIGKILL while {VMS} run, a new one "
+        "starts on the same state directory.",
         "The paper publishes no measurements: its claims are behaviours, and the shares it "
         "describes (the VMs evenly among the users with jobs) are the expected figure.",
     ]
@@ -225,8 +226,8 @@ def _restart_claim(r: Restart) -> Claim:
     )
     return _claim(
         "restart_resumes", ok,
-        f"{len(r.before)} VMs live at the stop, {len(r.after)} of them resumed with the same "
-        f"owners; {len(r.launched_after)} launched after the restart, {len(r.orphans)} "
-        f"orphaned; jobs' exit codes {dict(codes)}; {r.seconds:.1f} s",
+        f"{len(r.before)} VMs live when the manager was killed, {len(r.after)} of them "
+        f"resumed with the same owners; {len(r.launched_after)} launched after the "
+        f"restart, {len(r.orphans)} orphaned; jobs' exit codes {dict(codes)}; {r.seconds:.1f} s",
         "" if ok else "a VM was lost, re-launched, orphaned or changed hands, or a job failed",
     )  # fmt: skip
