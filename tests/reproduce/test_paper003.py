@@ -53,18 +53,6 @@ def test_vms_in_error_fail_and_are_replaced() -> None:
     assert len(run.workers) >= len(whole.workers) + 2
 
 
-def test_the_command_writes_the_report(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "reproduce", "paper003", "--quick",
-         "--out", str(tmp_path / "out")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={"COLUMNS": "200"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "restart_resumes" in done.stdout and "paper003 (quick)" in done.stdout
-    report = (tmp_path / "out" / "report.md").read_text()
-    assert "![fair-share](fair-share.png)" in report
-
-
 def test_a_trace_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "elasticsite", "reproduce", "paper003", "--quick",
