@@ -188,18 +188,26 @@ def _sim_claims(runs: dict[str, list[Run]], broken: list[Run]) -> list[Claim]:
             note = "" if ok else _why(shares_ok, jain, done) or "no VM was killed under a job"
         out.append(_claim(f"fair_share_{mode}", ok, measured, note))
     fails = sum(len(failed(r)) for r in broken)
+    # Launched after the errors and before bob arrives, beyond what the same seed's run
+    # without errors launched then (ann alone on a full site: none).
+    baseline = runs["graceful"]
     replaced = sum(
-        sum(ERROR_AT <= w.requested_at < BURSTS[1][0] for w in r.workers) for r in broken
+        _launched(r, ERROR_AT, BURSTS[1][0]) - _launched(b, ERROR_AT, BURSTS[1][0])
+        for r, b in zip(broken, baseline, strict=True)
     )
     errors = sum(r.errors for r in broken)
     done = all(j.state.value == "completed" for r in broken for j in r.jobs)
     out.append(_claim(
         "error_replaced", errors > 0 and fails >= errors and replaced >= errors and done,
         f"{errors} VMs put in error over {len(broken)} runs: {fails} workers failed, "
-        f"{replaced} launched in their place before bob arrived, "
+        f"{replaced} more launched than without errors before bob arrived, "
         f"{sum(r.requeued for r in broken)} jobs requeued, every job completed: {done}",
     ))  # fmt: skip
     return out
+
+
+def _launched(run: Run, start: float, end: float) -> int:
+    return sum(start <= w.requested_at < end for w in run.workers)
 
 
 def _why(shares_ok: bool, jain: float, done: bool) -> str:
