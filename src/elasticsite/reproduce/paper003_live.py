@@ -1,14 +1,14 @@
 """Paper 003 (Cloud Scheduler) on the live manager over the embedded site: its state
-persisted at shutdown and resumed at restart.
+resumed by a manager started again after the last one was killed.
 
 A ``cloud_scheduler`` site of 4 VMs (local cloud, workers booting in a fraction of a
 second, the loop every 0.2 s) is managed by an ``elasticsite run`` process; 8 jobs of
 this process's user naming the ``small`` type queue, 4 run. The manager is killed
 with SIGKILL (harder than the paper's shutdown persisting its state: nothing is
 saved at the end; the VMs go on running their jobs), a new one is started on the same
-state directory, and the run waits for every job to finish. What
-is measured: the VMs the new manager launched, the instances no worker record knows
-(orphans), each worker's owner before and after, the jobs' exit codes.
+state directory, and the run waits for every job to finish. What is measured: the
+VMs the new manager launched, the instances no worker record knows (orphans), each
+worker's owner before and after, the jobs' exit codes.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ class Restart:
     """What the restart showed."""
 
     before: dict[str, str] = field(default_factory=dict)
-    """Live workers and their owners when the first manager stopped."""
+    """Live workers and their owners when the first manager was killed."""
     after: dict[str, str] = field(default_factory=dict)
-    """The same workers' owners as the second manager first saw them."""
+    """The same workers' owners once every job had ended (the second manager's)."""
     launched_after: list[str] = field(default_factory=list)
-    """Workers the second manager launched while the jobs ran."""
+    """Workers launched since the restart, while the jobs ran."""
     orphans: list[str] = field(default_factory=list)
     """Instances of the site no worker record knows."""
     exit_codes: list[int | None] = field(default_factory=list)
