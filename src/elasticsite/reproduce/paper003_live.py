@@ -118,7 +118,7 @@ def restart_run(work: Path) -> Restart:
     try:
         procs.append(_manager(cfg, log))
         _wait(lambda: (state / "manager.db").exists() and (state / "batch.db").exists(),
-              30, "the manager to open its state", log)  # fmt: skip
+              60, "the manager to open its state", log)  # fmt: skip
         store = StateStore(state / "manager.db")
         batch = LocalBatch(state / "batch.db")
         request = JobRequest(
@@ -127,14 +127,14 @@ def restart_run(work: Path) -> Restart:
         ids = [batch.submit(request) for _ in range(JOBS)]
         busy = WorkerState.BUSY
         _wait(lambda: sum(r.worker.state is busy for r in store.load()) == VMS,
-              30, f"{VMS} VMs to run jobs", log)  # fmt: skip
+              60, f"{VMS} VMs to run jobs", log)  # fmt: skip
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait(30)
         out.before = {r.worker.id: r.worker.owner for r in store.load() if r.worker.state.live}
         restarted = time.time()
         procs.append(_manager(cfg, log))
         done = {JobState.DONE, JobState.FAILED, JobState.CANCELLED}
-        _wait(lambda: all(batch.job(j).state in done for j in ids), 60, "every job to end", log)
+        _wait(lambda: all(batch.job(j).state in done for j in ids), 120, "every job to end", log)
         out.exit_codes = [batch.job(j).exit_code for j in ids]
         records = store.load(include_done=True)
         out.after = {r.worker.id: r.worker.owner for r in records if r.worker.id in out.before}
