@@ -77,3 +77,4 @@ def test_a_restart_starts_from_a_fresh_state_whatever_the_last_run_left(
     assert len(run.before) == 4 and run.after == run.before
     assert not run.launched_after and not run.orphans
     assert run.exit_codes == [0] * 8
+    assert run.types == ["small"] * 8

@@ -51,6 +51,8 @@ class Restart:
     orphans: list[str] = field(default_factory=list)
     """Instances of the site no worker record knows."""
     exit_codes: list[int | None] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+    """The type of the VM each job ran on (every job names ``small``)."""
     seconds: float = 0.0
     why_not: str = ""
 
@@ -137,6 +139,8 @@ def restart_run(work: Path) -> Restart:
         _wait(lambda: all(batch.job(j).state in done for j in ids), 120, "every job to end", log)
         out.exit_codes = [batch.job(j).exit_code for j in ids]
         records = store.load(include_done=True)
+        typed = {r.worker.node or r.worker.id: r.worker.vm_type for r in records}
+        out.types = [typed.get(batch.job(j).node or "", "none") for j in ids]
         out.after = {r.worker.id: r.worker.owner for r in records if r.worker.id in out.before}
         out.launched_after = [r.worker.id for r in records if r.worker.requested_at >= restarted]
         known = {r.worker.id for r in records}
