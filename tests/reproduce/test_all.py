@@ -87,7 +87,7 @@ def test_every_paper_runs_and_the_summary_counts_its_verdicts(tmp_path: Path) ->
     report = write_summary(outcomes, tmp_path, quick=True).read_text()
     assert "[paperA](paperA/report.md)" in report
     assert "| `c2` | Figure 1 | claim 2 of the paper | measured 2 | **does not hold** |" in report
-    assert '<img src="paperA/fig1.png"' in report
+    assert '<img src="paperA/fig1.png" alt="paperA/fig1"' in report
     assert "## paperB" in report and "disk full" in report
 
 

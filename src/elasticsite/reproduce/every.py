@@ -160,7 +160,8 @@ def _section(o: Outcome, out: Path) -> list[str]:
         cells = []
         for p in shown:
             rel = p.relative_to(out) if p.is_relative_to(out) else p
-            cells.append(f'<img src="{rel.as_posix()}" alt="{p.stem}" width="320">')
+            alt = rel.with_suffix("").as_posix()
+            cells.append(f'<img src="{rel.as_posix()}" alt="{alt}" width="320">')
         lines += ["", " ".join(cells)]
     return lines
 
