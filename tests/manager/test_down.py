@@ -63,10 +63,10 @@ def test_run_says_what_it_leaves_and_down_drains_every_cloud(tmp_path: Path) -> 
     state = tmp_path / "state"
     cfg = tmp_path / "site.toml"
     cfg.write_text(CONFIG.format(state=state))
-    go = tmp_path / "go"  # the jobs run until the test lets them end
+    gate = tmp_path / "gate"  # the jobs run until it exists, however slow the machine
+    job = ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.1; done', "job", str(gate)]
     subprocess.run(
-        cli("submit", "-c", str(cfg), "--walltime", "300", "--count", "4", "--",
-            "sh", "-c", f"while [ ! -e {go} ]; do sleep 0.1; done"),
+        cli("submit", "-c", str(cfg), "--walltime", "300", "--count", "4", "--", *job),
         check=True, capture_output=True,
     )  # fmt: skip
     run = subprocess.Popen(cli("run", "-c", str(cfg)), stderr=subprocess.PIPE, text=True)
@@ -87,13 +87,21 @@ def test_run_says_what_it_leaves_and_down_drains_every_cloud(tmp_path: Path) -> 
     assert f"`elasticsite down -c {cfg}` drains and terminates them" in stderr
     assert live_instances(state) == 4
 
-    go.touch()
-    done = subprocess.run(cli("down", "-c", str(cfg), "--timeout", "120"),
-                          capture_output=True, text=True, timeout=180)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "down: site 'downsite': draining and terminating every worker" in done.stderr
-    assert done.stderr.rstrip().splitlines()[-1].startswith("down: no worker left")
-    assert done.stderr.count("no worker left") == 1, done.stderr  # the final line, once
+    down = subprocess.Popen(cli("down", "-c", str(cfg), "--timeout", "120"),
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        # Draining waits for the running jobs: every worker drains, none is gone yet.
+        wait_for(lambda: sum(r.worker.state.value == "draining" for r in store.load()) == 4,
+                 60, "four draining workers")  # fmt: skip
+        assert live_instances(state) == 4
+        gate.touch()
+        _, stderr = down.communicate(timeout=180)
+    finally:
+        down.kill()
+    assert down.returncode == 0, stderr
+    assert "down: site 'downsite': draining and terminating every worker" in stderr
+    assert stderr.rstrip().splitlines()[-1].startswith("down: no worker left")
+    assert stderr.count("no worker left") == 1, stderr  # the final line, once
     assert live_instances(state) == 0
     # Drained, not killed: every job ran to its end on the workers taken down.
     assert {j.state for j in LocalBatch(state / "batch.db").jobs()} == {JobState.DONE}

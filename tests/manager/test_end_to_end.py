@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from elasticsite.batch.base import JobRequest
 from elasticsite.clouds.base import InstanceState
 from elasticsite.manager.report import StepReport
 from elasticsite.model import Cause, JobState, WorkerState
@@ -101,9 +102,11 @@ def test_stalled_worker_is_terminated_and_replaced(start_site: Callable[..., Run
         fast_cloud("good", 2, price=1.0, seed=4),
     ]
     r = start_site("on_demand", clouds=clouds, manager={"stall_timeout": 1.5})
-    # Enough work to outlast the stall timeout, so the stalled worker is replaced.
-    ids = r.submit(1.0, n=8, walltime=5.0)
-    wait_for(lambda: all_done(r, 8), 60, "jobs to finish on the good cloud")
+    # The jobs run until the gate exists, so work outlasts the stall timeout however
+    # fast or slow the machine, and the stalled worker is replaced.
+    gate = r.site.state_dir / "gate"
+    job = ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.1; done', "job", str(gate)]
+    ids = [r.site.batch.submit(JobRequest(job, 1, 300.0)) for _ in range(8)]
     # The stalled worker's slot is refilled once its instance is gone (a stalled
     # instance holds its cloud's quota until then).
     wait_for(
@@ -117,9 +120,11 @@ def test_stalled_worker_is_terminated_and_replaced(start_site: Callable[..., Run
             )
             >= 2
         ),
-        30,
+        60,
         "a replacement on the flaky cloud",
     )
+    gate.touch()
+    wait_for(lambda: all_done(r, 8), 60, "jobs to finish on the good cloud")
     r.stop()
     history = r.site.store.transitions()
     stalled = [t for t in history if t.to_state is WorkerState.FAILED and t.cause == Cause.STALLED]

@@ -133,11 +133,13 @@ def test_unknown_tagged_instance_is_adopted_and_stray_is_cleaned(
     stray = cloud.launch(VMType("small"), ["stray"], {}, tags)[0]
     again = start_site("dedicated", settings={"dedicated_workers": 0})
     wait_for(
-        lambda: {i.id: i.state for i in cloud.describe()}[stray.id] is InstanceState.TERMINATED,
-        30,
-        "the stray instance to be terminated",
+        lambda: (
+            {i.id: i.state for i in cloud.describe()}[stray.id] is InstanceState.TERMINATED
+            and again.site.store.counters().get("strays_terminated") == 1
+        ),
+        60,
+        "the stray instance to be terminated and counted",
     )
-    assert again.site.store.counters().get("strays_terminated") == 1
     again.stop()
     foreign = LocalCloud("local", cloud.state_dir, "elsewhere", cloud.batch_path).describe()
     assert [i.name for i in foreign] == ["other-1"]

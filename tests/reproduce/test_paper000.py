@@ -13,6 +13,9 @@ import pytest
 
 from elasticsite.reproduce import PAPER000_CLAIMS, Reproduction, Verdict, reproduce_paper000
 
+# The module fixture runs the whole reproduction once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("paper000")
+
 EXCEPTIONS: dict[str, str] = {}
 """Claims that do not hold here, and a word their note must carry (none now: Figure
 12's peak holds since EC2 is launched through the paper's six threads)."""

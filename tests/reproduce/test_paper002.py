@@ -11,6 +11,9 @@ import pytest
 
 from elasticsite.reproduce import PAPER002_CLAIMS, Reproduction, Verdict, reproduce_paper002
 
+# The module fixture runs the whole reproduction once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("paper002")
+
 EXCEPTIONS = {
     "aggressive_costlier_normal_many": "fewer jobs to the cloud",
     "table1_selective_spends_least": "--trace",

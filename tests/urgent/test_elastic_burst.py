@@ -10,7 +10,7 @@ from tests.manager.conftest import wait_for
 from elasticsite.clouds.base import URGENCY_TAG, VOLUNTEER_TAG, WORKER_TAG
 from elasticsite.model import Cause, JobState, WorkerState
 
-from .test_embedded_site import carols, running_site, urgent
+from .test_embedded_site import carol_gate, carols, running_site, urgent
 
 
 def _instances(site) -> list:  # type: ignore[no-untyped-def]
@@ -18,9 +18,7 @@ def _instances(site) -> list:  # type: ignore[no-untyped-def]
 
 
 def test_an_urgent_job_gets_a_worker_past_max_instances(tmp_path: Path) -> None:
-    with running_site(tmp_path, policy="urgent_extra_instances = 1", carol_runs=30) as (
-        site, _, cfg,
-    ):  # fmt: skip
+    with running_site(tmp_path, policy="urgent_extra_instances = 1") as (site, _, cfg):
         done = urgent(cfg, "yellow", "sleep", "1")  # yellow: priority, nothing preempted
         assert done.returncode == 0, done.stderr
         job = done.stdout.strip()
@@ -32,9 +30,9 @@ def test_an_urgent_job_gets_a_worker_past_max_instances(tmp_path: Path) -> None:
 
 
 def test_at_the_clouds_quota_a_non_urgent_worker_makes_room(tmp_path: Path) -> None:
-    with running_site(
-        tmp_path, policy="urgent_extra_instances = 1", cloud="quota = 2", carol_runs=8
-    ) as (site, _, cfg):
+    with running_site(tmp_path, policy="urgent_extra_instances = 1", cloud="quota = 2") as (
+        site, _, cfg,
+    ):  # fmt: skip
         done = urgent(cfg, "yellow", "sleep", "1")
         assert done.returncode == 0, done.stderr
         job = done.stdout.strip()
@@ -44,6 +42,7 @@ def test_at_the_clouds_quota_a_non_urgent_worker_makes_room(tmp_path: Path) -> N
         # within max_instances again, so it is plain demand, and the urgent job goes first.
         assert moves == {WorkerState.TERMINATING}
         carol = carols(site)
+        carol_gate(cfg).touch()
         wait_for(lambda: all(site.batch.job(j.id).state is JobState.DONE for j in carol),
                  90, "carol's jobs, one of them requeued")  # fmt: skip
         # One of carol's workers went (its job requeued, then run again); the urgent

@@ -68,11 +68,24 @@ def full(tmp_path: Path) -> Iterator[tuple[EmbeddedSite, Server, Path]]:
         yield found
 
 
+def carol_gate(cfg: Path) -> Path:
+    """The file whose creation ends carol's jobs (those started by :func:`running_site`
+    without ``carol_runs``): the cluster stays full, however slow the machine, until the
+    test says otherwise."""
+    return cfg.parent / "carol.gate"
+
+
+def until(gate: Path) -> list[str]:
+    """A job's command that runs until ``gate`` exists."""
+    return ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.1; done', "job", str(gate)]
+
+
 @contextmanager
 def running_site(
-    tmp_path: Path, policy: str = "", cloud: str = "", carol_runs: float = 3.0
+    tmp_path: Path, policy: str = "", cloud: str = "", carol_runs: float | None = None
 ) -> Iterator[tuple[EmbeddedSite, Server, Path]]:
-    """The site of :func:`full`, with ``policy`` and ``cloud`` lines added to its config."""
+    """The site of :func:`full`, with ``policy`` and ``cloud`` lines added to its config;
+    carol's jobs run ``carol_runs`` seconds, or by default until :func:`carol_gate`."""
     (tmp_path / "server").mkdir()
     server = Server(tmp_path / "server")
     # The site's submit path: a resource principal for "lab", its key in a 0600 file.
@@ -92,10 +105,9 @@ def running_site(
     thread = threading.Thread(target=manager.run, daemon=True)
     thread.start()
     try:
+        command = until(carol_gate(cfg)) if carol_runs is None else ["sleep", str(carol_runs)]
         for _ in range(2):
-            site.batch.submit(
-                JobRequest(["sleep", str(carol_runs)], 1, 600.0, ME, attributes=CAROL)
-            )
+            site.batch.submit(JobRequest(command, 1, 600.0, ME, attributes=CAROL))
         wait_for(lambda: sum(j.state is JobState.RUNNING for j in site.batch.jobs()) == 2,
                  60, "the cluster full")  # fmt: skip
         yield site, server, cfg
@@ -128,15 +140,15 @@ def test_red_with_preemption_starts_at_once_and_the_preempted_owner_is_compensat
     full: tuple[EmbeddedSite, Server, Path],
 ) -> None:
     site, server, cfg = full
-    t0 = time.monotonic()
-    done = urgent(cfg, "red", "sleep", "1")
+    done = urgent(cfg, "red", *until(carol_gate(cfg)))
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip()
     assert "red, preemption; preempted" in done.stderr
-    wait_for(lambda: site.batch.job(job).state is not JobState.QUEUED, 5, "the urgent job")
-    assert time.monotonic() - t0 < 5.0
+    # At once: it starts while carol's jobs would still run (they wait for their gate).
+    wait_for(lambda: site.batch.job(job).state is not JobState.QUEUED, 60, "the urgent job")
     assert site.batch.job(job).user == ME
-    assert sum(j.state is JobState.REQUEUED for j in carols(site)) == 1  # requeued, not lost
+    assert sorted(j.state for j in carols(site)) == [JobState.REQUEUED, JobState.RUNNING]
+    carol_gate(cfg).touch()
     wait_for(lambda: all(j.state is JobState.DONE for j in site.batch.jobs()), 60, "all done")
     sessions = server.store.sessions_of("lab", ME, server.clock())  # the preempted owner's
     assert [(s.single_use, s.state(server.clock())) for s in sessions
@@ -155,6 +167,7 @@ def test_orange_is_next_to_run_and_refusals_say_why(
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip()
     assert "orange, next_to_run" in done.stderr and "preempted" not in done.stderr
+    carol_gate(cfg).touch()  # carol's running jobs end only now: all three are queued
     wait_for(lambda: site.batch.job(job).state is JobState.DONE, 60, "the urgent job")
     started = site.batch.job(job).started_at
     assert started is not None

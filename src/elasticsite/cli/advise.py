@@ -282,6 +282,7 @@ def import_history(
     console.print(
         f"{file}: {added:,} new observations of {len(observations):,} into {store.path}",
         highlight=False,
+        soft_wrap=True,
     )
 
 

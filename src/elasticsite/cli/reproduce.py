@@ -4,7 +4,8 @@ experiments, check its claims.
 Writes ``report.md`` (each published claim beside the measured result, marked *holds*,
 *does not hold* or *cannot be checked*, with the tables and plots) under ``--out`` and
 prints one verdict line per claim. Exit status 0 whatever the verdicts (they are the
-result), 2 for an error.
+result), 2 for an error. ``all`` runs every paper and writes one summary report
+(:mod:`elasticsite.cli.reproduce_all`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Paper(StrEnum):
     paper002 = "paper002"
     paper003 = "paper003"
     paper004 = "paper004"
+    all = "all"
 
 
 _STYLE = {"holds": "green", "does not hold": "red", "cannot be checked": "yellow"}
@@ -81,6 +83,12 @@ def reproduce(
 ) -> None:
     """Run a paper's experiments on the simulator (paper001's Figure 4 on a real broker
     on 127.0.0.1) and check each published claim."""
+    if paper is Paper.all:
+        if trace is not None or period is not None or slurm:
+            raise fail("--trace, --period and --slurm apply to one paper, not to all")
+        from elasticsite.cli.reproduce_all import reproduce_all
+
+        return reproduce_all(quick=quick, out=out, workers=workers, progress=progress)
     from elasticsite.reproduce import (
         reproduce_paper000,
         reproduce_paper001,

@@ -48,6 +48,19 @@ T = TypeVar("T")
 
 pytestmark = pytest.mark.slow
 
+_HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here shares the one slurmctld (and cleans up its t-* nodes and the
+    drained ``localhost``): they are ``serial`` (scripts/test.sh runs them after the
+    parallel part), and under ``pytest -n N --dist loadgroup`` in one worker."""
+    for item in items:
+        if _HERE in item.path.resolve().parents:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+            item.add_marker(pytest.mark.serial)
+
 
 def _script(name: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

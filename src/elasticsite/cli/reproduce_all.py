@@ -1,0 +1,73 @@
+"""``elasticsite reproduce all``: every paper in turn, one summary report.
+
+Prints each paper's progress as it runs and its verdict counts as it ends, then the
+summary table (the one the README quotes); writes ``report.md`` under ``--out`` with
+that table and a section per paper, each paper's own report beside it. Exit status 2
+when a paper could not run (the others still do), 0 otherwise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+
+from elasticsite.cli.common import console, fail
+from elasticsite.cli.status import StatusLine
+
+__all__ = ["reproduce_all"]
+
+
+def reproduce_all(
+    *, quick: bool, out: Path | None, workers: int | None, progress: bool | None
+) -> None:
+    """Run every registered paper under ``out`` (default ``reproduce-out/all[-quick]``)."""
+    from elasticsite.reproduce.every import Outcome, papers, run_all, summary_table, write_summary
+
+    target = out or Path("reproduce-out") / ("all-quick" if quick else "all")
+    registry = papers()
+    current = [""]
+    console.print(
+        Text(f"reproducing {len(registry)} papers: {', '.join(registry)}", style="dim"),
+        highlight=False,
+    )
+
+    with StatusLine(progress) as line:
+        line.ticking(lambda: f"{current[0]}: {line.elapsed:,.0f} s")
+
+        def say(name: str, text: str) -> None:
+            line.clear()
+            console.print(Text(f"{name}: {text}", style="dim"), highlight=False, soft_wrap=True)
+            current[0] = f"{name}: {text.split(':')[0]}"
+
+        def done(o: Outcome) -> None:
+            line.clear()
+            if o.repro is None:
+                console.print(
+                    Text(f"{o.name}: failed after {o.seconds:,.0f} s: {o.error}", style="red"),
+                    highlight=False,
+                )
+                return
+            counts = o.counts()
+            console.print(
+                f"{o.name}{' (quick)' if quick else ''}: "
+                + ", ".join(f"{v.value}: {n}" for v, n in counts.items())
+                + f", in {o.seconds:.1f} s; report: {o.report}",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+        outcomes = run_all(registry, target, quick=quick, workers=workers, progress=say, done=done)
+    report = write_summary(outcomes, target, quick=quick)
+    console.print("")
+    console.print(summary_table(outcomes), highlight=False, soft_wrap=True)
+    console.print("")
+    console.print(
+        f"all{' (quick)' if quick else ''}: {len(outcomes)} papers in "
+        f"{sum(o.seconds for o in outcomes):,.1f} s; report: {report}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    failed = [o.name for o in outcomes if o.repro is None]
+    if failed:
+        raise fail(f"{', '.join(failed)} could not run (see above); report: {report}")
