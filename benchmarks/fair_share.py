@@ -40,14 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elasticsite import policies
-from elasticsite.model import Decision, VMType
+from elasticsite.model import Decision
 from elasticsite.policies.fair_share import fair_shares
+from elasticsite.reproduce import paper003_sim as paper003
 from elasticsite.sim.cloud import CloudModel, Durations
 from elasticsite.sim.elastic import ElasticRun
 from elasticsite.snapshot import SiteSnapshot
 
 INTERVAL = 10.0
-TYPES = (VMType("small", 1), VMType("large", 2))
+TYPES = paper003.TYPES
 POLICY = "src/elasticsite/policies/cloud_scheduler.py"
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = (600.0, 1500.0, 2400.0, 3300.0)
@@ -70,8 +71,7 @@ class Scenario:
 
 
 SCENARIOS = (
-    Scenario("paper003", 12, ((0.0, "ann", "small", 60, 600.0), (900.0, "bob", "small", 30, 600.0),
-                              (1800.0, "cid", "large", 20, 600.0))),
+    Scenario("paper003", paper003.LIMIT, paper003.BURSTS),  # as `reproduce paper003` runs it
     Scenario("three-users", 6, ((0.0, "ann", "small", 12, 600.0), (0.0, "bob", "large", 4, 600.0),
                                 (0.0, "cid", "small", 8, 600.0))),
     Scenario("same-type", 4, ((0.0, "ann", "small", 8, 600.0), (300.0, "cid", "small", 8, 600.0))),

@@ -23,7 +23,7 @@ def test_the_registry_holds_every_paper_module() -> None:
     here = Path(__file__).parents[2] / "src" / "elasticsite" / "reproduce"
     modules = sorted(p.stem for p in here.glob("paper*.py") if re.fullmatch(r"paper\d{3}", p.stem))
     assert list(found) == modules
-    assert {"paper000", "paper001", "paper002", "paper004"} <= set(found)
+    assert {"paper000", "paper001", "paper002", "paper003", "paper004"} <= set(found)
     assert all(fn.__name__ == f"reproduce_{name}" for name, fn in found.items())
 
 

@@ -1,4 +1,4 @@
-"""``elasticsite reproduce paper000|paper001|paper002|paper004``: run a paper's
+"""``elasticsite reproduce paper000|paper001|paper002|paper003|paper004``: run a paper's
 experiments, check its claims.
 
 Writes ``report.md`` (each published claim beside the measured result, marked *holds*,
@@ -27,6 +27,7 @@ class Paper(StrEnum):
     paper000 = "paper000"
     paper001 = "paper001"
     paper002 = "paper002"
+    paper003 = "paper003"
     paper004 = "paper004"
     all = "all"
 
@@ -38,7 +39,7 @@ def reproduce(
     paper: Annotated[
         Paper,
         typer.Argument(
-            help="paper000 (Figures 7-12), paper001 (Figures 3-6), paper002 or paper004."
+            help="paper000 (Figures 7-12), paper001 (Figures 3-6), paper002, paper003 or paper004."
         ),
     ],
     quick: Annotated[
@@ -92,6 +93,7 @@ def reproduce(
         reproduce_paper000,
         reproduce_paper001,
         reproduce_paper002,
+        reproduce_paper003,
         reproduce_paper004,
         write_report,
     )
@@ -126,6 +128,10 @@ def reproduce(
                     target, quick=quick, period=period, workers=workers, progress=say,
                     status=status,
                 )  # fmt: skip
+            elif paper is Paper.paper003:
+                if trace is not None:
+                    raise fail("--trace applies to paper002 and paper004 only")
+                repro = reproduce_paper003(target, quick=quick, progress=say)
             elif paper is Paper.paper004:
                 if trace is not None and not trace.is_file():
                     raise fail(f"{trace}: no such trace file")
