@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -148,7 +149,12 @@ def _workdir(tmp_path: Path) -> Path:
     work.mkdir()
     (work / ".venv").symlink_to(Path(sys.prefix))
     for name in LINKED:
-        (work / name).symlink_to(ROOT / name)
+        if name == "examples":  # copied: a site file's state goes beside it, so each
+            # block's state stays in its own directory, never in the checkout
+            shutil.copytree(ROOT / name, work / name,
+                            ignore=shutil.ignore_patterns("elasticsite-state"))  # fmt: skip
+        else:
+            (work / name).symlink_to(ROOT / name)
     return work
 
 

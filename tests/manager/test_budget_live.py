@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.core import WorkerRecord
 from elasticsite.history.samples import HistoryReader
@@ -287,6 +288,7 @@ def test_a_store_from_before_bills_is_billed_once_when_the_manager_first_opens_i
     old = Worker("lab-00001", "lab", "small", 1, requested_at=time.time() - 400)
     old.state, old.state_since = WorkerState.TERMINATED, old.requested_at + 100  # 1.00 EUR
     store.save(WorkerRecord(old, instance_gone=True))
+    LocalBatch(state / "batch.db").close()  # the older site's queue, beside its store
     assert "spent: 1.00 EUR so far (lab 1.00 EUR)" in status(cfg)  # counted, not written
     log = tmp_path / "manager.log"
     cloud = LocalCloud("lab", state, "budgeted", state / "batch.db")

@@ -177,7 +177,13 @@ def setup_logging(verbose: int, log_format: LogFormat = "human", site: str | Non
     global _log_format
     _log_format = log_format
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logs.setup(level, err, log_format=log_format, site=site)
+    # On a terminal, rich's columns; elsewhere (a file, a pipe, journald) one plain line
+    # per record, never wrapped, so a path at its end stays whole.
+    if err.is_terminal:
+        logs.setup(level, err, log_format=log_format, site=site)
+    else:
+        logs.setup(level, None, "%(asctime)s %(levelname)s %(message)s", log_format=log_format,
+                   site=site)  # fmt: skip
 
 
 def announce(text: str, level: int = logging.INFO) -> None:
