@@ -32,6 +32,10 @@ from elasticsite.model import Cause, JobState
 
 from .conftest import Running, wait_for
 
+# Shares are read while some jobs still wait: timed jobs, so these run one at a time,
+# after the parallel part of the suite (scripts/test.sh).
+pytestmark = pytest.mark.serial
+
 CONFIG = """
 [manager]
 site_id = "fair"
