@@ -29,6 +29,7 @@ from elasticsite.batch.slurm import SlurmBatch
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts" / "slurm"
 RUN_DIR = Path(os.environ.get("ELASTICSITE_SLURM_RUN_DIR", "/run/elasticsite-slurm"))
+LOG_DIR = Path(os.environ.get("ELASTICSITE_SLURM_LOG_DIR", "/var/log/elasticsite-slurm"))
 TEST_NODE_PREFIX = "t-"
 """Dynamic nodes the tests create are named t-...; cleanup deletes them."""
 _names = itertools.count(1)
@@ -60,6 +61,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if _HERE in item.path.resolve().parents:
             item.add_marker(pytest.mark.xdist_group("slurm"))
             item.add_marker(pytest.mark.serial)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """slurmctld 22.05 (Debian's) can die with SIGSEGV in ``create_nodes`` when a dynamic
+    node registers soon after others were deleted (a core in its log directory shows
+    it). A test here that fails while the controller died under it is the daemon's
+    crash, not the adapter's: the controller is started again and the test run once
+    more, with a warning naming the crash; any other failure stands."""
+    if _HERE not in item.path.resolve().parents:
+        return None
+    holders = RUN_DIR / "holders"
+    if not _controller_running() and holders.is_dir() and any(holders.iterdir()):
+        _script("start.sh")  # it died in an earlier test's teardown: this test needs it
+    if not _controller_running():
+        return None
+    from _pytest.runner import runtestprotocol
+
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reports = runtestprotocol(item, nextitem=nextitem, log=False)
+    if any(r.failed for r in reports) and not _controller_running():
+        started = _script("start.sh")
+        item.warn(pytest.PytestWarning(
+            "slurmctld died during this test (see its core and slurmctld.log in "
+            f"{LOG_DIR}); started again ({started.returncode}) and the test run once more"
+        ))  # fmt: skip
+        reports = runtestprotocol(item, nextitem=nextitem, log=False)
+    for report in reports:
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
 
 
 def _script(name: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
