@@ -31,6 +31,9 @@ from elasticsite.reproduce.paper001_clouds import (
 from elasticsite.reproduce.paper001_sim import reactivity_run
 from elasticsite.sim.cloud import CloudModel
 
+# The module fixture runs the whole reproduction once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("paper001")
+
 EXCEPTIONS: dict[str, str] = {
     "fig5_hotel_fills_3000": "every job has started",
     "fig6_trails_off_400": "even rate",

@@ -13,6 +13,9 @@ from elasticsite.reproduce import PAPER003_CLAIMS, Reproduction, Verdict, reprod
 from elasticsite.reproduce.paper003_live import restart_run
 from elasticsite.reproduce.paper003_sim import EXPECTED, SAMPLES, Rebalance, failed, simulate
 
+# The module fixture runs the whole reproduction once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("paper003")
+
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:

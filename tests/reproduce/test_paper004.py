@@ -14,6 +14,9 @@ from elasticsite.history.observations import PROBE
 from elasticsite.reproduce import PAPER004_CLAIMS, Reproduction, Verdict, reproduce_paper004
 from elasticsite.reproduce.paper004_advisor import CASE_STUDIES, case_observations
 
+# The module fixture runs the whole reproduction once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("paper004")
+
 FAILS = {
     "queue_overpredicts_default": "grew",
     "bound_order": "idle",
