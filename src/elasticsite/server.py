@@ -33,6 +33,8 @@ from elasticsite.context.routes import install
 from elasticsite.httpdeadlines import GuardedH11Protocol, GuardedHttpToolsProtocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from elasticsite.advisor.service import Advisor
     from elasticsite.dashboard.routes import Dashboard
     from elasticsite.urgent.routes import UrgentService
@@ -124,7 +126,8 @@ class BrokerServer(uvicorn.Server):
     waiting long polls at once when asked to stop, so a graceful shutdown does not
     wait out every agent's poll.
 
-    ``guard`` counts open, refused and timed-out connections.
+    ``guard`` counts open, refused and timed-out connections; ``on_started``, when set,
+    is called once the socket listens (so what it prints can be used at once).
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class BrokerServer(uvicorn.Server):
             self.limits.max_connections, self.limits.max_connections_per_address
         )
         self.acceptor: Acceptor | None = None
+        self.on_started: Callable[[], None] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """uvicorn's start-up for a host and port, with the listening socket's protocol
@@ -174,6 +178,8 @@ class BrokerServer(uvicorn.Server):
         self.servers = [server]
         self._log_started_message(server.sockets)
         self.started = True
+        if self.on_started is not None:
+            self.on_started()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.acceptor is not None:

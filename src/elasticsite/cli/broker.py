@@ -341,25 +341,30 @@ def broker(
         )
     except (ValueError, OSError, sqlite3.Error, StateFileError) as exc:
         raise fail(f"cannot open the broker state in {state_dir}: {exc}") from None
-    console.print(f"broker      {scheme}://{shown_host}:{port}", highlight=False)
-    if cert is not None:
-        console.print(f"certificate {cert}", highlight=False, soft_wrap=True)
-        console.print(f"sha256      {fingerprint(cert)}", highlight=False, soft_wrap=True)
-    else:
-        unencrypted = " credentials cross the network unencrypted"
-        console.print(Text.assemble(("plain HTTP:", "bold yellow"), unencrypted))
-    console.print(f"admin token {token_source}", highlight=False, soft_wrap=True)
-    if advisor_token_file is not None:
-        console.print(
-            f"advisor     {scheme}://{shown_host}:{port}/advisor/advise, "
-            f"token {advisor_token_file}",
-            highlight=False,
-            soft_wrap=True,
-        )
-    if board is not None:
-        console.print(f"dashboard   {scheme}://{shown_host}:{port}/dashboard", highlight=False)
-    if urgent_service is not None:
-        console.print(f"urgent      {scheme}://{shown_host}:{port}/urgent/portal", highlight=False)
+
+    def announce() -> None:  # once the socket listens: the URLs printed can be used at once
+        console.print(f"broker      {scheme}://{shown_host}:{port}", highlight=False)
+        if cert is not None:
+            console.print(f"certificate {cert}", highlight=False, soft_wrap=True)
+            console.print(f"sha256      {fingerprint(cert)}", highlight=False, soft_wrap=True)
+        else:
+            unencrypted = " credentials cross the network unencrypted"
+            console.print(Text.assemble(("plain HTTP:", "bold yellow"), unencrypted))
+        console.print(f"admin token {token_source}", highlight=False, soft_wrap=True)
+        if advisor_token_file is not None:
+            console.print(
+                f"advisor     {scheme}://{shown_host}:{port}/advisor/advise, "
+                f"token {advisor_token_file}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        if board is not None:
+            console.print(f"dashboard   {scheme}://{shown_host}:{port}/dashboard", highlight=False)
+        if urgent_service is not None:
+            console.print(
+                f"urgent      {scheme}://{shown_host}:{port}/urgent/portal", highlight=False
+            )
+
     allowed = raise_open_files_limit(limits.max_connections)
     server = build_server(
         app,
@@ -371,6 +376,7 @@ def broker(
         log_level="debug" if verbose > 1 else "info",
         connection_limits=dataclasses.replace(limits, max_connections=allowed),
     )
+    server.on_started = announce
     # Thousands of long polls allocate in bursts; the loaded state and the imports
     # live for the whole run, so keep them out of the collector's scans.
     gc.freeze()
