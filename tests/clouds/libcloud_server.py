@@ -32,6 +32,10 @@ def recorded(file: str, **values: str) -> Any:
     return json.loads(text)
 
 
+class Listener(ThreadingHTTPServer):
+    request_queue_size = 128  # many launch threads connect at once; the default is 5
+
+
 class DigitalOceanServer:
     def __init__(self) -> None:
         self.droplets: dict[int, dict[str, Any]] = {}
@@ -55,7 +59,7 @@ class DigitalOceanServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http = Listener(("127.0.0.1", 0), Handler)
         self.port = self.http.server_address[1]
         self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
         self.thread.start()

@@ -35,6 +35,10 @@ def recorded(file: str, **values: str) -> Any:
     return json.loads(text)
 
 
+class Listener(ThreadingHTTPServer):
+    request_queue_size = 128  # many launch threads connect at once; the default is 5
+
+
 class OpenStackServer:
     """See the module docstring; ``url`` is its Keystone (``.../identity/v3``)."""
 
@@ -60,7 +64,7 @@ class OpenStackServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http = Listener(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.http.server_address[1]}"
         self.url = f"{self.base}/identity/v3"
         self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
