@@ -326,10 +326,9 @@ def ask_gate(path: Path | str, request: Mapping[str, Any], timeout: float = 120.
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
             s.connect(str(path))
-            try:
+            # a gate that turns us away answers first and hangs up: read why
+            with suppress(BrokenPipeError, ConnectionResetError):
                 s.sendall(json.dumps(dict(request)).encode() + b"\n")
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # a gate that turns us away answers first and hangs up: read why
             data = s.makefile("rb").readline(MAX_REQUEST)
     except OSError as exc:
         raise GateError(f"cannot reach the urgent gate at {path}: {exc.strerror or exc}") from None
