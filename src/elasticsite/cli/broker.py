@@ -32,7 +32,7 @@ from elasticsite.cli.common import (
     finite,
 )
 from elasticsite.cli.context import TOKEN_ENV
-from elasticsite.context.admission import BrokerLimits
+from elasticsite.context.limits import BrokerLimits
 from elasticsite.files import StateFileError, private_dir
 
 if TYPE_CHECKING:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from elasticsite.context import validation
+from elasticsite.context.limits import BrokerLimits
 from elasticsite.context.models import RESERVED_NAMES, ContextPolicy, NodeIn
 
 __all__ = ["BrokerLimits", "Holder", "JoinBudget", "ProofNeeded", "Refused", "View", "admit"]
@@ -47,19 +48,6 @@ class ProofNeeded(Refused):
     def __init__(self, detail: str, replacing: list[str]) -> None:
         super().__init__(409, detail)
         self.replacing = replacing
-
-
-@dataclass(frozen=True)
-class BrokerLimits:
-    """The broker's defaults for contexts that do not set their own limits."""
-
-    max_members: int = 20_000
-    join_rate: float = 50.0
-    join_burst: int = 2_000
-    max_member_bytes: int = 64 * 1024 * 1024
-    """Bytes of member records one context may hold (every answer carries them)."""
-    reserved: tuple[str, ...] = ()
-    """Names every context reserves besides ``localhost`` (the broker's own host)."""
 
 
 @dataclass
