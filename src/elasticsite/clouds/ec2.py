@@ -42,7 +42,6 @@ from pydantic import Field
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.bootstrap import BootstrapConfig, worker_userdata
 from elasticsite.clouds.errors import ErrorKind, ec2_kind
-from elasticsite.clouds.known import Known
 from elasticsite.clouds.sdk import SdkCloud, Starter, sdk_module
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, integer, number
@@ -120,9 +119,7 @@ class Ec2Cloud(SdkCloud):
         spot_price_cap: float | None = None,
         bootstrap: BootstrapConfig | None = None,
     ) -> None:
-        self.name = name
-        self.bootstrap = bootstrap
-        self.site_id = site_id
+        super().__init__(name, site_id, bootstrap, options.known_for)
         self.client = client
         self.options = options
         self.launch_batch = options.batch_size
@@ -130,8 +127,6 @@ class Ec2Cloud(SdkCloud):
         self.spot = spot
         """Launch spot instances (one-time requests, terminated on interruption)."""
         self.spot_price_cap = spot_price_cap
-        self.known = Known(options.known_for)
-        """The site's instances as of the last describe, and those launched since."""
 
     @classmethod
     def connect(

@@ -48,7 +48,6 @@ from pydantic import Field, field_validator
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.bootstrap import BootstrapConfig
 from elasticsite.clouds.errors import ErrorKind, http_kind
-from elasticsite.clouds.known import Known
 from elasticsite.clouds.libcloud_providers import (
     PROVIDERS,
     SEP,
@@ -160,13 +159,10 @@ class LibcloudCloud(SdkCloud):
         options: LibcloudOptions,
         bootstrap: BootstrapConfig | None = None,
     ) -> None:
-        self.name = name
-        self.bootstrap = bootstrap
-        self.site_id = site_id
+        super().__init__(name, site_id, bootstrap, options.known_for)
         self.options = options
         self.ways: Ways = PROVIDERS.get(options.provider, Ways())
         self.style: TagStyle = options.tag_style or self.ways.style
-        self.known = Known(options.known_for)
         self.catalog: dict[str, Catalog] = {}
         self._make_driver = make_driver
         self._local = threading.local()

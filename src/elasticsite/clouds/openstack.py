@@ -43,7 +43,6 @@ from pydantic import Field, model_validator
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.bootstrap import BootstrapConfig
 from elasticsite.clouds.errors import ErrorKind, openstack_kind
-from elasticsite.clouds.known import Known
 from elasticsite.clouds.sdk import SdkCloud, Starter, guarded, sdk_module, size_pools
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, integer, number
@@ -172,15 +171,11 @@ class OpenStackCloud(SdkCloud):
         options: OpenStackOptions,
         bootstrap: BootstrapConfig | None = None,
     ) -> None:
-        self.name = name
-        self.bootstrap = bootstrap
-        self.site_id = site_id
+        super().__init__(name, site_id, bootstrap, 60.0)
         self.conn = conn
         self.options = options
         self._flavors: dict[str, str] = {}
         self._images: dict[str, str] = {}
-        self.known = Known(60.0)
-        """The site's servers as of the last describe, and those created since."""
 
     def __repr__(self) -> str:  # never the connection (it holds the credentials)
         return f"OpenStackCloud({self.name!r}, site={self.site_id!r})"

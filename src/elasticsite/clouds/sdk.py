@@ -86,12 +86,17 @@ class SdkCloud:
     look names up (:meth:`_look_up`, or all of :meth:`_live`) and how to start a batch
     (:meth:`_starter`)."""
 
-    name: str
-    site_id: str
-    bootstrap: BootstrapConfig | None
-    known: Known
     launch_batch = 1
     """Names one call of the provider's API starts."""
+
+    def __init__(
+        self, name: str, site_id: str, bootstrap: BootstrapConfig | None, known_for: float
+    ) -> None:
+        self.name = name
+        self.site_id = site_id
+        self.bootstrap = bootstrap
+        self.known = Known(known_for)
+        """The site's instances as of the last describe, and those launched since."""
 
     def describe(self) -> list[Instance]:
         asked = self.known.now()
