@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -41,6 +41,22 @@ from xml.sax.saxutils import escape
 from elasticsite.batch.command import CommandError, CommandResult
 
 SERVER = "pbs-fake"
+_COMMANDS = frozenset(
+    (
+        "qstat",
+        "pbsnodes",
+        "qmgr",
+        "qsub",
+        "qalter",
+        "qorder",
+        "qrerun",
+        "qmove",
+        "qhold",
+        "qrls",
+        "qdel",
+    )
+)
+"""The commands the fake answers, each by its method ``_<command>``."""
 
 
 @dataclass
@@ -124,30 +140,11 @@ class FakePbs:
         cmd, rest = args[0], args[1:]
         if cmd == "qstat" and rest == ["--version"]:
             return "pbs_version = 22.05.11\n" if self.flavour == "openpbs" else "Version: 6.1.3\n"
-        if cmd == "qstat":
-            return self._qstat(rest)
         if cmd == "pbsnodes" and rest in (["-a", "-F", "json"], ["-x"]):
             return self._nodes_json() if self.flavour == "openpbs" else self._nodes_xml()
-        if cmd == "pbsnodes":
-            return self._pbsnodes(rest)
-        if cmd == "qmgr":
-            return self._qmgr(rest)
-        if cmd == "qsub":
-            return self._qsub(rest)
-        if cmd == "qalter":
-            return self._qalter(rest)
-        if cmd == "qorder":
-            return self._qorder(rest)
-        if cmd == "qrerun":
-            return self._qrerun(rest)
-        if cmd == "qmove":
-            return self._qmove(rest)
-        if cmd == "qhold":
-            return self._qhold(rest)
-        if cmd == "qrls":
-            return self._qrls(rest)
-        if cmd == "qdel":
-            return self._qdel(rest)
+        if cmd in _COMMANDS:
+            run: Callable[[list[str]], str] = getattr(self, f"_{cmd}")
+            return run(rest)
         raise _Fail(127, f"{cmd}: command not found")
 
     # -- state changes ------------------------------------------------------------------

@@ -11,72 +11,29 @@ droplet list honours ``tag_name`` as DigitalOcean's does.
 
 from __future__ import annotations
 
-import json
-import threading
 import urllib.parse
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.clouds.recorded_api import RecordedApi
 
 RECORDED = Path(__file__).parent / "recorded" / "digitalocean"
 TOKEN = "dop_v1_4f6a8c0e2b4d6f8a0c2e4b6d8f0a2c4e6b8d0f2a4c6e8b0d2f4a6c8e0b2d4f6a"
 
 
-def recorded(file: str, **values: str) -> Any:
-    text = (RECORDED / file).read_text()
-    for key, value in values.items():
-        text = text.replace("{" + key + "}", value)
-    return json.loads(text)
-
-
-class Listener(ThreadingHTTPServer):
-    request_queue_size = 128  # many launch threads connect at once; the default is 5
-
-
-class DigitalOceanServer:
+class DigitalOceanServer(RecordedApi):
     def __init__(self) -> None:
         self.droplets: dict[int, dict[str, Any]] = {}
-        self.faults: dict[str, list[str]] = {}
-        self.seen: list[str] = []
         self.queries: list[str] = []
-        self.lock = threading.Lock()
         self._next = 301_000_001
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                owner.handle(self, "GET")
-
-            def do_POST(self) -> None:
-                owner.handle(self, "POST")
-
-            def do_DELETE(self) -> None:
-                owner.handle(self, "DELETE")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.http = Listener(("127.0.0.1", 0), Handler)
-        self.port = self.http.server_address[1]
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
-
-    def fail(self, operation: str, error: str, times: int = 1) -> None:
-        with self.lock:
-            self.faults.setdefault(operation, []).extend([error] * times)
+        super().__init__(RECORDED)
 
     def handle(self, req: BaseHTTPRequestHandler, method: str) -> None:
         parsed = urllib.parse.urlsplit(req.path)
         parts = [p for p in parsed.path.split("/") if p]
-        length = int(req.headers.get("Content-Length") or 0)
-        body = json.loads(req.rfile.read(length) or b"{}") if length else {}
+        body = self.body(req)
         kind = parts[1] if len(parts) > 1 else ""
         op = {
             ("droplets", "POST"): "create",
@@ -84,17 +41,16 @@ class DigitalOceanServer:
             ("droplets", "DELETE"): "delete",
         }.get((kind, method), kind)
         with self.lock:
-            self.seen.append(op)
             self.queries.append(parsed.query)
-            queued = self.faults.get(op)
-            error = queued.pop(0) if queued else None
+        error = self.asked(op)
         if req.headers.get("Authorization") != f"Bearer {TOKEN}":
             error = "unauthorized"
         if error is not None:
-            status, payload = recorded("errors.json")[error]
+            status, payload = self.recorded("errors.json")[error]
             self.reply(req, status, payload)
             return
-        try:
+
+        def route() -> None:
             if op == "create":
                 self._create(req, body)
             elif op == "list":
@@ -102,34 +58,23 @@ class DigitalOceanServer:
             elif op == "delete":
                 self._delete(req, int(parts[2]))
             elif op in ("sizes", "images", "regions"):
-                self.reply(req, 200, recorded(f"{op}.json"))
+                self.reply(req, 200, self.recorded(f"{op}.json"))
             else:
-                self.reply(req, 404, recorded("errors.json")["image_not_found"][1])
-        except Exception as exc:  # a bug here must show, not hang the client
-            import traceback
+                self.reply(req, 404, self.recorded("errors.json")["image_not_found"][1])
 
-            traceback.print_exc()
-            self.reply(req, 500, {"id": "server_error", "message": repr(exc)})
-
-    def reply(self, req: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
-        data = b"" if payload is None else json.dumps(payload).encode()
-        req.send_response(status)
-        req.send_header("Content-Type", "application/json")
-        req.send_header("Content-Length", str(len(data)))
-        req.end_headers()
-        req.wfile.write(data)
+        self.answer(req, lambda message: {"id": "server_error", "message": message}, route)
 
     def _create(self, req: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
-        sizes = {s["slug"] for s in recorded("sizes.json")["sizes"]}
-        images = {str(i["id"]) for i in recorded("images.json")["images"]}
+        sizes = {s["slug"] for s in self.recorded("sizes.json")["sizes"]}
+        images = {str(i["id"]) for i in self.recorded("images.json")["images"]}
         if body.get("size") not in sizes:
             self.reply(req, 422, {"id": "unprocessable_entity", "message": "invalid size"})
             return
         if str(body.get("image")) not in images:
-            self.reply(req, 404, recorded("errors.json")["image_not_found"][1])
+            self.reply(req, 404, self.recorded("errors.json")["image_not_found"][1])
             return
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        droplet = recorded("droplet.json", name=body["name"], status="new", created=now)
+        droplet = self.recorded("droplet.json", name=body["name"], status="new", created=now)
         with self.lock:
             droplet["id"] = self._next
             self._next += 1
@@ -151,18 +96,14 @@ class DigitalOceanServer:
         with self.lock:
             gone = self.droplets.pop(droplet_id, None)
         if gone is None:
-            self.reply(req, 404, recorded("errors.json")["image_not_found"][1])
+            self.reply(req, 404, self.recorded("errors.json")["image_not_found"][1])
         else:
             self.reply(req, 204, None)
 
 
-@contextmanager
-def digitalocean_server() -> Iterator[DigitalOceanServer]:
-    server = DigitalOceanServer()
-    try:
-        yield server
-    finally:
-        server.close()
+def digitalocean_server() -> DigitalOceanServer:
+    """A server to use in a ``with`` block, which closes it."""
+    return DigitalOceanServer()
 
 
 def credentials(directory: Path, token: str = TOKEN) -> Path:

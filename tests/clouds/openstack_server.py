@@ -11,76 +11,32 @@ holds every answer back that many seconds, as a busy cloud does.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.clouds.recorded_api import RecordedApi
 
 RECORDED = Path(__file__).parent / "recorded" / "openstack"
 USER, PASSWORD, PROJECT = "burst", "s3cret-burst-password", "science"
 TOKEN = "gAAAAABrecordedtokenvalue0000000000000000"
 
 
-def recorded(file: str, **values: str) -> Any:
-    text = (RECORDED / file).read_text()
-    for key, value in values.items():
-        text = text.replace("{" + key + "}", value)
-    return json.loads(text)
-
-
-class Listener(ThreadingHTTPServer):
-    request_queue_size = 128  # many launch threads connect at once; the default is 5
-
-
-class OpenStackServer:
+class OpenStackServer(RecordedApi):
     """See the module docstring; ``url`` is its Keystone (``.../identity/v3``)."""
 
     def __init__(self) -> None:
         self.servers: dict[str, dict[str, Any]] = {}
-        self.faults: dict[str, list[str]] = {}
         self.unplaceable = 0
         self.delay = 0.0
-        self.seen: list[str] = []
-        self.lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                owner.handle(self, "GET")
-
-            def do_POST(self) -> None:
-                owner.handle(self, "POST")
-
-            def do_DELETE(self) -> None:
-                owner.handle(self, "DELETE")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.http = Listener(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.http.server_address[1]}"
+        super().__init__(RECORDED)
         self.url = f"{self.base}/identity/v3"
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
 
     # -- test controls ---------------------------------------------------------------
-
-    def fail(self, operation: str, error: str, times: int = 1) -> None:
-        """Answer the next ``times`` calls of ``operation`` (``auth``, ``create``,
-        ``list``, ``delete``, ``flavor``, ``image``) with recorded error ``error``."""
-        with self.lock:
-            self.faults.setdefault(operation, []).extend([error] * times)
 
     def no_valid_host(self, servers: int = 1) -> None:
         with self.lock:
@@ -91,32 +47,26 @@ class OpenStackServer:
     def handle(self, req: BaseHTTPRequestHandler, method: str) -> None:
         parsed = urllib.parse.urlsplit(req.path)
         path = parsed.path.rstrip("/")
-        length = int(req.headers.get("Content-Length") or 0)
-        body = json.loads(req.rfile.read(length) or b"{}") if length else {}
+        body = self.body(req)
         op = self._operation(method, path)
-        with self.lock:
-            self.seen.append(op)
-            queued = self.faults.get(op)
-            error = queued.pop(0) if queued else None
+        error = self.asked(op)
         time.sleep(self.delay)
         if error is not None:
-            status, payload = recorded("errors.json")[error]
+            status, payload = self.recorded("errors.json")[error]
             self.reply(req, status, payload)
             return
         if op != "auth" and op != "discover" and req.headers.get("X-Auth-Token") != TOKEN:
-            self.reply(req, 401, recorded("errors.json")["unauthorized"][1])
+            self.reply(req, 401, self.recorded("errors.json")["unauthorized"][1])
             return
         handler = getattr(self, f"_{op}", None)
         if handler is None:
             self.reply(req, 404, {"itemNotFound": {"code": 404, "message": f"no {path}"}})
             return
-        try:
-            handler(req, path, parsed.query, body)
-        except Exception as exc:  # a bug here must show, not hang the client
-            import traceback
-
-            traceback.print_exc()
-            self.reply(req, 500, {"computeFault": {"code": 500, "message": repr(exc)}})
+        self.answer(
+            req,
+            lambda message: {"computeFault": {"code": 500, "message": message}},
+            lambda: handler(req, path, parsed.query, body),
+        )
 
     @staticmethod
     def _operation(method: str, path: str) -> str:
@@ -132,18 +82,6 @@ class OpenStackServer:
             return "image"
         return "other"
 
-    def reply(
-        self, req: BaseHTTPRequestHandler, status: int, payload: Any, headers: dict | None = None
-    ) -> None:
-        data = b"" if payload is None else json.dumps(payload).encode()
-        req.send_response(status)
-        req.send_header("Content-Type", "application/json")
-        req.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            req.send_header(k, v)
-        req.end_headers()
-        req.wfile.write(data)
-
     def _discover(self, req: BaseHTTPRequestHandler, path: str, query: str, body: Any) -> None:
         name = {
             "/identity/v3": "identity_version.json",
@@ -153,30 +91,31 @@ class OpenStackServer:
         if name is None:
             self.reply(req, 404, {"itemNotFound": {"code": 404, "message": path}})
             return
-        self.reply(req, 200, recorded(name, base=self.base))
+        self.reply(req, 200, self.recorded(name, base=self.base))
 
     def _auth(self, req: BaseHTTPRequestHandler, path: str, query: str, body: Any) -> None:
         identity = body.get("auth", {}).get("identity", {})
         user = identity.get("password", {}).get("user", {})
         if user.get("name") != USER or user.get("password") != PASSWORD:
-            self.reply(req, 401, recorded("errors.json")["unauthorized"][1])
+            self.reply(req, 401, self.recorded("errors.json")["unauthorized"][1])
             return
-        self.reply(req, 201, recorded("token.json", base=self.base), {"X-Subject-Token": TOKEN})
+        token = self.recorded("token.json", base=self.base)
+        self.reply(req, 201, token, {"X-Subject-Token": TOKEN})
 
     def _flavor(self, req: BaseHTTPRequestHandler, path: str, query: str, body: Any) -> None:
-        flavors = recorded("flavors.json", base=self.base)["flavors"]
+        flavors = self.recorded("flavors.json", base=self.base)["flavors"]
         key = urllib.parse.unquote(path.rsplit("/", 1)[-1])
         if key == "detail" or key == "flavors":
             self.reply(req, 200, {"flavors": flavors})
             return
         found = next((f for f in flavors if key == f["id"]), None)
         if found is None:
-            self.reply(req, 404, recorded("errors.json")["flavor_not_found"][1])
+            self.reply(req, 404, self.recorded("errors.json")["flavor_not_found"][1])
         else:
             self.reply(req, 200, {"flavor": found})
 
     def _image(self, req: BaseHTTPRequestHandler, path: str, query: str, body: Any) -> None:
-        images = recorded("images.json")["images"]
+        images = self.recorded("images.json")["images"]
         key = urllib.parse.unquote(path.rsplit("/", 1)[-1])
         if key == "images":
             wanted = urllib.parse.parse_qs(query).get("name")
@@ -193,11 +132,11 @@ class OpenStackServer:
         spec = body["server"]
         sid = str(uuid.uuid4())
         flavor = next(
-            f for f in recorded("flavors.json", base=self.base)["flavors"]
+            f for f in self.recorded("flavors.json", base=self.base)["flavors"]
             if f["id"] == spec["flavorRef"]
         )  # fmt: skip
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        server = recorded(
+        server = self.recorded(
             "server.json", base=self.base, id=sid, name=spec["name"], status="BUILD",
             image=spec["imageRef"], flavor=flavor["name"], created=now,
         )  # fmt: skip
@@ -207,9 +146,9 @@ class OpenStackServer:
             if self.unplaceable:
                 self.unplaceable -= 1
                 server["status"] = "ERROR"
-                server["fault"] = recorded("errors.json", created=now)["no_valid_host"][1]
+                server["fault"] = self.recorded("errors.json", created=now)["no_valid_host"][1]
             self.servers[sid] = server
-        self.reply(req, 202, recorded("server_created.json", base=self.base, id=sid))
+        self.reply(req, 202, self.recorded("server_created.json", base=self.base, id=sid))
 
     def _list(self, req: BaseHTTPRequestHandler, path: str, query: str, body: Any) -> None:
         key = path.rsplit("/", 1)[-1]
@@ -238,13 +177,9 @@ class OpenStackServer:
             self.reply(req, 204, None)
 
 
-@contextmanager
-def openstack_server() -> Iterator[OpenStackServer]:
-    server = OpenStackServer()
-    try:
-        yield server
-    finally:
-        server.close()
+def openstack_server() -> OpenStackServer:
+    """A server to use in a ``with`` block, which closes it."""
+    return OpenStackServer()
 
 
 def openrc(directory: Path, server: OpenStackServer, password: str = PASSWORD) -> Path:

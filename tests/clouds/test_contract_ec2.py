@@ -36,6 +36,16 @@ def creds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return credentials_file(tmp_path_factory.mktemp("aws"))
 
 
+@pytest.fixture
+def proxy(endpoint: str) -> Iterator[FaultyEc2]:
+    """The endpoint behind a proxy that answers the actions a test names with EC2's errors."""
+    faulty = FaultyEc2(endpoint)
+    try:
+        yield faulty
+    finally:
+        faulty.close()
+
+
 def driver(url: str, creds: Path, site: str, **options: object) -> Ec2Cloud:
     settings = Ec2Options.model_validate(
         {"image_id": IMAGE, "endpoint_url": url, "credentials_file": str(creds), **options}
@@ -87,31 +97,23 @@ class TestEc2Contract(CloudContract):
     ],
 )
 def test_ec2_errors_come_with_the_kind_the_manager_acts_on(
-    endpoint: str, creds: Path, code: str, kind: ErrorKind
+    proxy: FaultyEc2, creds: Path, code: str, kind: ErrorKind
 ) -> None:
-    proxy = FaultyEc2(endpoint)
-    try:
-        proxy.fail("RunInstances", code)
-        cloud = driver(proxy.url, creds, f"site-{next(_sites)}", api_attempts=1)
-        with pytest.raises(CloudError, match=code) as caught:
-            cloud.launch(VMType("t3.micro"), ["w1"], {}, {})
-        assert caught.value.kind is kind and kind.blocks_cloud is (kind in (
-            ErrorKind.CREDENTIALS, ErrorKind.NOT_FOUND
-        ))  # fmt: skip
-    finally:
-        proxy.close()
+    proxy.fail("RunInstances", code)
+    cloud = driver(proxy.url, creds, f"site-{next(_sites)}", api_attempts=1)
+    with pytest.raises(CloudError, match=code) as caught:
+        cloud.launch(VMType("t3.micro"), ["w1"], {}, {})
+    assert caught.value.kind is kind and kind.blocks_cloud is (kind in (
+        ErrorKind.CREDENTIALS, ErrorKind.NOT_FOUND
+    ))  # fmt: skip
 
 
-def test_throttling_is_retried_by_the_sdk_with_backoff(endpoint: str, creds: Path) -> None:
-    proxy = FaultyEc2(endpoint)
-    try:
-        proxy.fail("RunInstances", "RequestLimitExceeded", times=2)
-        cloud = driver(proxy.url, creds, f"site-{next(_sites)}", api_attempts=4)
-        (launched,) = cloud.launch(VMType("t3.micro"), ["w1"], {}, {})
-        assert launched.name == "w1"
-        assert proxy.seen.count("RunInstances") == 3  # two refusals, then the launch
-    finally:
-        proxy.close()
+def test_throttling_is_retried_by_the_sdk_with_backoff(proxy: FaultyEc2, creds: Path) -> None:
+    proxy.fail("RunInstances", "RequestLimitExceeded", times=2)
+    cloud = driver(proxy.url, creds, f"site-{next(_sites)}", api_attempts=4)
+    (launched,) = cloud.launch(VMType("t3.micro"), ["w1"], {}, {})
+    assert launched.name == "w1"
+    assert proxy.seen.count("RunInstances") == 3  # two refusals, then the launch
 
 
 def test_a_launch_retried_after_a_lost_answer_starts_nothing_twice(
@@ -127,23 +129,19 @@ def test_a_launch_retried_after_a_lost_answer_starts_nothing_twice(
 
 @pytest.mark.parametrize(("known_for", "lookups"), [(60.0, 0), (0.0, 5)])
 def test_a_scale_out_after_a_describe_costs_one_call_per_launch(
-    endpoint: str, creds: Path, known_for: float, lookups: int
+    proxy: FaultyEc2, creds: Path, known_for: float, lookups: int
 ) -> None:
-    proxy = FaultyEc2(endpoint)
-    try:
-        site = f"site-{next(_sites)}"
-        cloud = driver(proxy.url, creds, site, known_for=known_for)
-        cloud.describe()  # what the manager does every step
-        proxy.seen.clear()
-        for i in range(5):
-            cloud.launch(VMType("t3.micro"), [f"w{i}"], {}, {SITE_TAG: site})
-        assert proxy.seen.count("RunInstances") == 5
-        assert proxy.seen.count("DescribeInstances") == lookups
-        (again,) = cloud.launch(VMType("t3.micro"), ["w0"], {}, {SITE_TAG: site})
-        assert proxy.seen.count("RunInstances") == 5, "a name launched twice"
-        assert again.name == "w0"
-    finally:
-        proxy.close()
+    site = f"site-{next(_sites)}"
+    cloud = driver(proxy.url, creds, site, known_for=known_for)
+    cloud.describe()  # what the manager does every step
+    proxy.seen.clear()
+    for i in range(5):
+        cloud.launch(VMType("t3.micro"), [f"w{i}"], {}, {SITE_TAG: site})
+    assert proxy.seen.count("RunInstances") == 5
+    assert proxy.seen.count("DescribeInstances") == lookups
+    (again,) = cloud.launch(VMType("t3.micro"), ["w0"], {}, {SITE_TAG: site})
+    assert proxy.seen.count("RunInstances") == 5, "a name launched twice"
+    assert again.name == "w0"
 
 
 def test_terminate_never_touches_another_sites_instance(endpoint: str, creds: Path) -> None:
@@ -178,7 +176,7 @@ def test_bad_options_are_refused_when_the_config_is_read() -> None:
 
 
 def test_a_spot_cloud_launches_spot_instances_with_its_price_cap(
-    endpoint: str, creds: Path
+    endpoint: str, proxy: FaultyEc2, creds: Path
 ) -> None:
     from elasticsite.config import parse_config
 
@@ -198,18 +196,14 @@ def test_a_spot_cloud_launches_spot_instances_with_its_price_cap(
     )  # fmt: skip
     [cloud] = config.clouds
     assert cloud.spec().spot and cloud.spec().spot_price_cap == 0.02
-    proxy = FaultyEc2(endpoint)
-    try:
-        site = f"site-{next(_sites)}"
-        spot = Ec2Cloud.connect(
-            "aws-spot", site, cloud.options.model_copy(update={"endpoint_url": proxy.url}),
-            spot=True, spot_price_cap=0.02,
-        )  # type: ignore[arg-type]  # fmt: skip
-        (inst,) = spot.launch(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site})
-        raw = spot.client.describe_instances(InstanceIds=[inst.id])["Reservations"][0]
-        assert raw["Instances"][0].get("InstanceLifecycle") == "spot"
-    finally:
-        proxy.close()
+    site = f"site-{next(_sites)}"
+    spot = Ec2Cloud.connect(
+        "aws-spot", site, cloud.options.model_copy(update={"endpoint_url": proxy.url}),
+        spot=True, spot_price_cap=0.02,
+    )  # type: ignore[arg-type]  # fmt: skip
+    (inst,) = spot.launch(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site})
+    raw = spot.client.describe_instances(InstanceIds=[inst.id])["Reservations"][0]
+    assert raw["Instances"][0].get("InstanceLifecycle") == "spot"
     with pytest.raises(ValueError, match="spot_price_cap is set but spot is not"):
         parse_config({"clouds": [{"name": "x", "spot_price_cap": 0.1}]})
 
@@ -234,94 +228,76 @@ def test_an_instance_ec2_took_back_is_reported_reclaimed() -> None:
 
 
 def test_terminating_what_a_describe_showed_is_one_call_per_thousand_ids(
-    endpoint: str, creds: Path
+    proxy: FaultyEc2, creds: Path
 ) -> None:
-    proxy = FaultyEc2(endpoint)
-    try:
-        site = f"site-{next(_sites)}"
-        cloud = driver(proxy.url, creds, site, batch_size=30)
-        launched = cloud.launch(VMType("t3.micro"), [f"w{i}" for i in range(30)], {}, {})
-        cloud.describe()  # what the manager does every step
-        proxy.seen.clear()
-        cloud.terminate([i.id for i in launched])
-        assert proxy.seen == ["TerminateInstances"], "looked up or split up"
-        assert {i.state.value for i in cloud.describe()} <= {"stopping", "terminated"}
-        # ids it has not seen are looked up first: one filtered describe per 200
-        proxy.seen.clear()
-        fresh = driver(proxy.url, creds, site)
-        fresh.terminate([i.id for i in launched] + ["i-0123456789abcdef0"])
-        assert proxy.seen == ["DescribeInstances"], "terminated ones asked for again"
-    finally:
-        proxy.close()
+    site = f"site-{next(_sites)}"
+    cloud = driver(proxy.url, creds, site, batch_size=30)
+    launched = cloud.launch(VMType("t3.micro"), [f"w{i}" for i in range(30)], {}, {})
+    cloud.describe()  # what the manager does every step
+    proxy.seen.clear()
+    cloud.terminate([i.id for i in launched])
+    assert proxy.seen == ["TerminateInstances"], "looked up or split up"
+    assert {i.state.value for i in cloud.describe()} <= {"stopping", "terminated"}
+    # ids it has not seen are looked up first: one filtered describe per 200
+    proxy.seen.clear()
+    fresh = driver(proxy.url, creds, site)
+    fresh.terminate([i.id for i in launched] + ["i-0123456789abcdef0"])
+    assert proxy.seen == ["DescribeInstances"], "terminated ones asked for again"
 
 
-def test_an_id_ec2_has_forgotten_does_not_keep_the_others_up(endpoint: str, creds: Path) -> None:
-    proxy = FaultyEc2(endpoint)
-    try:
-        site = f"site-{next(_sites)}"
-        cloud = driver(proxy.url, creds, site, api_attempts=1)
-        first, second = cloud.launch(VMType("t3.micro"), ["w1", "w2"], {}, {})
-        cloud.describe()
-        proxy.fail("TerminateInstances", "InvalidInstanceID.NotFound", times=1)
-        cloud.terminate([first.id, second.id])
-        assert proxy.seen.count("TerminateInstances") == 2  # refused, then the ones found
-        assert {i.state.value for i in cloud.describe()} <= {"stopping", "terminated"}
-    finally:
-        proxy.close()
+def test_an_id_ec2_has_forgotten_does_not_keep_the_others_up(proxy: FaultyEc2, creds: Path) -> None:
+    site = f"site-{next(_sites)}"
+    cloud = driver(proxy.url, creds, site, api_attempts=1)
+    first, second = cloud.launch(VMType("t3.micro"), ["w1", "w2"], {}, {})
+    cloud.describe()
+    proxy.fail("TerminateInstances", "InvalidInstanceID.NotFound", times=1)
+    cloud.terminate([first.id, second.id])
+    assert proxy.seen.count("TerminateInstances") == 2  # refused, then the ones found
+    assert {i.state.value for i in cloud.describe()} <= {"stopping", "terminated"}
 
 
 def test_twenty_launch_threads_find_a_connection_each(
-    endpoint: str, creds: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    endpoint: str, proxy: FaultyEc2, creds: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from elasticsite import plugins
     from elasticsite.config import parse_config
 
-    proxy = FaultyEc2(endpoint)
-    try:
-        proxy.delay("RunInstances", 0.2)  # a busy API: the threads' calls overlap
-        config = parse_config({
-            "manager": {"site_id": "pooled", "launch_threads": 20},
-            "clouds": [{"name": "aws", "driver": "ec2", "options": {
-                "image_id": IMAGE, "endpoint_url": proxy.url, "credentials_file": str(creds),
-            }}],
-        })  # fmt: skip
-        [spec] = config.clouds
-        site = plugins.SiteInfo("pooled", tmp_path, tmp_path / "batch.db", config)
-        cloud = plugins.clouds.get("ec2").create(spec.options, spec, site)
-        caplog.set_level(logging.WARNING, logger="urllib3")
-        with ThreadPoolExecutor(20) as pool:
-            names = [f"w{i:02d}" for i in range(40)]
-            launched = list(
-                pool.map(lambda n: cloud.launch(VMType("t3.micro"), [n], {}, {}), names)
-            )
-        assert sorted(i.name for (i,) in launched) == names
-        assert "Connection pool is full" not in caplog.text
-    finally:
-        proxy.close()
+    proxy.delay("RunInstances", 0.2)  # a busy API: the threads' calls overlap
+    config = parse_config({
+        "manager": {"site_id": "pooled", "launch_threads": 20},
+        "clouds": [{"name": "aws", "driver": "ec2", "options": {
+            "image_id": IMAGE, "endpoint_url": proxy.url, "credentials_file": str(creds),
+        }}],
+    })  # fmt: skip
+    [spec] = config.clouds
+    site = plugins.SiteInfo("pooled", tmp_path, tmp_path / "batch.db", config)
+    cloud = plugins.clouds.get("ec2").create(spec.options, spec, site)
+    caplog.set_level(logging.WARNING, logger="urllib3")
+    with ThreadPoolExecutor(20) as pool:
+        names = [f"w{i:02d}" for i in range(40)]
+        launched = list(pool.map(lambda n: cloud.launch(VMType("t3.micro"), [n], {}, {}), names))
+    assert sorted(i.name for (i,) in launched) == names
+    assert "Connection pool is full" not in caplog.text
 
 
 def test_a_launch_looks_its_name_up_only_after_a_failed_launch_of_it(
-    endpoint: str, creds: Path
+    proxy: FaultyEc2, creds: Path
 ) -> None:
-    proxy = FaultyEc2(endpoint)
-    try:
-        site = f"site-{next(_sites)}"
-        cloud = driver(proxy.url, creds, site, api_attempts=1)
-        cloud.describe()
-        cloud.known.clock = lambda: time.monotonic() + 3600  # the last listing long ago
-        proxy.seen.clear()
-        cloud.launch(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site})
-        assert proxy.seen == ["RunInstances"], "a slow listing made a launch look up"
-        proxy.fail("RunInstances", "InternalError", times=1)  # its answer may be lost
-        with pytest.raises(CloudError):
-            cloud.launch(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site})
-        proxy.seen.clear()
+    site = f"site-{next(_sites)}"
+    cloud = driver(proxy.url, creds, site, api_attempts=1)
+    cloud.describe()
+    cloud.known.clock = lambda: time.monotonic() + 3600  # the last listing long ago
+    proxy.seen.clear()
+    cloud.launch(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site})
+    assert proxy.seen == ["RunInstances"], "a slow listing made a launch look up"
+    proxy.fail("RunInstances", "InternalError", times=1)  # its answer may be lost
+    with pytest.raises(CloudError):
         cloud.launch(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site})
-        assert proxy.seen == ["DescribeInstances", "RunInstances"]
-        proxy.seen.clear()
-        cloud.launch(VMType("t3.micro"), ["w3"], {}, {SITE_TAG: site})
-        assert proxy.seen == ["RunInstances"]
-    finally:
-        proxy.close()
+    proxy.seen.clear()
+    cloud.launch(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site})
+    assert proxy.seen == ["DescribeInstances", "RunInstances"]
+    proxy.seen.clear()
+    cloud.launch(VMType("t3.micro"), ["w3"], {}, {SITE_TAG: site})
+    assert proxy.seen == ["RunInstances"]

@@ -68,8 +68,9 @@ def format_walltime(seconds: float) -> str:
 class PbsFlavour(ABC):
     """One PBS family's commands and output format; the adapter holds one and asks it.
 
-    A family is described by its class attributes; only reading its output format
-    needs code, and that is a call to one parser of :mod:`~elasticsite.batch.pbs_output`.
+    A family is described by its class attributes, its output format too: each
+    ``parse_*`` is one parser of :mod:`~elasticsite.batch.pbs_output`,
+    :mod:`~elasticsite.batch.pbs_nodes` or :mod:`~elasticsite.batch.pbs_jobs`.
     """
 
     name: ClassVar[str]
@@ -156,14 +157,9 @@ class OpenPbs(PbsFlavour):
     offline_note_flag = "-C"
     online_flag = "-r"  # clears OFFLINE on the hosts named
 
-    def parse_jobs(self, text: str, *, timezone: str, default_walltime: float) -> list[PbsJob]:
-        return parse_qstat_json(text, timezone=timezone, default_walltime=default_walltime)
-
-    def parse_nodes(self, text: str) -> list[Node]:
-        return parse_pbsnodes_json(text)
-
-    def parse_job(self, text: str, job_id: str, *, timezone: str) -> JobDetail:
-        return detail_from_json(text, job_id, timezone=timezone)
+    parse_jobs = staticmethod(parse_qstat_json)
+    parse_nodes = staticmethod(parse_pbsnodes_json)
+    parse_job = staticmethod(detail_from_json)
 
 
 class Torque(PbsFlavour):
@@ -179,14 +175,9 @@ class Torque(PbsFlavour):
     offline_note_flag = "-N"
     online_flag = "-c"  # Torque's -r resets the node instead
 
-    def parse_jobs(self, text: str, *, timezone: str, default_walltime: float) -> list[PbsJob]:
-        return parse_qstat_xml(text, timezone=timezone, default_walltime=default_walltime)
-
-    def parse_nodes(self, text: str) -> list[Node]:
-        return parse_pbsnodes_xml(text)
-
-    def parse_job(self, text: str, job_id: str, *, timezone: str) -> JobDetail:
-        return detail_from_xml(text, job_id, timezone=timezone)
+    parse_jobs = staticmethod(parse_qstat_xml)
+    parse_nodes = staticmethod(parse_pbsnodes_xml)
+    parse_job = staticmethod(detail_from_xml)
 
 
 _BY_NAME: dict[str, type[PbsFlavour]] = {cls.name: cls for cls in (OpenPbs, Torque)}

@@ -58,25 +58,23 @@ def request_cores(resources: Mapping[str, Any]) -> int:
     ncpus = as_int(resources.get("ncpus"), 0)
     if ncpus > 0:
         return ncpus
-    select = str(resources.get("select") or "")
-    if select:
-        total = 0
-        for chunk in select.split("+"):
-            fields = chunk.split(":")
-            count = as_int(fields[0], 1) if fields[0].isdigit() else 1
-            per = next((as_int(f[6:], 1) for f in fields if f.startswith("ncpus=")), 1)
-            total += count * per
-        return max(total, 1)
-    nodes = str(resources.get("nodes") or "")
-    if nodes:
-        total = 0
-        for spec in nodes.split("+"):
-            fields = spec.split(":")
-            count = as_int(fields[0], 1) if fields[0].isdigit() else 1
-            per = next((as_int(f[4:], 1) for f in fields if f.startswith("ppn=")), 1)
-            total += count * per
-        return max(total, 1)
+    for resource, per_part in (("select", "ncpus="), ("nodes", "ppn=")):
+        spec = str(resources.get(resource) or "")
+        if spec:
+            return _spec_cores(spec, per_part)
     return 1
+
+
+def _spec_cores(spec: str, per_part: str) -> int:
+    """Cores of a ``select=`` or ``nodes=`` spec: over its ``+``-separated parts, each
+    part's count (its leading number, else 1) times its ``per_part`` value (else 1)."""
+    total = 0
+    for part in spec.split("+"):
+        fields = part.split(":")
+        count = as_int(fields[0], 1) if fields[0].isdigit() else 1
+        per = next((as_int(f[len(per_part) :], 1) for f in fields if f.startswith(per_part)), 1)
+        total += count * per
+    return max(total, 1)
 
 
 def time_zone(name: str) -> ZoneInfo:

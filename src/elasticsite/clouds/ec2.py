@@ -40,10 +40,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
-from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for, worker_userdata
+from elasticsite.clouds.bootstrap import BootstrapConfig, worker_userdata
 from elasticsite.clouds.errors import ErrorKind, ec2_kind
-from elasticsite.clouds.known import Known
-from elasticsite.clouds.sdk import sdk_module, wanted_names
+from elasticsite.clouds.sdk import SdkCloud, Starter, sdk_module
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, integer, number
 
@@ -103,7 +102,7 @@ class Ec2Options(PluginOptions):
     launch's names up first; the ``ClientToken`` guards either way)."""
 
 
-class Ec2Cloud:
+class Ec2Cloud(SdkCloud):
     """One EC2 region (or compatible endpoint) for one site."""
 
     terminate_batch = _MAX_TERMINATE
@@ -120,16 +119,14 @@ class Ec2Cloud:
         spot_price_cap: float | None = None,
         bootstrap: BootstrapConfig | None = None,
     ) -> None:
-        self.name = name
-        self.bootstrap = bootstrap
-        self.site_id = site_id
+        super().__init__(name, site_id, bootstrap, options.known_for)
         self.client = client
         self.options = options
+        self.launch_batch = options.batch_size
+        """Names sent in one ``run_instances`` call."""
         self.spot = spot
         """Launch spot instances (one-time requests, terminated on interruption)."""
         self.spot_price_cap = spot_price_cap
-        self.known = Known(options.known_for)
-        """The site's instances as of the last describe, and those launched since."""
 
     @classmethod
     def connect(
@@ -233,18 +230,10 @@ class Ec2Cloud:
 
     # -- the contract ---------------------------------------------------------------
 
-    def describe(self) -> list[Instance]:
-        asked = self.known.now()
-        found = [self._instance(raw) for raw in self._instances([])]
-        self.known.described(found, asked)
-        return found
+    def _listing(self) -> list[Instance]:
+        return [self._instance(raw) for raw in self._instances([])]
 
-    def _lookup(self, wanted: list[str]) -> dict[str, Instance]:
-        """The pending or running instances named ``wanted``: from memory if a describe is
-        recent enough, else from EC2."""
-        remembered = self.known.live(wanted)
-        if remembered is not None:
-            return remembered
+    def _look_up(self, wanted: list[str]) -> dict[str, Instance]:
         live = self._instances(
             [
                 {"Name": f"tag:{WORKER_TAG}", "Values": wanted},
@@ -253,30 +242,10 @@ class Ec2Cloud:
         )
         return {i.name: i for i in map(self._instance, live)}
 
-    def launch(
-        self,
-        vm_type: VMType,
-        names: Sequence[str],
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> list[Instance]:
-        wanted = wanted_names(self.name, self.site_id, names, tags)
-        if not wanted:
-            return []
-        have = self._lookup(wanted)
-        missing = [n for n in wanted if n not in have]
-        size = self.options.batch_size
-        for start in range(0, len(missing), size):
-            chunk = missing[start : start + size]
-            try:
-                started = self._run(vm_type, chunk, userdata, tags)
-            except CloudError:
-                self.known.failed(chunk)
-                raise
-            for instance in started:
-                have[instance.name] = instance
-                self.known.launched(instance)
-        return [have[n] for n in wanted if n in have]
+    def _starter(
+        self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
+    ) -> Starter:
+        return lambda names: self._run(vm_type, names, userdata, tags)
 
     def _run(
         self,
@@ -316,16 +285,13 @@ class Ec2Cloud:
         """The ``run_instances`` arguments that launch ``names`` (tags, user data, token)."""
         key = "\0".join([self.site_id, *names]).encode()
         token = hashlib.sha256(key).hexdigest()[:64]  # the same call, retried: the same token
-        common = {**tags, SITE_TAG: self.site_id}
         single = len(names) == 1
         if single:
-            common.update({WORKER_TAG: names[0], "Name": names[0]})
+            common = {**self._metadata(names[0], tags), "Name": names[0]}
         else:
+            common = {**tags, SITE_TAG: self.site_id}
             common.pop(WORKER_TAG, None)
-        values = dict(userdata)
-        if single:
-            values.setdefault("worker_id", names[0])
-        document = userdata_for(self.bootstrap, values)
+        document = self._document(userdata, names[0] if single else None)
         if len(document.encode()) > _MAX_USERDATA:
             raise CloudError(f"cloud {self.name}: launch: user data over 16 KiB")
         request: dict[str, Any] = {

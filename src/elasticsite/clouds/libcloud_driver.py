@@ -46,9 +46,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, field_validator
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
-from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for
+from elasticsite.clouds.bootstrap import BootstrapConfig
 from elasticsite.clouds.errors import ErrorKind, http_kind
-from elasticsite.clouds.known import Known
 from elasticsite.clouds.libcloud_providers import (
     PROVIDERS,
     SEP,
@@ -60,7 +59,7 @@ from elasticsite.clouds.libcloud_providers import (
     list_ours,
     tags_of,
 )
-from elasticsite.clouds.sdk import guarded, sdk_module, wanted_names
+from elasticsite.clouds.sdk import SdkCloud, Starter, guarded, sdk_module
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, number
 
@@ -146,7 +145,7 @@ def _read_secrets(path: str | None) -> dict[str, Any]:
     return found
 
 
-class LibcloudCloud:
+class LibcloudCloud(SdkCloud):
     """One provider account (and region) for one site, through libcloud."""
 
     terminate_batch = 1
@@ -160,13 +159,10 @@ class LibcloudCloud:
         options: LibcloudOptions,
         bootstrap: BootstrapConfig | None = None,
     ) -> None:
-        self.name = name
-        self.bootstrap = bootstrap
-        self.site_id = site_id
+        super().__init__(name, site_id, bootstrap, options.known_for)
         self.options = options
         self.ways: Ways = PROVIDERS.get(options.provider, Ways())
         self.style: TagStyle = options.tag_style or self.ways.style
-        self.known = Known(options.known_for)
         self.catalog: dict[str, Catalog] = {}
         self._make_driver = make_driver
         self._local = threading.local()
@@ -296,44 +292,23 @@ class LibcloudCloud:
 
     # -- the contract ---------------------------------------------------------------
 
-    def describe(self) -> list[Instance]:
-        asked = self.known.now()
+    def _listing(self) -> list[Instance]:
         nodes = self._nodes()
-        found = [self._instance(n) for n in nodes]
-        self.known.described(found, asked)
         with self._lock:
             self._seen = {str(n.id): n for n in nodes}
-        return found
+        return [self._instance(n) for n in nodes]
 
-    def launch(
-        self,
-        vm_type: VMType,
-        names: Sequence[str],
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> list[Instance]:
-        wanted = wanted_names(self.name, self.site_id, names, tags)
-        if not wanted:
-            return []
-        have = self.known.live(wanted)
-        if have is None:
-            live = (InstanceState.PENDING, InstanceState.RUNNING)
-            have = {i.name: i for i in map(self._instance, self._nodes()) if i.state in live}
-        missing = [n for n in wanted if n not in have]
-        if missing:
-            size = self._pick("size", self.options.sizes.get(vm_type.name, vm_type.name))
-            image = self._pick("image", self.options.images.get(vm_type.name, self.options.image))
-            location = (
-                self._pick("location", self.options.location) if self.options.location else None
-            )
-            for name in missing:
-                try:
-                    have[name] = self._create(name, size, image, location, userdata, tags)
-                except CloudError:
-                    self.known.failed([name])
-                    raise
-                self.known.launched(have[name])
-        return [have[n] for n in wanted]
+    def _look_up(self, wanted: list[str]) -> dict[str, Instance]:
+        live = (InstanceState.PENDING, InstanceState.RUNNING)
+        return {i.name: i for i in map(self._instance, self._nodes()) if i.state in live}
+
+    def _starter(
+        self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
+    ) -> Starter:
+        size = self._pick("size", self.options.sizes.get(vm_type.name, vm_type.name))
+        image = self._pick("image", self.options.images.get(vm_type.name, self.options.image))
+        location = self._pick("location", self.options.location) if self.options.location else None
+        return lambda names: [self._create(names[0], size, image, location, userdata, tags)]
 
     def _create(
         self,
@@ -344,9 +319,8 @@ class LibcloudCloud:
         userdata: Mapping[str, str],
         tags: Mapping[str, str],
     ) -> Instance:
-        metadata = {**tags, SITE_TAG: self.site_id, WORKER_TAG: name}
-        values = {**userdata, "worker_id": userdata.get("worker_id", name)}
-        document = userdata_for(self.bootstrap, values)
+        metadata = self._metadata(name, tags)
+        document = self._document(userdata, name)
         args: dict[str, Any] = dict(self.options.create_args)
         node_name = name
         if self.style == "metadata":
@@ -374,12 +348,7 @@ class LibcloudCloud:
         )  # fmt: skip
         with self._lock:
             self._seen[str(node.id)] = node
-        found = self._instance(node)
-        found.name = name
-        found.tags = {**metadata, **found.tags}
-        if found.state is InstanceState.UNKNOWN:
-            found.state = InstanceState.PENDING
-        return found
+        return self._created(self._instance(node), name, metadata)
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
         ids = list(dict.fromkeys(i for i in instance_ids if i))

@@ -41,10 +41,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, model_validator
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
-from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for
+from elasticsite.clouds.bootstrap import BootstrapConfig
 from elasticsite.clouds.errors import ErrorKind, openstack_kind
-from elasticsite.clouds.known import Known
-from elasticsite.clouds.sdk import guarded, sdk_module, size_pools, wanted_names
+from elasticsite.clouds.sdk import SdkCloud, Starter, guarded, sdk_module, size_pools
 from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, integer, number
 
@@ -158,7 +157,7 @@ def read_openrc(path: str | Path) -> dict[str, str]:
     return found
 
 
-class OpenStackCloud:
+class OpenStackCloud(SdkCloud):
     """One OpenStack project (and region) for one site."""
 
     terminate_batch = 1
@@ -172,15 +171,11 @@ class OpenStackCloud:
         options: OpenStackOptions,
         bootstrap: BootstrapConfig | None = None,
     ) -> None:
-        self.name = name
-        self.bootstrap = bootstrap
-        self.site_id = site_id
+        super().__init__(name, site_id, bootstrap, 60.0)
         self.conn = conn
         self.options = options
         self._flavors: dict[str, str] = {}
         self._images: dict[str, str] = {}
-        self.known = Known(60.0)
-        """The site's servers as of the last describe, and those created since."""
 
     def __repr__(self) -> str:  # never the connection (it holds the credentials)
         return f"OpenStackCloud({self.name!r}, site={self.site_id!r})"
@@ -282,22 +277,12 @@ class OpenStackCloud:
 
     # -- the contract ---------------------------------------------------------------
 
-    def describe(self) -> list[Instance]:
-        asked = self.known.now()
-        found = [self._instance(s) for s in self._servers()]
-        self.known.described(found, asked)
-        return found
+    def _listing(self) -> list[Instance]:
+        return [self._instance(s) for s in self._servers()]
 
-    def launch(
-        self,
-        vm_type: VMType,
-        names: Sequence[str],
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> list[Instance]:
-        wanted = wanted_names(self.name, self.site_id, names, tags)
-        if not wanted:
-            return []
+    def _live(self, vm_type: VMType, wanted: list[str]) -> dict[str, Instance]:
+        """The site's live servers by name, from a listing (always: it also shows whether
+        Nova could place the last server of this flavour)."""
         servers = self._servers()
         flavor = self._flavor(vm_type)
         named = self.options.flavors.get(vm_type.name, vm_type.name)
@@ -312,16 +297,17 @@ class OpenStackCloud:
                     f"cloud {self.name}: launch ({vm_type.name}): {fault}",
                     kind=ErrorKind.CAPACITY,
                 )
-        have = {
+        return {
             i.name: i
             for i in map(self._instance, servers)
             if i.state in (InstanceState.PENDING, InstanceState.RUNNING)
         }
-        image = self._image(vm_type)
-        for name in wanted:
-            if name not in have:
-                have[name] = self._create(name, vm_type, image, flavor, userdata, tags)
-        return [have[n] for n in wanted]
+
+    def _starter(
+        self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
+    ) -> Starter:
+        image, flavor = self._image(vm_type), self._flavor(vm_type)
+        return lambda names: [self._create(names[0], vm_type, image, flavor, userdata, tags)]
 
     def _create(
         self,
@@ -332,9 +318,8 @@ class OpenStackCloud:
         userdata: Mapping[str, str],
         tags: Mapping[str, str],
     ) -> Instance:
-        metadata = {**tags, SITE_TAG: self.site_id, WORKER_TAG: name}
-        values = {**userdata, "worker_id": userdata.get("worker_id", name)}
-        document = userdata_for(self.bootstrap, values)
+        metadata = self._metadata(name, tags)
+        document = self._document(userdata, name)
         request: dict[str, Any] = {
             "name": name,
             "image_id": image,
@@ -352,13 +337,7 @@ class OpenStackCloud:
         server = self._call(
             f"create server {name} ({vm_type.name})", self.conn.compute.create_server, **request
         )
-        found = self._instance(server)
-        found.name = name
-        found.tags = {**metadata, **found.tags}
-        if found.state is InstanceState.UNKNOWN:
-            found.state = InstanceState.PENDING  # Nova answers before it has a status
-        self.known.launched(found)
-        return found
+        return self._created(self._instance(server), name, metadata)
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
         ids = list(dict.fromkeys(i for i in instance_ids if i))

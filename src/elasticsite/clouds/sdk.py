@@ -1,6 +1,8 @@
 """What the drivers built on a provider's SDK share (``ec2``, ``openstack``, ``libcloud``):
 the names a launch really asks for, the SDK import that names the extra to install,
-and the one place an SDK's failure becomes a :class:`~elasticsite.clouds.base.CloudError`."""
+the one place an SDK's failure becomes a :class:`~elasticsite.clouds.base.CloudError`,
+and :class:`SdkCloud`, the contract's ``launch`` and ``describe`` over what the driver
+remembers of its site (:mod:`.known`)."""
 
 from __future__ import annotations
 
@@ -9,13 +11,18 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from elasticsite.clouds.base import SITE_TAG, CloudError
+from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
+from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for
 from elasticsite.clouds.errors import ErrorKind
+from elasticsite.clouds.known import Known
+from elasticsite.model import VMType
 
-__all__ = ["guarded", "sdk_module", "size_pools", "wanted_names"]
+__all__ = ["SdkCloud", "Starter", "guarded", "sdk_module", "size_pools", "wanted_names"]
 
 ErrorMapper = Callable[[str, str, Exception], CloudError]
 """``(cloud, what was being done, the SDK's exception) -> CloudError`` with its kind."""
+Starter = Callable[[list[str]], list[Instance]]
+"""Starts instances for a batch of names (one launch's VM type, user data and tags)."""
 
 
 def wanted_names(
@@ -67,3 +74,103 @@ def size_pools(session: Any, size: int) -> None:
                 getattr(adapter, "_pool_connections", 10), size,
                 block=getattr(adapter, "_pool_block", False),
             )  # fmt: skip
+
+
+class SdkCloud:
+    """The contract's ``launch`` and ``describe`` as the SDK drivers share them.
+
+    A launch starts only the names with no live instance, ``launch_batch`` names to a
+    call, and tells ``known`` what it started, or that a call failed (its answer may have
+    been lost, so those names are looked up before the next launch takes them for
+    absent). A driver says how to list its site's instances (:meth:`_listing`), how to
+    look names up (:meth:`_look_up`, or all of :meth:`_live`) and how to start a batch
+    (:meth:`_starter`)."""
+
+    launch_batch = 1
+    """Names one call of the provider's API starts."""
+
+    def __init__(
+        self, name: str, site_id: str, bootstrap: BootstrapConfig | None, known_for: float
+    ) -> None:
+        self.name = name
+        self.site_id = site_id
+        self.bootstrap = bootstrap
+        self.known = Known(known_for)
+        """The site's instances as of the last describe, and those launched since."""
+
+    def describe(self) -> list[Instance]:
+        asked = self.known.now()
+        found = self._listing()
+        self.known.described(found, asked)
+        return found
+
+    def launch(
+        self,
+        vm_type: VMType,
+        names: Sequence[str],
+        userdata: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> list[Instance]:
+        wanted = wanted_names(self.name, self.site_id, names, tags)
+        if not wanted:
+            return []
+        have = self._live(vm_type, wanted)
+        missing = [n for n in wanted if n not in have]
+        if missing:
+            start = self._starter(vm_type, userdata, tags)
+            size = self.launch_batch
+            for at in range(0, len(missing), size):
+                chunk = missing[at : at + size]
+                try:
+                    started = start(chunk)
+                except CloudError:
+                    self.known.failed(chunk)
+                    raise
+                for instance in started:
+                    have[instance.name] = instance
+                    self.known.launched(instance)
+        return [have[n] for n in wanted if n in have]
+
+    def _listing(self) -> list[Instance]:
+        """Every instance of the site, in any state."""
+        raise NotImplementedError
+
+    def _live(self, vm_type: VMType, wanted: list[str]) -> dict[str, Instance]:
+        """The pending or running instances named ``wanted``: remembered when ``known``
+        can tell, else looked up."""
+        remembered = self.known.live(wanted)
+        return self._look_up(wanted) if remembered is None else remembered
+
+    def _look_up(self, wanted: list[str]) -> dict[str, Instance]:
+        """The pending or running instances named ``wanted``, as the cloud lists them."""
+        raise NotImplementedError
+
+    def _starter(
+        self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
+    ) -> Starter:
+        """What starts this launch's missing names, a batch at a time (what the batches
+        share, an image or a flavour, found once)."""
+        raise NotImplementedError
+
+    # -- what a started instance carries ---------------------------------------------
+
+    def _metadata(self, name: str, tags: Mapping[str, str]) -> dict[str, str]:
+        """The tags of the instance of worker ``name``: the launch's, the site's, its own."""
+        return {**tags, SITE_TAG: self.site_id, WORKER_TAG: name}
+
+    def _document(self, userdata: Mapping[str, str], name: str | None = None) -> str:
+        """The user data of an instance (of worker ``name``, unless the settings name one)."""
+        values = dict(userdata)
+        if name is not None:
+            values.setdefault("worker_id", name)
+        return userdata_for(self.bootstrap, values)
+
+    @staticmethod
+    def _created(found: Instance, name: str, metadata: Mapping[str, str]) -> Instance:
+        """``found``, the provider's answer to creating worker ``name``, as the worker's
+        instance: named after it, with its tags, pending until the provider says more."""
+        found.name = name
+        found.tags = {**metadata, **found.tags}
+        if found.state is InstanceState.UNKNOWN:
+            found.state = InstanceState.PENDING  # answered before it has a status
+        return found
