@@ -5,8 +5,6 @@ after a restart and with the manager stopped."""
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +13,7 @@ import httpx
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.cli import run_cli
 from tests.context.conftest import free_port
 
 from elasticsite.batch.base import JobRequest
@@ -68,12 +67,7 @@ ODD_REASON = f"asks for VM type '{ODD}'; the clouds offer small, m1.small"
 
 
 def cli(*args: str, cwd: Path) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "elasticsite", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120, check=True,
-        env={"COLUMNS": "100", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )  # fmt: skip
-    return out.stdout
+    return run_cli(*args, cwd=cwd, check=True, columns=100).stdout
 
 
 def gauge(port: int, name: str) -> float:
