@@ -5,16 +5,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.clouds.ec2_server import FaultyEc2, moto_server
 
 from elasticsite.batch.base import JobRequest
+from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import SiteConfig, parse_config
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.site import Site, open_site
+from elasticsite.model import VMType
 
 
 def fast_cloud(name: str, max_instances: int, price: float = 0.0, **options: Any) -> dict[str, Any]:
@@ -113,3 +117,42 @@ def start_site(tmp_path: Path) -> Iterator[Callable[..., Running]]:
         for cloud in site.clouds.values():
             assert isinstance(cloud, LocalCloud)
             cloud.kill_all()
+
+
+# -- EC2 through moto's server on 127.0.0.1 (the modules using it skip without moto) ----
+
+IMAGE = "ami-03cf127a"
+SMALL = (VMType("t3.micro", cores=1),)
+
+
+class AtOnce(Executor):
+    """Runs what the manager hands its executor there and then, so a step's launches and
+    terminations are done when the step returns."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def ec2_cloud(name: str, site: str, url: str, creds: Path) -> Ec2Cloud:
+    """The EC2 driver of cloud ``name`` for ``site`` at ``url``, trying each call once."""
+    options = Ec2Options(
+        image_id=IMAGE, endpoint_url=url, credentials_file=str(creds), api_attempts=1
+    )
+    return Ec2Cloud.connect(name, site, options)
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    """moto's EC2 server, one for the module's tests (each site tags its own instances)."""
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def proxy(endpoint: str) -> Iterator[FaultyEc2]:
+    """A proxy in front of ``endpoint`` that refuses or holds the calls a test names."""
+    faulty = FaultyEc2(endpoint)
+    yield faulty
+    faulty.close()
