@@ -99,13 +99,39 @@ class LiveBroker:
         return NodeClient(ctx.uri, ctx.key, ctx.secret, ca=self.cert)
 
 
-@pytest.fixture
-def live_broker(tmp_path: Path) -> Iterator[LiveBroker]:
-    broker = LiveBroker(tmp_path / "state", free_port())
+def running_broker(state_dir: Path) -> Iterator[LiveBroker]:
+    """A fixture's body: a broker keeping its state in ``state_dir``, started, then
+    stopped at teardown unless the test stopped it."""
+    broker = LiveBroker(state_dir, free_port())
     broker.start()
     yield broker
     if broker.server is not None:
         broker.stop()
+
+
+@pytest.fixture
+def live_broker(tmp_path: Path) -> Iterator[LiveBroker]:
+    yield from running_broker(tmp_path / "state")
+
+
+def exchange(sock: ssl.SSLSocket, request: bytes) -> int:
+    """Send one raw ``request`` and read its whole answer; its status."""
+    sock.settimeout(5)
+    sock.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, "the server closed the connection"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(4096)
+    return int(head.split()[1])
 
 
 def raw(broker: LiveBroker) -> httpx.Client:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.context.conftest import TOKEN, LiveBroker, free_port
+from tests.context.conftest import TOKEN, LiveBroker, running_broker
 
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import ContextConfig, SiteConfig
@@ -25,11 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.serial]  # a real agent per worker, 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[LiveBroker]:
-    b = LiveBroker(tmp_path / "broker", free_port())
-    b.start()
-    yield b
-    if b.server is not None:
-        b.stop()
+    yield from running_broker(tmp_path / "broker")
 
 
 @pytest.fixture
