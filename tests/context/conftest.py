@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import ssl
@@ -22,6 +23,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from elasticsite.connlimits import ConnectionLimits
 from elasticsite.context.admission import BrokerLimits
+from elasticsite.context.agent import Agent, AgentSettings
 from elasticsite.context.client import AdminClient, NodeClient
 from elasticsite.context.models import ContextCreated
 from elasticsite.context.tls import ensure_certificate
@@ -112,6 +114,30 @@ def running_broker(state_dir: Path) -> Iterator[LiveBroker]:
 @pytest.fixture
 def live_broker(tmp_path: Path) -> Iterator[LiveBroker]:
     yield from running_broker(tmp_path / "state")
+
+
+def write_userdata(path: Path, broker: LiveBroker, ctx: ContextCreated) -> Path:
+    """Write at ``path`` the user data a cloud instance is given to join ``ctx``."""
+    path.write_text(
+        json.dumps(
+            {
+                "context_uri": ctx.uri,
+                "context_key": ctx.key,
+                "context_secret": ctx.secret,
+                "context_ca": broker.cert.read_text(),
+            }
+        )
+    )
+    return path
+
+
+def run_agent_once(settings: AgentSettings) -> Agent:
+    """Run the agent of ``settings`` through one pass against its broker; it must succeed."""
+    c = settings.context
+    with NodeClient(c.uri, c.key, c.secret, ca=c.ca_pem) as link:
+        agent = Agent(settings, link)
+        assert agent.run() == 0
+    return agent
 
 
 def exchange(sock: ssl.SSLSocket, request: bytes) -> int:
