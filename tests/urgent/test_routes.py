@@ -7,7 +7,6 @@ from __future__ import annotations
 import ssl
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +84,6 @@ class Site:
             c.close()  # no keep-alive connection left to hold the server's shutdown
         self.server.should_exit = True
         self.thread.join(20)
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    s = Site(tmp_path)
-    yield s
-    s.stop()
 
 
 def auth(site: Site, who: str, resource: str, urgency: str, **more: Any) -> Any:
