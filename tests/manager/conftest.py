@@ -85,6 +85,14 @@ class Running:
         assert not self.thread.is_alive(), "manager did not stop"
 
 
+def kill_workers(site: Site) -> None:
+    """End the worker processes of every (local) cloud of ``site``: what a stopped
+    manager leaves running for the next one."""
+    for cloud in site.clouds.values():
+        assert isinstance(cloud, LocalCloud)
+        cloud.kill_all()
+
+
 def wait_for(cond: Callable[[], bool], timeout: float, what: str, every: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -114,9 +122,7 @@ def start_site(tmp_path: Path) -> Iterator[Callable[..., Running]]:
         if r.thread.is_alive():
             r.thread.join(30)
     for site in sites:
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(site)
 
 
 # -- EC2 through moto's server on 127.0.0.1 (the modules using it skip without moto) ----

@@ -12,13 +12,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.context.conftest import free_port
 
 from elasticsite.batch.base import JobRequest
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import ConfigError, load_config
 from elasticsite.manager.exporter import serve_metrics
 from elasticsite.manager.site import open_site
 from elasticsite.model import JobState
 
-from .conftest import wait_for
+from .conftest import kill_workers, wait_for
 
 SITE = """\
 [manager]
@@ -93,9 +92,7 @@ def test_metrics_follow_workers_as_they_come_and_go(tmp_path: Path) -> None:
         manager.stop()
         thread.join(60)
         listener.shutdown()
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(site)
 
 
 def test_the_metrics_address_must_be_an_address(tmp_path: Path) -> None:
@@ -193,9 +190,7 @@ def test_what_was_spent_is_a_counter_in_the_sites_currency_that_a_restart_keeps(
             manager.stop()
             thread.join(60)
             listener.shutdown()
-            for cloud in site.clouds.values():
-                assert isinstance(cloud, LocalCloud)
-                cloud.kill_all()
+            kill_workers(site)
 
     first = run_once(1)
     assert first[0] == 0.0 and first[-1] > 0.0

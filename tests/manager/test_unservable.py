@@ -17,7 +17,6 @@ from tests.cli import run_cli
 from tests.context.conftest import free_port
 
 from elasticsite.batch.base import JobRequest
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.dashboard.routes import Dashboard
 from elasticsite.dashboard.views import STATES, overview
@@ -27,7 +26,7 @@ from elasticsite.manager.report import StepReport
 from elasticsite.manager.site import Site, open_site
 from elasticsite.model import CloudSpec, JobState
 
-from .conftest import wait_for
+from .conftest import kill_workers, wait_for
 
 # examples/local.toml's clouds (one-core VM types), at test speed.
 SITE = """\
@@ -164,9 +163,7 @@ def test_a_job_no_cloud_can_run_gets_no_worker_and_is_explained(
         assert len(warnings_about(caplog, wide)) == 1
     finally:
         running.stop()
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(site)
 
 
 def test_the_unservable_gauge_counts_the_last_marks() -> None:
