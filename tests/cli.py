@@ -27,3 +27,19 @@ def run_cli(
         check=check,
         env={"COLUMNS": str(columns), "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
     )
+
+
+def site_file(directory: Path, template: str, **values: object) -> tuple[Path, Path]:
+    """Write ``directory/site.toml`` from ``template``, whose ``{state}`` is
+    ``directory/state`` and whose other fields are ``values``; the file and that state
+    directory."""
+    state = directory / "state"
+    cfg = directory / "site.toml"
+    cfg.write_text(template.format(state=state, **values))
+    return cfg, state
+
+
+def start_run(cfg: Path, log: Path, *options: str) -> subprocess.Popen[bytes]:
+    """``elasticsite run -c CFG OPTIONS`` in the background, its output added to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(argv("run", "-c", str(cfg), *options), stdout=out, stderr=out)
