@@ -25,7 +25,7 @@ from elasticsite.connlimits import ConnectionLimits
 from elasticsite.context.admission import BrokerLimits
 from elasticsite.context.agent import Agent, AgentSettings
 from elasticsite.context.client import AdminClient, NodeClient
-from elasticsite.context.models import ContextCreated
+from elasticsite.context.models import ContextCreated, ContextPolicy
 from elasticsite.context.tls import ensure_certificate
 from elasticsite.server import BrokerServer, build_server, create_app
 
@@ -114,6 +114,18 @@ def running_broker(state_dir: Path) -> Iterator[LiveBroker]:
 @pytest.fixture
 def live_broker(tmp_path: Path) -> Iterator[LiveBroker]:
     yield from running_broker(tmp_path / "state")
+
+
+def create_context(broker: LiveBroker, **policy: object) -> ContextCreated:
+    """A new context on ``broker`` whose policy sets ``policy`` (the rest as default)."""
+    with broker.admin() as admin:
+        return admin.create("cluster", ContextPolicy.model_validate(policy))
+
+
+def member_names(broker: LiveBroker, ctx: ContextCreated) -> list[tuple[str, str]]:
+    """Each member of ``ctx`` as its administrator sees it: (hostname, address)."""
+    with broker.admin() as admin:
+        return [(m.hostname, m.address) for m in admin.members(ctx.id).members]
 
 
 def write_userdata(path: Path, broker: LiveBroker, ctx: ContextCreated) -> Path:
