@@ -116,6 +116,15 @@ def live_broker(tmp_path: Path) -> Iterator[LiveBroker]:
     yield from running_broker(tmp_path / "state")
 
 
+def one_member(broker: LiveBroker) -> tuple[ContextCreated, NodeClient]:
+    """A new context on ``broker``, and the client of its one member, w1, joined."""
+    with broker.admin() as admin:
+        ctx = admin.create()
+    node = broker.node(ctx)
+    node.join(node_info("w1", 1))
+    return ctx, node
+
+
 def create_context(broker: LiveBroker, **policy: object) -> ContextCreated:
     """A new context on ``broker`` whose policy sets ``policy`` (the rest as default)."""
     with broker.admin() as admin:
