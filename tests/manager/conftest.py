@@ -16,6 +16,7 @@ from elasticsite.batch.base import JobRequest
 from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import SiteConfig, parse_config
+from elasticsite.manager.exporter import serve_metrics
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.site import Site, open_site
 from elasticsite.model import VMType
@@ -83,6 +84,25 @@ class Running:
         self.manager.stop()
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "manager did not stop"
+
+
+class Started:
+    """A manager of ``site`` on its own thread, with its metrics listener on ``port``;
+    ``stop`` ends both, and the manager must have stopped."""
+
+    def __init__(self, site: Site, port: int) -> None:
+        self.manager = site.manager()
+        assert self.manager.metrics is not None
+        self.listener = serve_metrics(self.manager.metrics, "127.0.0.1", port)
+        self.thread = threading.Thread(target=self.manager.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.manager.stop()
+        self.thread.join(60)
+        self.listener.shutdown()
+        self.listener.server_close()
+        assert not self.thread.is_alive()
 
 
 def kill_workers(site: Site) -> None:

@@ -5,7 +5,6 @@ after a restart and with the manager stopped."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from pathlib import Path
 
@@ -21,12 +20,12 @@ from elasticsite.config import load_config
 from elasticsite.dashboard.routes import Dashboard
 from elasticsite.dashboard.views import STATES, overview
 from elasticsite.history.samples import HistoryReader
-from elasticsite.manager.exporter import ManagerMetrics, serve_metrics
+from elasticsite.manager.exporter import ManagerMetrics
 from elasticsite.manager.report import StepReport
-from elasticsite.manager.site import Site, open_site
+from elasticsite.manager.site import open_site
 from elasticsite.model import CloudSpec, JobState
 
-from .conftest import kill_workers, wait_for
+from .conftest import Started, kill_workers, wait_for
 
 # examples/local.toml's clouds (one-core VM types), at test speed.
 SITE = """\
@@ -76,24 +75,6 @@ def gauge(port: int, name: str) -> float:
             if sample.name == name:
                 return float(sample.value)
     raise AssertionError(f"{name} not exported")
-
-
-class Started:
-    """A manager of ``site`` on its own thread, with its metrics listener."""
-
-    def __init__(self, site: Site, port: int) -> None:
-        self.manager = site.manager()
-        assert self.manager.metrics is not None
-        self.listener = serve_metrics(self.manager.metrics, "127.0.0.1", port)
-        self.thread = threading.Thread(target=self.manager.run, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.manager.stop()
-        self.thread.join(60)
-        self.listener.shutdown()
-        self.listener.server_close()
-        assert not self.thread.is_alive()
 
 
 def warnings_about(caplog: pytest.LogCaptureFixture, job: str) -> list[str]:
