@@ -15,12 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.reproduce.quick import (
-    assert_in_order,
-    assert_verdict,
-    quick_reproduction,
-    run_reproduce,
-)
+from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction, run_reproduce
 
 from elasticsite.reproduce import PAPER001_CLAIMS, Reproduction, Verdict, paper001_rig, write_report
 from elasticsite.reproduce.paper001 import QUICK, recontext_plan, reproduce_paper001

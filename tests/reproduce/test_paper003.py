@@ -6,12 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.reproduce.quick import (
-    assert_in_order,
-    assert_verdict,
-    quick_reproduction,
-    run_reproduce,
-)
+from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction, run_reproduce
 
 from elasticsite.reproduce import PAPER003_CLAIMS, Reproduction, reproduce_paper003
 from elasticsite.reproduce.paper003_live import restart_run

@@ -7,12 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.reproduce.quick import (
-    assert_in_order,
-    assert_verdict,
-    quick_reproduction,
-    run_reproduce,
-)
+from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction, run_reproduce
 
 from elasticsite.history.observations import PROBE
 from elasticsite.reproduce import PAPER004_CLAIMS, Reproduction, reproduce_paper004
