@@ -38,6 +38,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def serve_in_thread(server: BrokerServer) -> threading.Thread:
+    """Run ``server`` on a daemon thread of its own, returned once the server listens
+    (within 20 s, or the test fails)."""
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the server did not start on port {server.config.port}")
+        time.sleep(0.02)
+    return thread
+
+
 @dataclass
 class LiveBroker:
     """A broker served by uvicorn in this process; stop() and start() keep its state."""
@@ -75,13 +88,7 @@ class LiveBroker:
             connection_limits=self.connection_limits,
             http=self.http,
         )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"broker did not start on port {self.port}")
-            time.sleep(0.02)
+        self.thread = serve_in_thread(self.server)
 
     def stop(self, *, force: bool = True) -> None:
         """Stop serving; ``force`` drops open connections like a crash would."""

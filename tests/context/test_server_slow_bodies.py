@@ -28,7 +28,7 @@ from elasticsite.connlimits import ConnectionLimits, client_key
 from elasticsite.context.tls import ensure_certificate
 from elasticsite.server import BrokerServer, build_server, create_app
 
-from .conftest import TOKEN, exchange, node_info
+from .conftest import TOKEN, exchange, node_info, serve_in_thread
 
 pytestmark = pytest.mark.slow
 
@@ -78,17 +78,14 @@ class Served:
             connection_limits=limits,
             http=http,
         )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "did not start"
-            time.sleep(0.02)
+        self.thread = serve_in_thread(self.server)
 
     def stop(self) -> None:
         self.server.should_exit = self.server.force_exit = True
+        assert self.thread is not None
         self.thread.join(timeout=20)
         app: Any = self.server.config.app
         app.state.broker.store.close()
