@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import gzip
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=check,
-        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )
+    return run_cli(*args, cwd=cwd, check=check)
 
 
 def test_demo_runs_the_embedded_site_and_writes_a_plot(tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.manager.conftest import kill_workers
 
 from elasticsite.batch.identity import own_account
 from elasticsite.batch.local import LocalBatch
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.manager.site import open_site
 
@@ -105,9 +105,7 @@ class RunningSite:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(60)
         site = open_site(load_config(self.cwd / "site.toml"), self.cwd)
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(site)
         return self.log.read_text()
 
 

@@ -5,8 +5,9 @@ as a person runs the commands."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli import run_cli
 
 SITE = """\
 [manager]
@@ -24,11 +25,7 @@ key_file = "site.key"
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )  # fmt: skip
+    return run_cli(*args, cwd=cwd, columns=200)
 
 
 def test_what_users_and_site_files_supply_is_shown_as_written(tmp_path: Path) -> None:

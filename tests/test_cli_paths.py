@@ -5,8 +5,9 @@ their own."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli import run_cli
 
 SITE = """\
 [manager]
@@ -19,11 +20,7 @@ name = "local"
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )  # fmt: skip
+    return run_cli(*args, cwd=cwd, columns=200)
 
 
 def dirs(tmp_path: Path) -> tuple[Path, Path, Path]:

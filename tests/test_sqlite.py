@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import stat
-import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from tests.state_files import locked_by_another_process, mode
 
 from elasticsite.files import StateFileError
 from elasticsite.sqlite import Connection, connect
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
-
-
-@pytest.fixture
-def umask_022() -> Iterator[None]:
-    """The usual umask, under which files are created readable by everyone unless asked."""
-    old = os.umask(0o022)
-    yield
-    os.umask(old)
 
 
 @pytest.fixture
@@ -35,32 +19,6 @@ def db(tmp_path: Path) -> Iterator[Connection]:
     conn.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)")
     yield conn
     conn.close()
-
-
-_HOLD = (
-    "import sqlite3, sys\n"
-    "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-    "db.execute('BEGIN IMMEDIATE')\n"
-    "print('locked', flush=True)\n"
-    "sys.stdin.read()\n"
-)
-
-
-@contextmanager
-def write_locked_by_another_process(path: Path) -> Iterator[None]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        assert proc.stdout.readline().strip() == "locked"
-        yield
-    finally:
-        proc.stdin.close()
-        proc.wait(10)
 
 
 def rows(conn: sqlite3.Connection) -> list[int]:
@@ -169,7 +127,7 @@ def test_a_nested_block_joins_the_outer_transaction(db: Connection) -> None:
 
 def test_a_write_waits_for_another_process_then_says_locked(db: Connection) -> None:
     db.execute("INSERT INTO t VALUES (1)")
-    with write_locked_by_another_process(db.path):
+    with locked_by_another_process(db.path, "IMMEDIATE"):
         with db.transaction(immediate=False):
             assert rows(db) == [1]  # reads go on (WAL)
         with pytest.raises(StateFileError) as caught, db.transaction():

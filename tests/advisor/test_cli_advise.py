@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from tests.advisor.test_routes import history
+from tests.cli import run_cli
 
 SITE = """\
 [manager]
@@ -25,14 +25,7 @@ app = "flash"
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 def lines(text: str) -> list[str]:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.cli import run_cli
 
 from elasticsite.history.observations import HistoryStore
 
@@ -19,15 +20,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", "advise", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=check,
-        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )
+    return run_cli("advise", *args, cwd=cwd, check=check)
 
 
 def example_without_repositories() -> str:

@@ -13,10 +13,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.manager.conftest import wait_for
+from tests.manager.conftest import kill_workers, wait_for
 
 from elasticsite.batch.base import JobRequest
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.history.observations import HistoryStore, store_path
 from elasticsite.manager.site import open_site
@@ -94,9 +93,7 @@ def test_the_managers_records_feed_the_advisor(tmp_path: Path) -> None:
     finally:
         manager.stop()
         thread.join(60)
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(site)
     assert not thread.is_alive()
 
     # What the manager recorded is what happened, once each.

@@ -6,10 +6,9 @@ import logging
 from pathlib import Path
 
 import pytest
-from tests.manager.conftest import site_config
+from tests.manager.conftest import kill_workers, site_config
 
 from elasticsite.batch.base import JobRequest
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import parse_config
 from elasticsite.core import Plan, WorkerRecord
 from elasticsite.history.observations import HistoryStore, Observation
@@ -199,9 +198,7 @@ def test_a_recorder_that_raises_never_breaks_a_step(
     assert [r.getMessage() for r in caplog.records] == [
         "advisor history: recording failed; the loop goes on without it"
     ]
-    for cloud in site.clouds.values():
-        assert isinstance(cloud, LocalCloud)
-        cloud.kill_all()
+    kill_workers(site)
 
 
 @pytest.mark.parametrize("record", [True, False])

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.context.conftest import TOKEN, free_port, node_info
+from tests.context.conftest import TOKEN, free_port, node_info, serve_in_thread
 
 from elasticsite.advisor.routes import ADVISOR_TOKEN_FILE, load_advisor_token
 from elasticsite.advisor.service import Advisor
@@ -77,13 +77,7 @@ def serve(tmp_path: Path, settings: dict[str, Any]) -> Served:
     )
     port = free_port()
     server = build_server(app, host="127.0.0.1", port=port, certfile=cert, keyfile=key)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    return Served(f"https://127.0.0.1:{port}", token, cert, server, thread)
+    return Served(f"https://127.0.0.1:{port}", token, cert, server, serve_in_thread(server))
 
 
 @pytest.fixture

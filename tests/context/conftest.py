@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import ssl
@@ -22,8 +23,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from elasticsite.connlimits import ConnectionLimits
 from elasticsite.context.admission import BrokerLimits
+from elasticsite.context.agent import Agent, AgentSettings
 from elasticsite.context.client import AdminClient, NodeClient
-from elasticsite.context.models import ContextCreated
+from elasticsite.context.models import ContextCreated, ContextPolicy
 from elasticsite.context.tls import ensure_certificate
 from elasticsite.server import BrokerServer, build_server, create_app
 
@@ -34,6 +36,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def serve_in_thread(server: BrokerServer) -> threading.Thread:
+    """Run ``server`` on a daemon thread of its own, returned once the server listens
+    (within 20 s, or the test fails)."""
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the server did not start on port {server.config.port}")
+        time.sleep(0.02)
+    return thread
 
 
 @dataclass
@@ -73,13 +88,7 @@ class LiveBroker:
             connection_limits=self.connection_limits,
             http=self.http,
         )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"broker did not start on port {self.port}")
-            time.sleep(0.02)
+        self.thread = serve_in_thread(self.server)
 
     def stop(self, *, force: bool = True) -> None:
         """Stop serving; ``force`` drops open connections like a crash would."""
@@ -99,13 +108,84 @@ class LiveBroker:
         return NodeClient(ctx.uri, ctx.key, ctx.secret, ca=self.cert)
 
 
-@pytest.fixture
-def live_broker(tmp_path: Path) -> Iterator[LiveBroker]:
-    broker = LiveBroker(tmp_path / "state", free_port())
+def running_broker(state_dir: Path) -> Iterator[LiveBroker]:
+    """A fixture's body: a broker keeping its state in ``state_dir``, started, then
+    stopped at teardown unless the test stopped it."""
+    broker = LiveBroker(state_dir, free_port())
     broker.start()
     yield broker
     if broker.server is not None:
         broker.stop()
+
+
+@pytest.fixture
+def live_broker(tmp_path: Path) -> Iterator[LiveBroker]:
+    yield from running_broker(tmp_path / "state")
+
+
+def one_member(broker: LiveBroker) -> tuple[ContextCreated, NodeClient]:
+    """A new context on ``broker``, and the client of its one member, w1, joined."""
+    with broker.admin() as admin:
+        ctx = admin.create()
+    node = broker.node(ctx)
+    node.join(node_info("w1", 1))
+    return ctx, node
+
+
+def create_context(broker: LiveBroker, **policy: object) -> ContextCreated:
+    """A new context on ``broker`` whose policy sets ``policy`` (the rest as default)."""
+    with broker.admin() as admin:
+        return admin.create("cluster", ContextPolicy.model_validate(policy))
+
+
+def member_names(broker: LiveBroker, ctx: ContextCreated) -> list[tuple[str, str]]:
+    """Each member of ``ctx`` as its administrator sees it: (hostname, address)."""
+    with broker.admin() as admin:
+        return [(m.hostname, m.address) for m in admin.members(ctx.id).members]
+
+
+def write_userdata(path: Path, broker: LiveBroker, ctx: ContextCreated) -> Path:
+    """Write at ``path`` the user data a cloud instance is given to join ``ctx``."""
+    path.write_text(
+        json.dumps(
+            {
+                "context_uri": ctx.uri,
+                "context_key": ctx.key,
+                "context_secret": ctx.secret,
+                "context_ca": broker.cert.read_text(),
+            }
+        )
+    )
+    return path
+
+
+def run_agent_once(settings: AgentSettings) -> Agent:
+    """Run the agent of ``settings`` through one pass against its broker; it must succeed."""
+    c = settings.context
+    with NodeClient(c.uri, c.key, c.secret, ca=c.ca_pem) as link:
+        agent = Agent(settings, link)
+        assert agent.run() == 0
+    return agent
+
+
+def exchange(sock: ssl.SSLSocket, request: bytes) -> int:
+    """Send one raw ``request`` and read its whole answer; its status."""
+    sock.settimeout(5)
+    sock.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, "the server closed the connection"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(4096)
+    return int(head.split()[1])
 
 
 def raw(broker: LiveBroker) -> httpx.Client:

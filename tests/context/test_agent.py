@@ -30,7 +30,7 @@ from elasticsite.context.agent import (
 from elasticsite.context.client import NodeClient
 from elasticsite.context.models import ContextCreated, Entry, NodeInfo, Updates
 
-from .conftest import LiveBroker, node_info, ssh_key
+from .conftest import LiveBroker, node_info, run_agent_once, ssh_key, write_userdata
 
 W1_KEY = ssh_key("w1", "root@w1")
 ED_KEY = ssh_key("ed", "ed")
@@ -320,17 +320,7 @@ def make_settings(
     once: bool = True,
     strict: bool = False,
 ) -> AgentSettings:
-    ud = tmp_path / f"{name}.userdata.json"
-    ud.write_text(
-        json.dumps(
-            {
-                "context_uri": ctx.uri,
-                "context_key": ctx.key,
-                "context_secret": ctx.secret,
-                "context_ca": broker.cert.read_text(),
-            }
-        )
-    )
+    ud = write_userdata(tmp_path / f"{name}.userdata.json", broker, ctx)
     body = node_info(name, n)
     return configure(
         userdata=ud,
@@ -343,14 +333,6 @@ def make_settings(
         once=once,
         strict=strict,
     )
-
-
-def run_once(settings: AgentSettings) -> Agent:
-    c = settings.context
-    with NodeClient(c.uri, c.key, c.secret, ca=c.ca_pem) as link:
-        agent = Agent(settings, link)
-        assert agent.run() == 0
-    return agent
 
 
 @pytest.fixture
@@ -374,7 +356,7 @@ def test_agent_joins_applies_in_order_and_never_repeats(
     others["w2"].join(node_info("w2", 2))
     settings = make_settings(live_broker, ctx, tmp_path, "w1", 1, once=True)
 
-    run_once(settings)
+    run_agent_once(settings)
     assert runs(log) == [
         "init/10-a",
         "add/10-a w2", "add/20-b w2",
@@ -384,14 +366,14 @@ def test_agent_joins_applies_in_order_and_never_repeats(
     others["w3"].join(node_info("w3", 3))
     others["w2"].leave()
     log.unlink()
-    agent = run_once(settings)
+    agent = run_agent_once(settings)
     assert runs(log) == ["add/10-a w3", "add/20-b w3", "delete/10-a w2", "restart/10-a"]
     # Entry ids as the broker numbered them: w2 joined 1, w1 2, w3 3, w2 left 4.
     assert [r[3] for r in records(log)[:3]] == ["3", "3", "4"]
     assert agent.state.last_id == 4
     assert sorted(m.short_hostname for m in agent.state.members.values()) == ["w1", "w3"]
     log.unlink()
-    run_once(settings)
+    run_agent_once(settings)
     assert runs(log) == []  # nothing new: nothing runs, not even restart
 
 
@@ -403,18 +385,18 @@ def test_crash_in_the_middle_of_a_batch_reruns_only_the_entry_being_applied(
     flag = tmp_path / "fail"
     recording_scripts(tmp_path, {"add/20-b": f'[ "$1" != w3 ] || [ ! -e {flag} ] || exit 1'})
     settings = make_settings(live_broker, ctx, tmp_path, "w1", 1, once=True)
-    run_once(settings)
+    run_agent_once(settings)
     for n, name in enumerate(("w2", "w3", "w4"), start=2):
         live_broker.node(ctx).join(node_info(name, n))
     flag.touch()
     log.unlink()
     strict = make_settings(live_broker, ctx, tmp_path, "w1", 1, once=True, strict=True)
     with pytest.raises(AgentError, match="add/20-b"):
-        run_once(strict)
+        run_agent_once(strict)
     assert runs(log) == ["add/10-a w2", "add/20-b w2", "add/10-a w3", "add/20-b w3"]
     flag.unlink()
     log.unlink()
-    run_once(settings)
+    run_agent_once(settings)
     # First the restart scripts the interrupted batch never ran (w2 was applied), then
     # w3's entry again (its scripts must be idempotent), w4 once, and restart; w2 not again.
     assert runs(log) == [
@@ -449,11 +431,11 @@ def test_removed_node_joins_again_and_confused_agent_resynchronises(
     live_broker: LiveBroker, ctx: ContextCreated, tmp_path: Path, log: Path
 ) -> None:
     settings = make_settings(live_broker, ctx, tmp_path, "w1", 1, once=True)
-    first = run_once(settings).state.node_id
+    first = run_agent_once(settings).state.node_id
     with live_broker.admin() as admin:
         admin.remove_host(ctx.id, "w1")
     log.unlink()
-    agent = run_once(settings)  # its credential is now refused (401): it joins again
+    agent = run_agent_once(settings)  # its credential is now refused (401): it joins again
     assert agent.state.node_id not in (None, first)
     assert runs(log) == ["delete/10-a w1", "add/10-a w1", "add/20-b w1", "restart/10-a"]
 
@@ -467,7 +449,7 @@ def test_removed_node_joins_again_and_confused_agent_resynchronises(
     state.members["ghost"] = ghost
     state.save(settings.state)
     log.unlink()
-    agent = run_once(settings)
+    agent = run_agent_once(settings)
     assert runs(log) == ["delete/10-a gh", "restart/10-a"]
     assert agent.state.last_id == 3
 
@@ -500,7 +482,7 @@ def test_wrong_context_secret_is_one_clear_error(
     bad = ContextCreated(**{**ctx.model_dump(), "secret": "not-the-secret"})
     settings = make_settings(live_broker, bad, tmp_path, "w1", 1, once=True)
     with pytest.raises(AgentError, match=r"refused the context key/secret for https://"):
-        run_once(settings)
+        run_agent_once(settings)
     assert "not-the-secret" not in settings.state.read_text()
 
 

@@ -4,7 +4,6 @@ and a killed agent neither repeats nor skips an entry when started again."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
@@ -18,7 +17,7 @@ import pytest
 from elasticsite.context.agent import DEFAULT_SCRIPTS
 from elasticsite.context.models import ContextCreated
 
-from .conftest import LiveBroker, node_info, ssh_key
+from .conftest import LiveBroker, node_info, ssh_key, write_userdata
 
 pytestmark = pytest.mark.slow
 
@@ -48,17 +47,7 @@ class AgentProc:
         self.info = node_info(name, n)
         (self.root / "etc/ssh").mkdir(parents=True)
         (self.root / "etc/ssh/ssh_host_ed25519_key.pub").write_text(self.info["ssh_host_key"])
-        userdata = self.root / "userdata.json"
-        userdata.write_text(
-            json.dumps(
-                {
-                    "context_uri": ctx.uri,
-                    "context_key": ctx.key,
-                    "context_secret": ctx.secret,
-                    "context_ca": broker.cert.read_text(),
-                }
-            )
-        )
+        userdata = write_userdata(self.root / "userdata.json", broker, ctx)
         self.argv = [
             sys.executable, "-m", "elasticsite", "agent",
             "--userdata", str(userdata), "--root", str(self.root),

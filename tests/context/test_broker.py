@@ -13,7 +13,7 @@ import pytest
 from elasticsite.context.client import BrokerUnavailable, ContextError, NodeClient
 from elasticsite.context.models import Updates
 
-from .conftest import TOKEN, BrokerProcess, LiveBroker, free_port, node_info, raw
+from .conftest import TOKEN, BrokerProcess, LiveBroker, free_port, node_info, one_member, raw
 
 
 def ops(updates: Updates) -> list[tuple[int, str, str]]:
@@ -71,10 +71,7 @@ def test_late_joiner_gets_a_snapshot_of_current_members(live_broker: LiveBroker)
 
 
 def test_long_poll_answers_when_a_node_joins(live_broker: LiveBroker) -> None:
-    with live_broker.admin() as admin:
-        ctx = admin.create()
-    first = live_broker.node(ctx)
-    first.join(node_info("w1", 1))
+    ctx, first = one_member(live_broker)
     got: list[Updates] = []
     started = time.monotonic()
     poller = threading.Thread(target=lambda: got.append(first.updates(since=1, wait=30)))
@@ -88,10 +85,7 @@ def test_long_poll_answers_when_a_node_joins(live_broker: LiveBroker) -> None:
 
 
 def test_long_poll_answers_empty_after_its_timeout(live_broker: LiveBroker) -> None:
-    with live_broker.admin() as admin:
-        ctx = admin.create()
-    node = live_broker.node(ctx)
-    node.join(node_info("w1", 1))
+    ctx, node = one_member(live_broker)
     started = time.monotonic()
     quiet = node.updates(since=1, wait=0.5)
     assert time.monotonic() - started >= 0.5
@@ -139,10 +133,7 @@ def test_broker_crash_mid_long_poll_loses_nothing(broker_process: BrokerProcess)
 
 
 def test_restart_in_process_loses_nothing(live_broker: LiveBroker) -> None:
-    with live_broker.admin() as admin:
-        ctx = admin.create()
-    w1 = live_broker.node(ctx)
-    w1.join(node_info("w1", 1))
+    ctx, w1 = one_member(live_broker)
     live_broker.stop(force=False)
     live_broker.start()
     live_broker.node(ctx).join(node_info("w2", 2))
@@ -151,10 +142,7 @@ def test_restart_in_process_loses_nothing(live_broker: LiveBroker) -> None:
 
 
 def test_graceful_stop_answers_waiting_long_polls(live_broker: LiveBroker) -> None:
-    with live_broker.admin() as admin:
-        ctx = admin.create()
-    node = live_broker.node(ctx)
-    node.join(node_info("w1", 1))
+    _, node = one_member(live_broker)
     got: list[Updates] = []
     thread = threading.Thread(target=lambda: got.append(node.updates(since=1, wait=50)))
     thread.start()
@@ -167,10 +155,7 @@ def test_graceful_stop_answers_waiting_long_polls(live_broker: LiveBroker) -> No
 
 
 def test_wrong_key_or_secret_gets_401_and_no_data(live_broker: LiveBroker) -> None:
-    with live_broker.admin() as admin:
-        ctx = admin.create()
-    member = live_broker.node(ctx)
-    member.join(node_info("w1", 1))
+    ctx, member = one_member(live_broker)
     assert member.node_id is not None
     bad = [
         (ctx.key, "wrong"),
@@ -251,10 +236,7 @@ def test_one_context_never_reads_another(live_broker: LiveBroker) -> None:
 
 
 def test_a_node_that_left_is_told_so_and_reads_nothing(live_broker: LiveBroker) -> None:
-    with live_broker.admin() as admin:
-        ctx = admin.create()
-    node = live_broker.node(ctx)
-    node.join(node_info("w1", 1))
+    _, node = one_member(live_broker)
     node.leave()
     with pytest.raises(ContextError) as err:
         node.leave()

@@ -15,21 +15,19 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from elasticsite.context.client import ContextError
 from elasticsite.context.hostkey import sign_challenge
-from elasticsite.context.models import ContextCreated, ContextPolicy
 
-from .conftest import TOKEN, LiveBroker, free_port, node_info, raw, ssh_key
+from .conftest import (
+    TOKEN,
+    LiveBroker,
+    create_context,
+    free_port,
+    member_names,
+    node_info,
+    raw,
+    ssh_key,
+)
 
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def create(broker: LiveBroker, **policy: object) -> ContextCreated:
-    with broker.admin() as admin:
-        return admin.create("sec", ContextPolicy.model_validate(policy))
-
-
-def member_names(broker: LiveBroker, ctx: ContextCreated) -> list[tuple[str, str]]:
-    with broker.admin() as admin:
-        return [(m.hostname, m.address) for m in admin.members(ctx.id).members]
 
 
 INJECTIONS = [
@@ -64,7 +62,7 @@ INJECTIONS = [
 def test_injection_attempts_get_422_naming_the_field(
     live_broker: LiveBroker, field: str, value: str
 ) -> None:
-    ctx = create(live_broker)
+    ctx = create_context(live_broker)
     with raw(live_broker) as http:
         r = http.post(
             f"/ctx/{ctx.id}/nodes",
@@ -77,7 +75,7 @@ def test_injection_attempts_get_422_naming_the_field(
 
 
 def test_accepted_records_are_normalised(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker)
+    ctx = create_context(live_broker)
     node = live_broker.node(ctx)
     body = {
         **node_info("w1"),
@@ -105,7 +103,7 @@ def test_accepted_records_are_normalised(live_broker: LiveBroker) -> None:
 
 
 def test_a_join_cannot_evict_or_impersonate_a_member(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker)
+    ctx = create_context(live_broker)
     victim = live_broker.node(ctx)
     victim.join(node_info("w1", 1))
     attacker = live_broker.node(ctx)
@@ -123,7 +121,7 @@ def test_a_join_cannot_evict_or_impersonate_a_member(live_broker: LiveBroker) ->
 
 
 def test_a_member_cannot_rename_itself_over_another(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker)
+    ctx = create_context(live_broker)
     victim, attacker = live_broker.node(ctx), live_broker.node(ctx)
     victim.join(node_info("w1", 1))
     attacker.join(node_info("w2", 2))
@@ -141,7 +139,7 @@ def test_a_member_cannot_rename_itself_over_another(live_broker: LiveBroker) -> 
 
 
 def test_a_member_can_neither_remove_nor_update_another(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker)
+    ctx = create_context(live_broker)
     victim, attacker = live_broker.node(ctx), live_broker.node(ctx)
     victim.join(node_info("w1", 1))
     attacker.join(node_info("w2", 2))
@@ -158,7 +156,7 @@ def test_a_member_can_neither_remove_nor_update_another(live_broker: LiveBroker)
 
 
 def test_reserved_names_and_addresses_are_refused(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker, reserved=["head.cluster.example.org", "10.0.0.254"])
+    ctx = create_context(live_broker, reserved=["head.cluster.example.org", "10.0.0.254"])
     node = live_broker.node(ctx)
     for body, detail in [
         (
@@ -179,7 +177,9 @@ def test_reserved_names_and_addresses_are_refused(live_broker: LiveBroker) -> No
 
 
 def test_domain_and_pattern_bound_the_names(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker, domain="cluster.example.org", host_pattern="w-*.cluster.example.org")
+    ctx = create_context(
+        live_broker, domain="cluster.example.org", host_pattern="w-*.cluster.example.org"
+    )
     node = live_broker.node(ctx)
     with pytest.raises(ContextError) as err:
         node.join({**node_info("w-1"), "hostname": "w-1.evil.example.org"})
@@ -199,7 +199,7 @@ def test_domain_and_pattern_bound_the_names(live_broker: LiveBroker) -> None:
 
 
 def test_bind_address_ties_a_record_to_where_it_came_from(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker, bind_address=True, allow_loopback=True)
+    ctx = create_context(live_broker, bind_address=True, allow_loopback=True)
     node = live_broker.node(ctx)
     with pytest.raises(ContextError) as err:
         node.join(node_info("w1", 1))
@@ -215,7 +215,7 @@ def test_bind_address_ties_a_record_to_where_it_came_from(live_broker: LiveBroke
 
 
 def test_replace_on_rejoin_needs_the_same_host_key(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker, replace_on_rejoin=True)
+    ctx = create_context(live_broker, replace_on_rejoin=True)
     first = live_broker.node(ctx)
     first.join(node_info("w1", 1))
     impostor = live_broker.node(ctx)
@@ -243,7 +243,7 @@ def test_replace_on_rejoin_needs_the_same_host_key(live_broker: LiveBroker) -> N
 
 
 def test_a_context_is_bounded_in_members_bytes_and_join_rate(live_broker: LiveBroker) -> None:
-    small = create(live_broker, max_members=3)
+    small = create_context(live_broker, max_members=3)
     for n in range(1, 4):
         live_broker.node(small).join(node_info(f"w{n}", n))
     with pytest.raises(ContextError) as err:
@@ -253,7 +253,7 @@ def test_a_context_is_bounded_in_members_bytes_and_join_rate(live_broker: LiveBr
         "the context is full: it holds its limit of 3 members",
     )
 
-    slow = create(live_broker, join_rate=0.5, join_burst=2)
+    slow = create_context(live_broker, join_rate=0.5, join_burst=2)
     live_broker.node(slow).join(node_info("w1", 1))
     live_broker.node(slow).join(node_info("w2", 2))
     with raw(live_broker) as http:
@@ -273,7 +273,7 @@ def test_member_bytes_are_bounded(tmp_path: Path) -> None:
     broker.limits = BrokerLimits(max_member_bytes=4 * 1024)
     broker.start()
     try:
-        ctx = create(broker)
+        ctx = create_context(broker)
         joined = 0
         with pytest.raises(ContextError) as err:
             for n in range(1, 20):
@@ -300,7 +300,7 @@ def test_member_bytes_are_bounded(tmp_path: Path) -> None:
     ],
 )
 def test_every_malformed_credential_gets_401(live_broker: LiveBroker, header: str) -> None:
-    ctx = create(live_broker)
+    ctx = create_context(live_broker)
     raw_header = header.encode("utf-8")
     with raw(live_broker) as http:
         for method, path in [

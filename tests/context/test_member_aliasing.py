@@ -11,21 +11,11 @@ import pytest
 from elasticsite.context.admission import BrokerLimits, Refused, admit
 from elasticsite.context.applying import ScriptRunner, Step
 from elasticsite.context.client import ContextError
-from elasticsite.context.models import ContextCreated, ContextPolicy, NodeIn, NodeInfo
+from elasticsite.context.models import ContextCreated, NodeIn, NodeInfo
 from elasticsite.context.store import Store
 from elasticsite.context.validation import check_hostname, check_ssh_key, numeric_label
 
-from .conftest import LiveBroker, node_info, raw, ssh_key
-
-
-def create(broker: LiveBroker, **policy: object) -> ContextCreated:
-    with broker.admin() as admin:
-        return admin.create("alias", ContextPolicy.model_validate(policy))
-
-
-def members(broker: LiveBroker, ctx: ContextCreated) -> list[tuple[str, str]]:
-    with broker.admin() as admin:
-        return [(m.hostname, m.address) for m in admin.members(ctx.id).members]
+from .conftest import LiveBroker, create_context, member_names, node_info, raw, ssh_key
 
 
 def post(broker: LiveBroker, ctx: ContextCreated, body: dict[str, str]) -> tuple[int, str]:
@@ -57,13 +47,13 @@ NUMERIC_NAMES = [
 
 @pytest.mark.parametrize("hostname", NUMERIC_NAMES)
 def test_a_name_is_never_a_number_or_an_ip_literal(live_broker: LiveBroker, hostname: str) -> None:
-    ctx = create(live_broker)
+    ctx = create_context(live_broker)
     body = {**node_info("w1"), "hostname": hostname, "short_hostname": hostname.split(".")[0]}
     status, detail = post(live_broker, ctx, body)
     assert status == 422, detail
     assert detail.startswith(("hostname: ", "short_hostname: ")), detail
     assert "reads as a number" in detail
-    assert members(live_broker, ctx) == []
+    assert member_names(live_broker, ctx) == []
 
 
 def test_the_name_rule_is_precise() -> None:
@@ -77,7 +67,7 @@ def test_the_name_rule_is_precise() -> None:
 
 
 def test_an_ipv4_mapped_address_is_its_ipv4_address(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker, reserved=["10.0.0.254"])
+    ctx = create_context(live_broker, reserved=["10.0.0.254"])
     live_broker.node(ctx).join(node_info("w1", 5))
     for address, status, start in [
         ("::ffff:10.0.0.5", 409, "address: '10.0.0.5' is held by a current member"),
@@ -89,7 +79,7 @@ def test_an_ipv4_mapped_address_is_its_ipv4_address(live_broker: LiveBroker) -> 
     # Accepted records are stored in the one canonical form.
     live_broker.node(ctx).join({**node_info("w3", 3), "address": "::ffff:10.0.0.7"})
     live_broker.node(ctx).join({**node_info("w4", 4), "address": "FD00:0:0:0:0:0:0:0001"})
-    assert members(live_broker, ctx) == [
+    assert member_names(live_broker, ctx) == [
         ("w1.cluster.example.org", "10.0.0.5"),
         ("w3.cluster.example.org", "10.0.0.7"),
         ("w4.cluster.example.org", "fd00::1"),
@@ -101,14 +91,14 @@ def test_an_ipv4_mapped_address_is_its_ipv4_address(live_broker: LiveBroker) -> 
 def test_a_member_cannot_update_itself_onto_another_address_notation(
     live_broker: LiveBroker,
 ) -> None:
-    ctx = create(live_broker)
+    ctx = create_context(live_broker)
     live_broker.node(ctx).join(node_info("w1", 1))
     attacker = live_broker.node(ctx)
     attacker.join(node_info("w2", 2))
     with pytest.raises(ContextError) as err:
         attacker.update({**node_info("w2", 2), "address": "::ffff:10.0.0.1"})
     assert err.value.status == 409
-    assert members(live_broker, ctx)[1] == ("w2.cluster.example.org", "10.0.0.2")
+    assert member_names(live_broker, ctx)[1] == ("w2.cluster.example.org", "10.0.0.2")
 
 
 def test_names_and_addresses_share_one_namespace(tmp_path: Path) -> None:
@@ -150,12 +140,12 @@ def test_names_and_addresses_share_one_namespace(tmp_path: Path) -> None:
 def test_loopback_and_link_local_addresses_need_the_contexts_consent(
     live_broker: LiveBroker, address: str, scope: str
 ) -> None:
-    strict = create(live_broker)
+    strict = create_context(live_broker)
     status, detail = post(live_broker, strict, {**node_info("w1"), "address": address})
     assert status == 422
     assert detail.startswith(f"address: {address.replace('::ffff:', '')} is a {scope} address")
     option = "allow_loopback" if scope == "loopback" else "allow_link_local"
-    lenient = create(live_broker, **{option: True})
+    lenient = create_context(live_broker, **{option: True})
     assert post(live_broker, lenient, {**node_info("w1"), "address": address})[0] == 201
     with live_broker.admin() as admin:
         assert getattr(admin.show(lenient.id), option) is True
@@ -165,13 +155,13 @@ def test_loopback_and_link_local_addresses_need_the_contexts_consent(
 def test_no_context_takes_broadcast_unspecified_or_multicast(
     live_broker: LiveBroker, address: str
 ) -> None:
-    ctx = create(live_broker, allow_loopback=True, allow_link_local=True)
+    ctx = create_context(live_broker, allow_loopback=True, allow_link_local=True)
     status, detail = post(live_broker, ctx, {**node_info("w1"), "address": address})
     assert status == 422 and detail.startswith("address: "), detail
 
 
 def test_an_ssh_key_comment_is_one_short_field(live_broker: LiveBroker) -> None:
-    ctx = create(live_broker)
+    ctx = create_context(live_broker)
     for comment in ("root@w1 and more", "x" * 65, "root@w1\u00a0x", "a,b", "(x)"):
         body = {**node_info("w1"), "ssh_host_key": ssh_key("w1", comment)}
         status, detail = post(live_broker, ctx, body)

@@ -9,7 +9,6 @@ its agent, prove their key and replace their old record.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,7 @@ from elasticsite.context.agent import Agent, AgentSettings, configure
 from elasticsite.context.client import ContextError, NodeClient
 from elasticsite.context.models import ContextCreated, ContextPolicy
 
-from .conftest import LiveBroker, node_info, raw
+from .conftest import LiveBroker, node_info, raw, run_agent_once, write_userdata
 
 KEYS: dict[str, Callable[[], hostkey.PrivateKey]] = {
     "ed25519": ed25519.Ed25519PrivateKey.generate,
@@ -164,17 +163,7 @@ def test_host_key_signatures_verify_only_for_their_key_and_message() -> None:
 def agent_settings(
     broker: LiveBroker, ctx: ContextCreated, tmp_path: Path, root: Path
 ) -> AgentSettings:
-    userdata = tmp_path / "userdata.json"
-    userdata.write_text(
-        json.dumps(
-            {
-                "context_uri": ctx.uri,
-                "context_key": ctx.key,
-                "context_secret": ctx.secret,
-                "context_ca": broker.cert.read_text(),
-            }
-        )
-    )
+    userdata = write_userdata(tmp_path / "userdata.json", broker, ctx)
     (tmp_path / "scripts").mkdir(exist_ok=True)
     body = node_info("w1", 1)
     return configure(
@@ -189,23 +178,15 @@ def agent_settings(
     )
 
 
-def run_agent(settings: AgentSettings) -> Agent:
-    c = settings.context
-    with NodeClient(c.uri, c.key, c.secret, ca=c.ca_pem) as link:
-        agent = Agent(settings, link)
-        assert agent.run() == 0
-    return agent
-
-
 def test_an_agent_that_lost_its_credential_proves_its_host_key(
     live_broker: LiveBroker, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     ctx = create(live_broker, replace_on_rejoin=True)
     root = tmp_path / "root"
     settings = agent_settings(live_broker, ctx, tmp_path, root)
-    first = run_agent(settings).state.node_id
+    first = run_agent_once(settings).state.node_id
     settings.state.unlink()  # the machine comes back without its credential
-    second = run_agent(settings).state.node_id
+    second = run_agent_once(settings).state.node_id
     assert second not in (None, first)
     assert member_ids(live_broker, ctx) == [second]
 

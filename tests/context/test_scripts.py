@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -57,17 +58,10 @@ def attempt(
 
 
 def run(
-    kind: str,
-    name: str,
-    node: tuple[str, ...] = (),
-    *,
-    root: Path,
-    uri: str = URI,
-    netns: str | None = None,
-    **env: str,
+    kind: str, name: str, node: tuple[str, ...] = (), **options: Any
 ) -> subprocess.CompletedProcess[str]:
-    """Run one shipped script, which must succeed."""
-    done = attempt(kind, name, node, root=root, uri=uri, netns=netns, **env)
+    """Run one shipped script as :func:`attempt` does; it must succeed."""
+    done = attempt(kind, name, node, **options)
     assert done.returncode == 0, f"{kind}/{name} failed: {done.stderr}"
     return done
 

@@ -26,7 +26,7 @@ import pytest
 from elasticsite.connlimits import ConnectionLimits
 from elasticsite.server import OPEN_FILES_MARGIN
 
-from .conftest import LiveBroker, free_port, node_info
+from .conftest import LiveBroker, exchange, free_port, node_info
 
 pytestmark = pytest.mark.slow
 
@@ -80,26 +80,6 @@ def closed_within(sock: socket.socket, limit: float, since: float) -> float | No
     else:
         return None
     return time.monotonic() - since
-
-
-def exchange(sock: ssl.SSLSocket, request: bytes = REQUEST) -> int:
-    """Send one request and read its whole answer; its status."""
-    sock.settimeout(5)
-    sock.sendall(request)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
-        assert chunk, "the server closed the connection"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        int(line.split(b":", 1)[1])
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"content-length:")
-    )
-    while len(body) < length:
-        body += sock.recv(4096)
-    return int(head.split()[1])
 
 
 def dribble(sock: socket.socket, since: float, limit: float = 6.0) -> float | None:
@@ -183,9 +163,9 @@ def test_each_request_on_a_kept_alive_connection_has_its_own_deadline(
     headers have the header timeout from their first byte."""
     broker = start_broker(parser, header_timeout=1.0)
     with open_tls(broker) as sock:
-        assert exchange(sock) == 200
+        assert exchange(sock, REQUEST) == 200
         time.sleep(1.5)  # idle longer than the header timeout
-        assert exchange(sock) == 200
+        assert exchange(sock, REQUEST) == 200
         t1 = time.monotonic()
         closed = dribble(sock, t1)
     assert closed is not None, "a second request dribbling its headers was kept"
@@ -197,7 +177,7 @@ def test_idle_connections_are_closed_after_keep_alive(
 ) -> None:
     broker = start_broker(header_timeout=1.0, keep_alive=3)
     with open_tls(broker) as sock:
-        assert exchange(sock) == 200
+        assert exchange(sock, REQUEST) == 200
         t0 = time.monotonic()
         closed = closed_within(sock, 6, t0)
     assert closed is not None and 2.5 <= closed <= 4.5

@@ -28,7 +28,7 @@ from elasticsite.connlimits import ConnectionLimits, client_key
 from elasticsite.context.tls import ensure_certificate
 from elasticsite.server import BrokerServer, build_server, create_app
 
-from .conftest import TOKEN, node_info
+from .conftest import TOKEN, exchange, node_info, serve_in_thread
 
 pytestmark = pytest.mark.slow
 
@@ -78,17 +78,14 @@ class Served:
             connection_limits=limits,
             http=http,
         )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "did not start"
-            time.sleep(0.02)
+        self.thread = serve_in_thread(self.server)
 
     def stop(self) -> None:
         self.server.should_exit = self.server.force_exit = True
+        assert self.thread is not None
         self.thread.join(timeout=20)
         app: Any = self.server.config.app
         app.state.broker.store.close()
@@ -157,26 +154,6 @@ def trickle(sock: ssl.SSLSocket, every: float = 0.25, limit: float = 8.0) -> tup
     raise AssertionError(f"the server kept a trickling body for {limit} s")
 
 
-def status(sock: ssl.SSLSocket, request: bytes) -> int:
-    """Send ``request`` and read its answer's status (and the rest of the answer)."""
-    sock.settimeout(5)
-    sock.sendall(request)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
-        assert chunk, "the server closed the connection"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        int(line.split(b":", 1)[1])
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"content-length:")
-    )
-    while len(body) < length:
-        body += sock.recv(4096)
-    return int(head.split()[1])
-
-
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: broker\r\n\r\n"
 
 
@@ -212,7 +189,7 @@ def test_a_trickled_body_is_cut_at_the_body_deadline_and_its_place_freed(
     guard = served.server.guard
     assert guard.body_timeouts == 1 and guard.header_timeouts == 0
     with served.connect() as next_client:
-        assert status(next_client, HEALTHZ) == 200
+        assert exchange(next_client, HEALTHZ) == 200
 
 
 @pytest.mark.parametrize("parser", ["httptools", "h11"])
@@ -229,9 +206,9 @@ def test_a_body_sent_in_pieces_within_the_deadline_is_served(
         time.sleep(0.2)
         sock.sendall(body[5:10])
         time.sleep(0.2)
-        assert status(sock, body[10:]) == 401
+        assert exchange(sock, body[10:]) == 401
         time.sleep(2.0)  # idle past the body timeout: nothing is pending
-        assert status(sock, HEALTHZ) == 200
+        assert exchange(sock, HEALTHZ) == 200
     assert served.server.guard.body_timeouts == 0
 
 
@@ -242,7 +219,7 @@ def test_the_per_address_cap_holds_on_both_address_families(
     served = serve(host, header_timeout=5.0, max_connections_per_address=2)
     first, second = served.connect(), served.connect()
     try:
-        assert status(first, HEALTHZ) == 200 and status(second, HEALTHZ) == 200
+        assert exchange(first, HEALTHZ) == 200 and exchange(second, HEALTHZ) == 200
         assert refused(served)
         assert served.server.guard.refused == 1
     finally:

@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 from tests.browser import chromium, needs_chromium, screenshot
 from tests.context.conftest import BrokerProcess, free_port
-from tests.manager.conftest import wait_for
+from tests.manager.conftest import kill_workers, wait_for
 
 from elasticsite.batch.base import JobRequest
 from elasticsite.batch.identity import own_account
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.manager.site import open_site
 from elasticsite.spend import period_bounds
@@ -181,6 +180,4 @@ def test_dashboard_with_the_manager_running_then_stopped(tmp_path: Path, browser
         thread.join(30)
         if server.proc is not None:
             server.terminate()
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(site)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import ssl
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.context.conftest import free_port
+from tests.context.conftest import free_port, serve_in_thread
 
 from elasticsite.context.tls import ensure_certificate
 from elasticsite.dashboard.routes import Dashboard
@@ -63,12 +62,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     port = free_port()
     server: BrokerServer = build_server(app, host="127.0.0.1", port=port, certfile=cert,
                                         keyfile=key, log_level="warning")  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
+    thread = serve_in_thread(server)
     try:
         yield Served(
             f"https://127.0.0.1:{port}", db, ssl.create_default_context(cafile=str(cert)), now

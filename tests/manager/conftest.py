@@ -5,16 +5,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.clouds.ec2_server import FaultyEc2, moto_server
 
 from elasticsite.batch.base import JobRequest
+from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import SiteConfig, parse_config
+from elasticsite.manager.exporter import serve_metrics
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.site import Site, open_site
+from elasticsite.model import VMType
 
 
 def fast_cloud(name: str, max_instances: int, price: float = 0.0, **options: Any) -> dict[str, Any]:
@@ -81,6 +86,33 @@ class Running:
         assert not self.thread.is_alive(), "manager did not stop"
 
 
+class Started:
+    """A manager of ``site`` on its own thread, with its metrics listener on ``port``;
+    ``stop`` ends both, and the manager must have stopped."""
+
+    def __init__(self, site: Site, port: int) -> None:
+        self.manager = site.manager()
+        assert self.manager.metrics is not None
+        self.listener = serve_metrics(self.manager.metrics, "127.0.0.1", port)
+        self.thread = threading.Thread(target=self.manager.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.manager.stop()
+        self.thread.join(60)
+        self.listener.shutdown()
+        self.listener.server_close()
+        assert not self.thread.is_alive()
+
+
+def kill_workers(site: Site) -> None:
+    """End the worker processes of every (local) cloud of ``site``: what a stopped
+    manager leaves running for the next one."""
+    for cloud in site.clouds.values():
+        assert isinstance(cloud, LocalCloud)
+        cloud.kill_all()
+
+
 def wait_for(cond: Callable[[], bool], timeout: float, what: str, every: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -110,6 +142,43 @@ def start_site(tmp_path: Path) -> Iterator[Callable[..., Running]]:
         if r.thread.is_alive():
             r.thread.join(30)
     for site in sites:
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(site)
+
+
+# -- EC2 through moto's server on 127.0.0.1 (the modules using it skip without moto) ----
+
+IMAGE = "ami-03cf127a"
+SMALL = (VMType("t3.micro", cores=1),)
+
+
+class AtOnce(Executor):
+    """Runs what the manager hands its executor there and then, so a step's launches and
+    terminations are done when the step returns."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def ec2_cloud(name: str, site: str, url: str, creds: Path) -> Ec2Cloud:
+    """The EC2 driver of cloud ``name`` for ``site`` at ``url``, trying each call once."""
+    options = Ec2Options(
+        image_id=IMAGE, endpoint_url=url, credentials_file=str(creds), api_attempts=1
+    )
+    return Ec2Cloud.connect(name, site, options)
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    """moto's EC2 server, one for the module's tests (each site tags its own instances)."""
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def proxy(endpoint: str) -> Iterator[FaultyEc2]:
+    """A proxy in front of ``endpoint`` that refuses or holds the calls a test names."""
+    faulty = FaultyEc2(endpoint)
+    yield faulty
+    faulty.close()

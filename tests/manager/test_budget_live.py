@@ -9,11 +9,11 @@ import logging
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from tests.cli import argv, site_file, start_run
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.local import LocalCloud
@@ -57,13 +57,9 @@ options = {{ boot_jitter = 0.1, poll_interval = 0.1, seed = 3 }}
 """
 
 
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "elasticsite", *args]
-
-
 def status(cfg: Path) -> str:
     out = subprocess.run(
-        cli("status", "-c", str(cfg), "--events", "0"),
+        argv("status", "-c", str(cfg), "--events", "0"),
         capture_output=True,
         text=True,
         timeout=120,
@@ -74,18 +70,12 @@ def status(cfg: Path) -> str:
 
 
 def site(tmp_path: Path, amount: float) -> tuple[Path, Path]:
-    state = tmp_path / "state"
-    cfg = tmp_path / "site.toml"
-    cfg.write_text(SITE.format(state=state, amount=f"{amount:.2f}", price=PRICE))
-    return cfg, state
+    return site_file(tmp_path, SITE, amount=f"{amount:.2f}", price=PRICE)
 
 
 def start(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
     """``elasticsite run``, logging one JSON object a line to ``log``."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            cli("run", "-c", str(cfg), "--log-format", "json"), stdout=out, stderr=out
-        )
+    return start_run(cfg, log, "--log-format", "json")
 
 
 def logged(log: Path) -> list[tuple[str, str]]:
@@ -109,7 +99,7 @@ def test_a_launch_refused_by_the_budget_is_told_in_status_and_the_log(tmp_path: 
     left = period_bounds(now, "day")[1] - now
     cfg, state = site(tmp_path, 1.5 * left * PRICE / 3600)
     log = tmp_path / "manager.log"
-    subprocess.run(cli("submit", "-c", str(cfg), "--count", "3", "--", "sleep", "2"),
+    subprocess.run(argv("submit", "-c", str(cfg), "--count", "3", "--", "sleep", "2"),
                    check=True, capture_output=True)  # fmt: skip
     cloud = LocalCloud("lab", state, "budgeted", state / "batch.db")
     try:

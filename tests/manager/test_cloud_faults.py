@@ -13,56 +13,26 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.clouds.ec2_server import FaultyEc2, credentials_file, moto_server
+from tests.clouds.ec2_server import FaultyEc2, credentials_file
 
 from elasticsite import policies
 from elasticsite.batch.base import JobRequest
 from elasticsite.batch.local import LocalBatch
-from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
+from elasticsite.clouds.ec2 import Ec2Cloud
 from elasticsite.config import ManagerConfig
 from elasticsite.manager.loop import Manager, StepReport
 from elasticsite.manager.store import StateStore
-from elasticsite.model import CloudSpec, VMType, WorkerState
+from elasticsite.model import CloudSpec, WorkerState
 
-from .conftest import wait_for
+from .conftest import IMAGE, SMALL, AtOnce, ec2_cloud, wait_for
 
 pytest.importorskip("moto")
-
-IMAGE = "ami-03cf127a"
-SMALL = (VMType("t3.micro", cores=1),)
-
-
-class AtOnce(Executor):
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        future.set_result(fn(*args, **kwargs))
-        return future
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture
-def proxy(endpoint: str) -> Iterator[FaultyEc2]:
-    faulty = FaultyEc2(endpoint)
-    yield faulty
-    faulty.close()
-
-
-def ec2(name: str, site: str, url: str, creds: Path) -> Ec2Cloud:
-    options = Ec2Options(
-        image_id=IMAGE, endpoint_url=url, credentials_file=str(creds), api_attempts=1
-    )
-    return Ec2Cloud.connect(name, site, options)
 
 
 def manager(
@@ -91,7 +61,7 @@ def manager(
 def test_down_terminates_a_clouds_workers_in_one_call(tmp_path: Path, proxy: FaultyEc2) -> None:
     creds = credentials_file(tmp_path)
     site, n = "batched", 30
-    clouds = {"aws": ec2("aws", site, proxy.url, creds)}
+    clouds = {"aws": ec2_cloud("aws", site, proxy.url, creds)}
     mgr, _ = manager(tmp_path, site, clouds, n, clock=_Clock(), interval=0.2)
     mgr.step()  # every worker launched
     assert proxy.seen.count("RunInstances") == n
@@ -112,7 +82,7 @@ def test_a_refused_batch_is_said_once_and_tried_again(tmp_path: Path, proxy: Fau
 
     creds = credentials_file(tmp_path)
     site, n = "refused", 10
-    clouds = {"aws": ec2("aws", site, proxy.url, creds)}
+    clouds = {"aws": ec2_cloud("aws", site, proxy.url, creds)}
     mgr, _ = manager(tmp_path, site, clouds, n, time.time, interval=0.2, retry_backoff=0.2)
     mgr.step()
     proxy.fail("TerminateInstances", "InternalError", times=1)
@@ -157,7 +127,7 @@ def test_a_cloud_is_not_listed_while_its_launches_are_backed_up(
     mgr = Manager(
         config=ManagerConfig(site_id=site, interval=10.0, launch_threads=10),
         batch=batch,
-        clouds={"aws": ec2("aws", site, proxy.url, creds)},
+        clouds={"aws": ec2_cloud("aws", site, proxy.url, creds)},
         specs=[CloudSpec("aws", "ec2", max_instances=n, vm_types=SMALL)],
         store=StateStore(tmp_path / "state.db"),
         policy=policies.get("on_demand"),
@@ -195,8 +165,8 @@ def test_a_cloud_that_does_not_answer_is_not_sensed_and_loses_no_worker(
     site = "hung"
     clock = _Clock()
     clouds = {
-        "slow": ec2("slow", site, proxy.url, creds),
-        "fast": ec2("fast", site, endpoint, creds),
+        "slow": ec2_cloud("slow", site, proxy.url, creds),
+        "fast": ec2_cloud("fast", site, endpoint, creds),
     }
     mgr, _ = manager(tmp_path, site, clouds, 2, clock, per_cloud=1)
     mgr.step()  # one worker launched on each cloud

@@ -12,24 +12,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.context.conftest import TOKEN, LiveBroker, free_port
+from tests.context.conftest import TOKEN, LiveBroker, running_broker
 
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import ContextConfig, SiteConfig
 from elasticsite.manager.site import Site, open_site
 
-from .conftest import Running, site_config, wait_for
+from .conftest import Running, kill_workers, site_config, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]  # a real agent per worker, on time
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[LiveBroker]:
-    b = LiveBroker(tmp_path / "broker", free_port())
-    b.start()
-    yield b
-    if b.server is not None:
-        b.stop()
+    yield from running_broker(tmp_path / "broker")
 
 
 @pytest.fixture
@@ -59,9 +55,7 @@ def context_site(tmp_path: Path, broker: LiveBroker) -> Iterator[Callable[[], Ru
         r.manager.stop()
         r.thread.join(30)
     for site in sites:
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(site)
 
 
 def hosts_block(r: Running, worker_id: str) -> str:

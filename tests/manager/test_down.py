@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli import argv, site_file
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import InstanceState
@@ -47,10 +48,6 @@ options = {{ boot_jitter = 0.1, poll_interval = 0.1, seed = 4 }}
 """
 
 
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "elasticsite", *args]
-
-
 def live_instances(state: Path) -> int:
     total = 0
     for name in ("one", "two"):
@@ -60,22 +57,20 @@ def live_instances(state: Path) -> int:
 
 
 def test_run_says_what_it_leaves_and_down_drains_every_cloud(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    cfg = tmp_path / "site.toml"
-    cfg.write_text(CONFIG.format(state=state))
+    cfg, state = site_file(tmp_path, CONFIG)
     gate = tmp_path / "gate"  # the jobs run until it exists, however slow the machine
     job = ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.1; done', "job", str(gate)]
     subprocess.run(
-        cli("submit", "-c", str(cfg), "--walltime", "300", "--count", "4", "--", *job),
+        argv("submit", "-c", str(cfg), "--walltime", "300", "--count", "4", "--", *job),
         check=True, capture_output=True,
     )  # fmt: skip
-    run = subprocess.Popen(cli("run", "-c", str(cfg)), stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(argv("run", "-c", str(cfg)), stderr=subprocess.PIPE, text=True)
     try:
         store = StateStore(state / "manager.db")
         wait_for(lambda: sum(r.worker.state.value == "busy" for r in store.load()) == 4,
                  60, "four busy workers")  # fmt: skip
         # A second manager on the same site is refused, naming the first one.
-        busy = subprocess.run(cli("down", "-c", str(cfg)), capture_output=True, text=True)
+        busy = subprocess.run(argv("down", "-c", str(cfg)), capture_output=True, text=True)
         assert busy.returncode == 2
         assert f"another elasticsite process (pid {run.pid}) manages this site" in busy.stderr
         run.send_signal(signal.SIGINT)
@@ -87,7 +82,7 @@ def test_run_says_what_it_leaves_and_down_drains_every_cloud(tmp_path: Path) -> 
     assert f"`elasticsite down -c {cfg}` drains and terminates them" in stderr
     assert live_instances(state) == 4
 
-    down = subprocess.Popen(cli("down", "-c", str(cfg), "--timeout", "120"),
+    down = subprocess.Popen(argv("down", "-c", str(cfg), "--timeout", "120"),
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         # Draining waits for the running jobs: every worker drains, none is gone yet.
@@ -109,14 +104,12 @@ def test_run_says_what_it_leaves_and_down_drains_every_cloud(tmp_path: Path) -> 
 
 
 def test_down_now_terminates_at_once_and_the_jobs_go_back(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    cfg = tmp_path / "site.toml"
-    cfg.write_text(CONFIG.format(state=state))
+    cfg, state = site_file(tmp_path, CONFIG)
     subprocess.run(
-        cli("submit", "-c", str(cfg), "--walltime", "600", "--count", "2", "--", "sleep", "300"),
+        argv("submit", "-c", str(cfg), "--walltime", "600", "--count", "2", "--", "sleep", "300"),
         check=True, capture_output=True,
     )  # fmt: skip
-    run = subprocess.Popen(cli("run", "-c", str(cfg)), stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(argv("run", "-c", str(cfg)), stderr=subprocess.PIPE, text=True)
     try:
         batch = LocalBatch(state / "batch.db")
         wait_for(lambda: sum(j.state is JobState.RUNNING for j in batch.jobs()) == 2,
@@ -125,7 +118,7 @@ def test_down_now_terminates_at_once_and_the_jobs_go_back(tmp_path: Path) -> Non
         run.communicate(timeout=60)
     finally:
         run.kill()
-    done = subprocess.run(cli("down", "-c", str(cfg), "--now", "--timeout", "60"),
+    done = subprocess.run(argv("down", "-c", str(cfg), "--now", "--timeout", "60"),
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "down: site 'downsite': terminating every worker" in done.stderr
@@ -136,10 +129,8 @@ def test_down_now_terminates_at_once_and_the_jobs_go_back(tmp_path: Path) -> Non
 
 
 def test_down_on_a_site_with_nothing_up_returns_at_once(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    cfg = tmp_path / "site.toml"
-    cfg.write_text(CONFIG.format(state=state))
-    done = subprocess.run(cli("down", "-c", str(cfg)), capture_output=True, text=True,
+    cfg, _ = site_file(tmp_path, CONFIG)
+    done = subprocess.run(argv("down", "-c", str(cfg)), capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert (done.returncode, done.stderr.splitlines()[-1]) == (0, "down: no worker left (0 s)")
     assert done.stderr.count("no worker left") == 1, done.stderr

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.cli import argv, start_run
 from tests.clouds.ec2_server import FaultyEc2, credentials_file, moto_server
 
 from elasticsite.clouds.base import WORKER_TAG, InstanceState
@@ -58,15 +58,6 @@ def proxy() -> Iterator[FaultyEc2]:
         faulty.close()
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "elasticsite", *args]
-
-
-def _start(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(_cli("run", "-c", str(cfg)), stdout=out, stderr=out)
-
-
 def test_sigkill_mid_scale_up_on_ec2_then_restart_adopts_every_instance(
     tmp_path: Path, proxy: FaultyEc2
 ) -> None:
@@ -78,7 +69,7 @@ def test_sigkill_mid_scale_up_on_ec2_then_restart_adopts_every_instance(
     )
     log = tmp_path / "manager.log"
     subprocess.run(
-        _cli("submit", "-c", str(cfg), "--walltime", "600", "--count", str(WORKERS), "--",
+        argv("submit", "-c", str(cfg), "--walltime", "600", "--count", str(WORKERS), "--",
              "sleep", "1"),
         capture_output=True, check=True,
     )  # fmt: skip
@@ -95,7 +86,7 @@ def test_sigkill_mid_scale_up_on_ec2_then_restart_adopts_every_instance(
         ]
 
     proxy.delay("RunInstances", 1.5)
-    proc = _start(cfg, log)
+    proc = start_run(cfg, log)
     try:
         # Kill once EC2 has started instances whose answers the manager still waits for.
         wait_for(lambda: len(live()) >= 2, 60, "instances started at EC2", every=0.05)
@@ -107,7 +98,7 @@ def test_sigkill_mid_scale_up_on_ec2_then_restart_adopts_every_instance(
         assert started & unrecorded, "the kill did not land mid-launch"
 
         proxy.delay("RunInstances", 0.0)
-        proc = _start(cfg, log)
+        proc = start_run(cfg, log)
 
         def settled() -> bool:
             records = [r.worker for r in store.load()]

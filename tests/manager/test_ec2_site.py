@@ -7,47 +7,23 @@ operator resets it; the spend cap holds across both.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.clouds.ec2_server import FaultyEc2, credentials_file, moto_server
+from tests.clouds.ec2_server import FaultyEc2, credentials_file
 
 from elasticsite import policies
 from elasticsite.batch.base import JobRequest
 from elasticsite.batch.local import LocalBatch
-from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
 from elasticsite.config import ManagerConfig
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.store import StateStore
 from elasticsite.model import CloudSpec, VMType, WorkerState
 
+from .conftest import SMALL, AtOnce, ec2_cloud
+
 pytest.importorskip("moto")
-
-IMAGE = "ami-03cf127a"
-SMALL = (VMType("t3.micro", cores=1),)
-
-
-class AtOnce(Executor):
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        future.set_result(fn(*args, **kwargs))
-        return future
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture
-def proxy(endpoint: str) -> Iterator[FaultyEc2]:
-    faulty = FaultyEc2(endpoint)
-    yield faulty
-    faulty.close()
 
 
 class Site:
@@ -63,16 +39,7 @@ class Site:
         creds = credentials_file(tmp)
         self.now = 1_000.0
         self.batch = LocalBatch(tmp / "batch.db", clock=lambda: self.now)
-        self.drivers = {
-            name: Ec2Cloud.connect(
-                name,
-                site_id,
-                Ec2Options(
-                    image_id=IMAGE, endpoint_url=url, credentials_file=str(creds), api_attempts=1
-                ),
-            )
-            for name, url in clouds.items()
-        }
+        self.drivers = {name: ec2_cloud(name, site_id, url, creds) for name, url in clouds.items()}
         prices = {"cheap": 0.0, "dear": 0.5}
         specs = [
             CloudSpec(n, "ec2", max_instances=4, price_per_hour=prices[n], vm_types=vm_types)

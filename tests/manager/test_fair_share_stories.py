@@ -25,12 +25,11 @@ import pytest
 from tests.users import real_users
 
 from elasticsite.batch.local import LocalBatch
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.manager.site import open_site
 from elasticsite.model import Cause, JobState
 
-from .conftest import Running, wait_for
+from .conftest import Running, kill_workers, wait_for
 
 # Shares are read while some jobs still wait: timed jobs, so these run one at a time,
 # after the parallel part of the suite (scripts/test.sh).
@@ -150,9 +149,7 @@ def make_site(tmp_path: Path) -> Iterator[Callable[[int, str], Site]]:
         s.running.manager.stop()
         if s.running.thread.is_alive():
             s.running.thread.join(30)
-        for cloud in s.site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(s.site)
 
 
 def test_three_users_two_asking_for_the_same_type_each_get_their_third(

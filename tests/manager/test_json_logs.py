@@ -7,10 +7,10 @@ import json
 import logging
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from tests.cli import argv, site_file
 from tests.context.conftest import BrokerProcess, free_port, node_info
 
 from elasticsite.logs import JsonFormatter, ids
@@ -45,13 +45,10 @@ def lines(text: str) -> list[dict[str, Any]]:
 def test_a_manager_logs_json_lines_with_the_site_worker_cloud_and_instance(
     tmp_path: Path,
 ) -> None:
-    state = tmp_path / "state"
-    cfg = tmp_path / "site.toml"
-    cfg.write_text(CONFIG.format(state=state))
-    cli = [sys.executable, "-m", "elasticsite"]
-    subprocess.run([*cli, "submit", "-c", str(cfg), "--count", "2", "--", "sleep", "0.5"],
+    cfg, state = site_file(tmp_path, CONFIG)
+    subprocess.run(argv("submit", "-c", str(cfg), "--count", "2", "--", "sleep", "0.5"),
                    check=True, capture_output=True)  # fmt: skip
-    run = subprocess.Popen([*cli, "run", "-c", str(cfg), "--log-format", "json"],
+    run = subprocess.Popen(argv("run", "-c", str(cfg), "--log-format", "json"),
                            stderr=subprocess.PIPE, text=True)  # fmt: skip
     from elasticsite.batch.local import LocalBatch
     from elasticsite.model import JobState

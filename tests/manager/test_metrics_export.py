@@ -12,13 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.context.conftest import free_port
 
 from elasticsite.batch.base import JobRequest
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import ConfigError, load_config
-from elasticsite.manager.exporter import serve_metrics
 from elasticsite.manager.site import open_site
 from elasticsite.model import JobState
 
-from .conftest import wait_for
+from .conftest import Started, kill_workers, wait_for
 
 SITE = """\
 [manager]
@@ -62,11 +60,7 @@ def test_metrics_follow_workers_as_they_come_and_go(tmp_path: Path) -> None:
     port = free_port()
     (tmp_path / "site.toml").write_text(SITE.format(port=port))
     site = open_site(load_config(tmp_path / "site.toml"), tmp_path)
-    manager = site.manager()
-    assert manager.metrics is not None
-    listener = serve_metrics(manager.metrics, "127.0.0.1", port)
-    thread = threading.Thread(target=manager.run, daemon=True)
-    thread.start()
+    running = Started(site, port)
     try:
         wait_for(lambda: value(scrape(port), "elasticsite_step_duration_seconds_count") > 0,
                  30, "a step")  # fmt: skip
@@ -90,12 +84,8 @@ def test_metrics_follow_workers_as_they_come_and_go(tmp_path: Path) -> None:
         assert value(after, "elasticsite_workers", cloud="lab", state="busy") == 0.0
         assert value(after, "elasticsite_worker_failures_total", cloud="lab", cause="stalled") == 0
     finally:
-        manager.stop()
-        thread.join(60)
-        listener.shutdown()
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        running.stop()
+        kill_workers(site)
 
 
 def test_the_metrics_address_must_be_an_address(tmp_path: Path) -> None:
@@ -159,11 +149,7 @@ def test_what_was_spent_is_a_counter_in_the_sites_currency_that_a_restart_keeps(
         """Run the manager until ``jobs`` jobs are done and their workers gone; the
         spent counter as scraped along the way."""
         site = open_site(load_config(tmp_path / "site.toml"), tmp_path)
-        manager = site.manager()
-        assert manager.metrics is not None
-        listener = serve_metrics(manager.metrics, "127.0.0.1", port)
-        thread = threading.Thread(target=manager.run, daemon=True)
-        thread.start()
+        running = Started(site, port)
         seen: list[float] = []
 
         def spent() -> float:
@@ -178,7 +164,7 @@ def test_what_was_spent_is_a_counter_in_the_sites_currency_that_a_restart_keeps(
             ids = [site.batch.submit(JobRequest(["sleep", "1"], 1, 60.0)) for _ in range(jobs)]
             wait_for(lambda: all(site.batch.job(j).state is JobState.DONE for j in ids), 60,
                      "jobs")  # fmt: skip
-            wait_for(lambda: not manager.records, 60, "every worker gone")
+            wait_for(lambda: not running.manager.records, 60, "every worker gone")
             wait_for(lambda: spent() == spent(), 30, "the spending to settle")
             body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
             assert "# HELP elasticsite_spent_total What the site's workers have cost so far" in body
@@ -190,12 +176,8 @@ def test_what_was_spent_is_a_counter_in_the_sites_currency_that_a_restart_keeps(
             assert value(budget, "elasticsite_budget_spent", period="month", currency="CHF") > 0
             return seen
         finally:
-            manager.stop()
-            thread.join(60)
-            listener.shutdown()
-            for cloud in site.clouds.values():
-                assert isinstance(cloud, LocalCloud)
-                cloud.kill_all()
+            running.stop()
+            kill_workers(site)
 
     first = run_once(1)
     assert first[0] == 0.0 and first[-1] > 0.0

@@ -18,14 +18,13 @@ from typer.testing import CliRunner
 
 from elasticsite import policies
 from elasticsite.cli import app
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import ConfigError, parse_config
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.site import Site, open_site
 from elasticsite.manager.store import StateStore
 from elasticsite.model import Cause, WorkerState
 
-from .conftest import Running, site_config, wait_for
+from .conftest import Running, kill_workers, site_config, wait_for
 
 
 @pytest.fixture
@@ -47,9 +46,7 @@ def power_site(tmp_path: Path) -> Iterator[Running]:
     yield r
     manager.stop()
     r.thread.join(30)
-    for cloud in site.clouds.values():
-        assert isinstance(cloud, LocalCloud)
-        cloud.kill_all()
+    kill_workers(site)
 
 
 def by_node(r: Running) -> dict[str, WorkerState]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.cli import argv, site_file, start_run
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, InstanceState
@@ -37,23 +38,12 @@ options = {{ boot_jitter = 0.3, poll_interval = 0.1, seed = 7 }}
 """
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "elasticsite", *args]
-
-
-def _start(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(_cli("run", "-c", str(cfg)), stdout=out, stderr=out)
-
-
 def test_sigkill_during_scale_up_then_restart(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    cfg = tmp_path / "site.toml"
-    cfg.write_text(CONFIG.format(state=state))
+    cfg, state = site_file(tmp_path, CONFIG)
     log = tmp_path / "manager.log"
     # Jobs submitted through the CLI persist before any manager runs.
     out = subprocess.run(
-        _cli("submit", "-c", str(cfg), "--walltime", "30", "--count", "6", "--", "sleep", "1"),
+        argv("submit", "-c", str(cfg), "--walltime", "30", "--count", "6", "--", "sleep", "1"),
         capture_output=True,
         text=True,
         check=True,
@@ -62,7 +52,7 @@ def test_sigkill_during_scale_up_then_restart(tmp_path: Path) -> None:
     assert len(job_ids) == 6
     cloud = LocalCloud("local", state, "restart", state / "batch.db")
     try:
-        proc = _start(cfg, log)
+        proc = start_run(cfg, log)
         store = StateStore(state / "manager.db")
         # Kill it while workers are still booting (boot takes ~1.5 s).
         wait_for(
@@ -76,7 +66,7 @@ def test_sigkill_during_scale_up_then_restart(tmp_path: Path) -> None:
         booting = [r.worker.id for r in store.load() if r.worker.state.pending]
         assert booting, "the manager was not killed during scale-up"
 
-        proc = _start(cfg, log)
+        proc = start_run(cfg, log)
         batch = LocalBatch(state / "batch.db")
         wait_for(lambda: batch.counts().get("completed", 0) == 6, 60, "every job to finish")
         proc.send_signal(signal.SIGTERM)  # on_shutdown = drain
@@ -91,7 +81,7 @@ def test_sigkill_during_scale_up_then_restart(tmp_path: Path) -> None:
         assert all(i.state is InstanceState.TERMINATED for i in instances), instances
         assert all(w.state.final for w in records.values())
         status = subprocess.run(
-            _cli("status", "-c", str(cfg), "--events", "50"), capture_output=True, text=True
+            argv("status", "-c", str(cfg), "--events", "50"), capture_output=True, text=True
         ).stdout
         assert "-> terminated (cloud-reported)" in status and "launched" in status
         # The workers booting at the kill were carried through, not forgotten.

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
-import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from tests.state_files import locked_by_another_process, mode
 from typer.testing import CliRunner
 
 from elasticsite.batch import local as local_batch
@@ -26,46 +24,6 @@ from elasticsite.manager.store import StateStore, WorkerRecord
 from elasticsite.model import Cause, Worker, WorkerState
 
 from .conftest import Running, site_config, wait_for
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
-
-
-@pytest.fixture
-def umask_022() -> Iterator[None]:
-    """The usual umask, under which files are created readable by everyone unless asked."""
-    old = os.umask(0o022)
-    yield
-    os.umask(old)
-
-
-_HOLD = (
-    "import sqlite3, sys\n"
-    "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-    "db.execute('BEGIN EXCLUSIVE')\n"
-    "print('locked', flush=True)\n"
-    "sys.stdin.read()\n"
-)
-
-
-@contextmanager
-def locked_by_another_process(path: Path) -> Iterator[None]:
-    """Another process holds ``path``'s exclusive lock until the block ends."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        assert proc.stdout.readline().strip() == "locked"
-        yield
-    finally:
-        proc.stdin.close()
-        proc.wait(10)
-
 
 # -- modes ---------------------------------------------------------------------------
 

@@ -5,9 +5,6 @@ after a restart and with the manager stopped."""
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -15,20 +12,20 @@ import httpx
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.cli import run_cli
 from tests.context.conftest import free_port
 
 from elasticsite.batch.base import JobRequest
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.dashboard.routes import Dashboard
 from elasticsite.dashboard.views import STATES, overview
 from elasticsite.history.samples import HistoryReader
-from elasticsite.manager.exporter import ManagerMetrics, serve_metrics
+from elasticsite.manager.exporter import ManagerMetrics
 from elasticsite.manager.report import StepReport
-from elasticsite.manager.site import Site, open_site
+from elasticsite.manager.site import open_site
 from elasticsite.model import CloudSpec, JobState
 
-from .conftest import wait_for
+from .conftest import Started, kill_workers, wait_for
 
 # examples/local.toml's clouds (one-core VM types), at test speed.
 SITE = """\
@@ -68,12 +65,7 @@ ODD_REASON = f"asks for VM type '{ODD}'; the clouds offer small, m1.small"
 
 
 def cli(*args: str, cwd: Path) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "elasticsite", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120, check=True,
-        env={"COLUMNS": "100", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )  # fmt: skip
-    return out.stdout
+    return run_cli(*args, cwd=cwd, check=True, columns=100).stdout
 
 
 def gauge(port: int, name: str) -> float:
@@ -83,24 +75,6 @@ def gauge(port: int, name: str) -> float:
             if sample.name == name:
                 return float(sample.value)
     raise AssertionError(f"{name} not exported")
-
-
-class Started:
-    """A manager of ``site`` on its own thread, with its metrics listener."""
-
-    def __init__(self, site: Site, port: int) -> None:
-        self.manager = site.manager()
-        assert self.manager.metrics is not None
-        self.listener = serve_metrics(self.manager.metrics, "127.0.0.1", port)
-        self.thread = threading.Thread(target=self.manager.run, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.manager.stop()
-        self.thread.join(60)
-        self.listener.shutdown()
-        self.listener.server_close()
-        assert not self.thread.is_alive()
 
 
 def warnings_about(caplog: pytest.LogCaptureFixture, job: str) -> list[str]:
@@ -170,9 +144,7 @@ def test_a_job_no_cloud_can_run_gets_no_worker_and_is_explained(
         assert len(warnings_about(caplog, wide)) == 1
     finally:
         running.stop()
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(site)
 
 
 def test_the_unservable_gauge_counts_the_last_marks() -> None:

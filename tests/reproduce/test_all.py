@@ -6,12 +6,11 @@ real ones are each tested on their own); the command line is run for a bad optio
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.reproduce.quick import run_reproduce
 
 from elasticsite.reproduce import Reproduction, Verdict
 from elasticsite.reproduce.claims import check
@@ -110,10 +109,7 @@ def test_only_papers_that_take_workers_are_given_them(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("option", [["--trace", "x.swf"], ["--period", "2"], ["--slurm"]])
 def test_a_one_paper_option_with_all_is_one_line(tmp_path: Path, option: list[str]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "reproduce", "all", "--quick", *option],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={"COLUMNS": "200"},
-    )  # fmt: skip
+    done = run_reproduce(tmp_path, "all", "--quick", *option)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "error: --trace, --period and --slurm apply to one paper, not to all"

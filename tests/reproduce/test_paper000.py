@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction
 
-from elasticsite.reproduce import PAPER000_CLAIMS, Reproduction, Verdict, reproduce_paper000
+from elasticsite.reproduce import PAPER000_CLAIMS, Reproduction, reproduce_paper000
 
 # The module fixture runs the whole reproduction once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group("paper000")
@@ -21,23 +22,16 @@ EXCEPTIONS: dict[str, str] = {}
 12's peak holds since EC2 is launched through the paper's six threads)."""
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
-    return reproduce_paper000(tmp_path_factory.mktemp("paper000"), quick=True)
+quick = quick_reproduction(reproduce_paper000)
 
 
 def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
-    assert tuple(c.key for c in quick.claims) == PAPER000_CLAIMS
+    assert_in_order(quick, PAPER000_CLAIMS)
 
 
 @pytest.mark.parametrize("key", PAPER000_CLAIMS)
 def test_claim(quick: Reproduction, key: str) -> None:
-    claim = quick.claim(key)
-    if key in EXCEPTIONS:
-        assert claim.verdict is Verdict.FAILS, claim
-        assert EXCEPTIONS[key] in claim.note
-    else:
-        assert claim.verdict is Verdict.HOLDS, claim
+    assert_verdict(quick.claim(key), fails=EXCEPTIONS)
 
 
 def test_the_plots_are_written(quick: Reproduction) -> None:

@@ -11,12 +11,11 @@ every join, is asserted.
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction, run_reproduce
 
 from elasticsite.reproduce import PAPER001_CLAIMS, Reproduction, Verdict, paper001_rig, write_report
 from elasticsite.reproduce.paper001 import QUICK, recontext_plan, reproduce_paper001
@@ -44,24 +43,16 @@ FIG4 = {"fig4_256_within_1s", "fig4_all_within_1s", "fig4_larger_nearer_period"}
 SMALL_FIG4 = RecontextPlan((2, 8), 1, 0.5, long_sizes=(8,))
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
-    settings = replace(QUICK, recontext=SMALL_FIG4)
-    return reproduce_paper001(tmp_path_factory.mktemp("paper001"), quick=True, settings=settings)
+quick = quick_reproduction(reproduce_paper001, settings=replace(QUICK, recontext=SMALL_FIG4))
 
 
 def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
-    assert tuple(c.key for c in quick.claims) == PAPER001_CLAIMS
+    assert_in_order(quick, PAPER001_CLAIMS)
 
 
 @pytest.mark.parametrize("key", [k for k in PAPER001_CLAIMS if k not in FIG4])
 def test_simulated_claim(quick: Reproduction, key: str) -> None:
-    claim = quick.claim(key)
-    if key in EXCEPTIONS:
-        assert claim.verdict is Verdict.FAILS, claim
-        assert EXCEPTIONS[key] in claim.note
-    else:
-        assert claim.verdict is Verdict.HOLDS, claim
+    assert_verdict(quick.claim(key), fails=EXCEPTIONS)
 
 
 def test_figure_4_is_measured_at_every_size_in_both_modes(quick: Reproduction) -> None:
@@ -128,10 +119,7 @@ def test_the_calibration_keeps_the_sentences_it_was_fitted_to() -> None:
 def test_a_misplaced_option_is_refused_in_one_line(
     tmp_path: Path, args: tuple[str, ...], error: str
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "reproduce", *args, "--out", str(tmp_path)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={"COLUMNS": "200"},
-    )  # fmt: skip
+    done = run_reproduce(tmp_path, *args, "--out", str(tmp_path))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"error: {error}"]
     assert not (tmp_path / "report.md").exists()

@@ -3,13 +3,12 @@ how a claim that does not hold is kept honest); the command line with a trace.""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction, run_reproduce
 
-from elasticsite.reproduce import PAPER002_CLAIMS, Reproduction, Verdict, reproduce_paper002
+from elasticsite.reproduce import PAPER002_CLAIMS, Reproduction, reproduce_paper002
 
 # The module fixture runs the whole reproduction once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group("paper002")
@@ -23,23 +22,16 @@ EXCEPTIONS = {
 SMALL_SWF = Path(__file__).parents[1] / "sim" / "data" / "small.swf"
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
-    return reproduce_paper002(tmp_path_factory.mktemp("paper002"), quick=True)
+quick = quick_reproduction(reproduce_paper002)
 
 
 def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
-    assert tuple(c.key for c in quick.claims) == PAPER002_CLAIMS
+    assert_in_order(quick, PAPER002_CLAIMS)
 
 
 @pytest.mark.parametrize("key", PAPER002_CLAIMS)
 def test_claim(quick: Reproduction, key: str) -> None:
-    claim = quick.claim(key)
-    if key in EXCEPTIONS:
-        assert claim.verdict is Verdict.FAILS, claim
-        assert EXCEPTIONS[key] in claim.note
-    else:
-        assert claim.verdict is Verdict.HOLDS, claim
+    assert_verdict(quick.claim(key), fails=EXCEPTIONS)
 
 
 def test_the_plots_and_tables_are_there(quick: Reproduction) -> None:
@@ -50,20 +42,13 @@ def test_the_plots_and_tables_are_there(quick: Reproduction) -> None:
     assert any(t.startswith("## Table 1 measured (Lublin99 stand-in") for t in quick.tables)
 
 
-def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", "reproduce", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300, env={"COLUMNS": "200"},
-    )  # fmt: skip
-
-
 def test_a_missing_trace_is_one_line(tmp_path: Path) -> None:
-    done = run_cli(tmp_path, "paper002", "--quick", "--trace", "nope.swf")
+    done = run_reproduce(tmp_path, "paper002", "--quick", "--trace", "nope.swf")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["error: nope.swf: no such trace file"]
 
 
 def test_a_trace_too_short_for_its_rounds_is_refused_clearly(tmp_path: Path) -> None:
-    done = run_cli(tmp_path, "paper002", "--trace", str(SMALL_SWF), "--out", "o")
+    done = run_reproduce(tmp_path, "paper002", "--trace", str(SMALL_SWF), "--out", "o")
     assert done.returncode == 2
     assert "holds 1 two-month interval(s); the full reproduction replays 5" in done.stderr

@@ -3,13 +3,12 @@ claims stand on, and the command line."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction, run_reproduce
 
-from elasticsite.reproduce import PAPER003_CLAIMS, Reproduction, Verdict, reproduce_paper003
+from elasticsite.reproduce import PAPER003_CLAIMS, Reproduction, reproduce_paper003
 from elasticsite.reproduce.paper003_live import restart_run
 from elasticsite.reproduce.paper003_sim import EXPECTED, SAMPLES, Rebalance, failed, simulate
 
@@ -17,18 +16,16 @@ from elasticsite.reproduce.paper003_sim import EXPECTED, SAMPLES, Rebalance, fai
 pytestmark = pytest.mark.xdist_group("paper003")
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
-    return reproduce_paper003(tmp_path_factory.mktemp("paper003"), quick=True)
+quick = quick_reproduction(reproduce_paper003)
 
 
 def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
-    assert tuple(c.key for c in quick.claims) == PAPER003_CLAIMS
+    assert_in_order(quick, PAPER003_CLAIMS)
 
 
 @pytest.mark.parametrize("key", PAPER003_CLAIMS)
 def test_claim(quick: Reproduction, key: str) -> None:
-    assert quick.claim(key).verdict is Verdict.HOLDS, quick.claim(key)
+    assert_verdict(quick.claim(key))
 
 
 def test_the_report_shows_the_shares_beside_the_papers(quick: Reproduction) -> None:
@@ -57,11 +54,7 @@ def test_vms_in_error_fail_and_are_replaced() -> None:
 
 
 def test_a_trace_is_refused(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "reproduce", "paper003", "--quick",
-         "--trace", "x.swf"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={"COLUMNS": "200"},
-    )  # fmt: skip
+    done = run_reproduce(tmp_path, "paper003", "--quick", "--trace", "x.swf")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "error: --trace applies to paper002 and paper004 only"

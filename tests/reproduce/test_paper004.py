@@ -4,14 +4,13 @@ and the command line's refusals."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction, run_reproduce
 
 from elasticsite.history.observations import PROBE
-from elasticsite.reproduce import PAPER004_CLAIMS, Reproduction, Verdict, reproduce_paper004
+from elasticsite.reproduce import PAPER004_CLAIMS, Reproduction, reproduce_paper004
 from elasticsite.reproduce.paper004_advisor import CASE_STUDIES, case_observations
 
 # The module fixture runs the whole reproduction once: its tests share one xdist worker.
@@ -26,26 +25,16 @@ FAILS = {
 UNCHECKED = {"slurm_order": "--slurm"}
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
-    return reproduce_paper004(tmp_path_factory.mktemp("paper004"), quick=True)
+quick = quick_reproduction(reproduce_paper004)
 
 
 def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
-    assert tuple(c.key for c in quick.claims) == PAPER004_CLAIMS
+    assert_in_order(quick, PAPER004_CLAIMS)
 
 
 @pytest.mark.parametrize("key", PAPER004_CLAIMS)
 def test_claim(quick: Reproduction, key: str) -> None:
-    claim = quick.claim(key)
-    if key in FAILS:
-        assert claim.verdict is Verdict.FAILS, claim
-        assert FAILS[key] in claim.note
-    elif key in UNCHECKED:
-        assert claim.verdict is Verdict.UNCHECKED, claim
-        assert UNCHECKED[key] in claim.note
-    else:
-        assert claim.verdict is Verdict.HOLDS, claim
+    assert_verdict(quick.claim(key), fails=FAILS, unchecked=UNCHECKED)
 
 
 def test_the_report_says_what_is_real_and_what_is_synthesised(quick: Reproduction) -> None:
@@ -72,15 +61,8 @@ def test_a_case_study_history_is_seeded_and_shaped_like_runs() -> None:
     assert any(o.phase == PROBE for o in one)
 
 
-def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", "reproduce", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300, env={"COLUMNS": "200"},
-    )  # fmt: skip
-
-
 def test_a_missing_trace_is_one_line(tmp_path: Path) -> None:
-    done = run_cli(tmp_path, "paper004", "--quick", "--trace", "nope.swf")
+    done = run_reproduce(tmp_path, "paper004", "--quick", "--trace", "nope.swf")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["error: nope.swf: no such trace file"]
     assert not (tmp_path / "reproduce-out").exists()

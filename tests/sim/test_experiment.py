@@ -5,13 +5,13 @@ from __future__ import annotations
 import csv
 import math
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from tests.cli import run_cli
 
 from elasticsite.sim.experiment import (
     RESULTS,
@@ -339,15 +339,7 @@ def test_a_file_a_run_returns_outside_the_output_directory_is_refused(
 
 
 def cli(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=check,
-        env={"COLUMNS": "150", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )
+    return run_cli(*args, cwd=cwd, check=check, columns=150)
 
 
 def _toml(data: dict[str, Any]) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import io
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.cli import run_cli
 
 from elasticsite.cli.status import StatusLine
 from elasticsite.sim.cloud import sim_cloud
@@ -21,14 +21,7 @@ from ..clouds.conftest import wait_for
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 def test_the_readme_scalability_example_finishes_on_its_own_cloud() -> None:

@@ -15,10 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from tests.manager.conftest import wait_for
+from tests.manager.conftest import kill_workers, wait_for
 
 from elasticsite.batch.base import JobRequest
-from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import load_config
 from elasticsite.manager.site import Site as EmbeddedSite
 from elasticsite.manager.site import open_site
@@ -115,9 +114,7 @@ def running_site(
         manager.stop()
         thread.join(30)
         server.stop()
-        for cloud in site.clouds.values():
-            assert isinstance(cloud, LocalCloud)
-            cloud.kill_all()
+        kill_workers(site)
 
 
 def carol(command: list[str], walltime: float) -> JobRequest:

@@ -6,12 +6,10 @@ and whoever has a right credential and has not misbehaved gets in."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from elasticsite.urgent.refusals import principal_subject, source_subject
 from elasticsite.urgent.store import RATE_LIMITED, UrgentStore
@@ -22,13 +20,6 @@ from .test_routes import HOUR, Site, issue
 GUESSER, OTHER = "127.0.0.2", "127.0.0.3"
 P = "/urgent/portal"
 LIMIT = 5  # the Site's max_failures, in a window of 60 s
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    s = Site(tmp_path)
-    yield s
-    s.stop()
 
 
 def wrong(i: int) -> str:

@@ -5,21 +5,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from .test_routes import Site, auth, issue
 
 P = "/urgent/portal"
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    s = Site(tmp_path)
-    yield s
-    s.stop()
 
 
 def test_every_refusal_is_audited_for_the_administrators_without_a_secret(

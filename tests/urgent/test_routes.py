@@ -5,15 +5,12 @@ manager and a team member go through."""
 from __future__ import annotations
 
 import ssl
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from tests.context.conftest import free_port
+from tests.context.conftest import free_port, serve_in_thread
 
 from elasticsite.context.tls import ensure_certificate
 from elasticsite.server import build_server, create_app
@@ -54,12 +51,7 @@ class Site:
         self.port = free_port()
         self.server = build_server(app, host="127.0.0.1", port=self.port, certfile=cert,
                                    keyfile=key, log_level="warning")  # fmt: skip
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
+        self.thread = serve_in_thread(self.server)
         self.http = httpx.Client(base_url=f"https://127.0.0.1:{self.port}", verify=self.ca)
         self.clients = [self.http]
 
@@ -85,13 +77,6 @@ class Site:
             c.close()  # no keep-alive connection left to hold the server's shutdown
         self.server.should_exit = True
         self.thread.join(20)
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    s = Site(tmp_path)
-    yield s
-    s.stop()
 
 
 def auth(site: Site, who: str, resource: str, urgency: str, **more: Any) -> Any:

@@ -9,24 +9,15 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from elasticsite.urgent.tokens import Urgency
 
 from .test_routes import HOUR, Site, auth, issue
 
 P = "/urgent/portal"
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
-    s = Site(tmp_path)
-    yield s
-    s.stop()
 
 
 def signed_in(site: Site, credential: str) -> tuple[httpx.Client, str]:

@@ -1,0 +1,42 @@
+"""Property-based fuzzing of a live server's OpenAPI operations, shared by the broker's
+and the urgent services' schema tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import APIOperation, Case, GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.core.transport import Response
+
+
+def operations(app: Any) -> list[APIOperation]:
+    """Every operation of the FastAPI ``app``'s schema, as ``--docs`` would serve it."""
+    schema = schemathesis.openapi.from_dict(app.openapi())
+    return [result.ok() for result in schema.get_all_operations()]
+
+
+def fuzz(
+    operation: APIOperation, mode: GenerationMode, examples: int, send: Callable[[Case], Response]
+) -> bool:
+    """Send ``examples`` cases of ``operation`` generated in ``mode`` through ``send``
+    (which returns the server's answer), failing on any server error. False when no case
+    of that mode exists: nothing invalid can be sent to an operation taking only
+    free-form strings."""
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(case=operation.as_strategy(generation_mode=mode))
+    def run(case: Case) -> None:
+        case.validate_response(send(case), checks=[not_a_server_error])
+
+    try:
+        run()
+    except Unsatisfiable:
+        assert mode is GenerationMode.NEGATIVE
+        return False
+    return True

@@ -1,0 +1,55 @@
+"""What the paper modules' tests share: the quick reproduction, computed once per
+module; the verdict each claim must come to; and the ``reproduce`` command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elasticsite.reproduce import Claim, Reproduction, Verdict
+
+
+def quick_reproduction(reproduce: Callable[..., Reproduction], **settings: Any) -> Any:
+    """A module fixture ``quick``: ``reproduce`` run once on its quick variant (with
+    ``settings``), in a directory of its own. The module must keep its tests on one
+    xdist worker (``pytestmark = pytest.mark.xdist_group(...)``) for the once to hold."""
+    name = reproduce.__name__.removeprefix("reproduce_")
+
+    @pytest.fixture(scope="module")
+    def quick(tmp_path_factory: pytest.TempPathFactory) -> Reproduction:
+        """The paper, reproduced once on its quick variant."""
+        return reproduce(tmp_path_factory.mktemp(name), quick=True, **settings)
+
+    return quick
+
+
+def assert_in_order(repro: Reproduction, keys: tuple[str, ...]) -> None:
+    """Every claim of the paper is checked, in the paper's order."""
+    assert tuple(c.key for c in repro.claims) == keys
+
+
+def assert_verdict(
+    claim: Claim, *, fails: Mapping[str, str] = {}, unchecked: Mapping[str, str] = {}
+) -> None:
+    """The claim holds, unless it is listed in ``fails`` (then it must not hold) or in
+    ``unchecked`` (then it must not be checkable); a listed claim's note must carry the
+    words it is listed with, so a change that makes it hold shows up too."""
+    for verdict, listed in ((Verdict.FAILS, fails), (Verdict.UNCHECKED, unchecked)):
+        if claim.key in listed:
+            assert claim.verdict is verdict, claim
+            assert listed[claim.key] in claim.note
+            return
+    assert claim.verdict is Verdict.HOLDS, claim
+
+
+def run_reproduce(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``elasticsite reproduce ARGS`` in ``cwd``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "elasticsite", "reproduce", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=300, env={"COLUMNS": "200"},
+    )  # fmt: skip
