@@ -168,7 +168,9 @@ def test_a_cloud_that_does_not_answer_is_not_sensed_and_loses_no_worker(
         "slow": ec2_cloud("slow", site, proxy.url, creds),
         "fast": ec2_cloud("fast", site, endpoint, creds),
     }
-    mgr, _ = manager(tmp_path, site, clouds, 2, clock, per_cloud=1)
+    # A describe gets 30 s: on a busy machine moto's answer alone can take 10 s, and the
+    # cloud that answers must be told from the one that does not.
+    mgr, _ = manager(tmp_path, site, clouds, 2, clock, per_cloud=1, describe_timeout=30.0)
     mgr.step()  # one worker launched on each cloud
     clock.now += 10
     mgr.step()
