@@ -3,7 +3,8 @@
 The manager's store, the embedded batch system, the local cloud's registry and the
 broker's store each keep their state in one SQLite file, and several of those files
 are shared by many processes at once. Each is opened with :func:`connect` and changed
-inside :meth:`Connection.transaction`, so every one of them
+inside :meth:`Connection.transaction` (a file shared by threads through
+:class:`PerThread`, each thread its own connection), so every one of them
 
 - is created 0600 before SQLite creates its ``-wal`` and ``-shm`` with the same mode
   (:func:`~elasticsite.files.private_sqlite`);
@@ -21,14 +22,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from elasticsite.files import StateFileError, private_sqlite, state_file_error
 
-__all__ = ["Connection", "Synchronous", "connect"]
+__all__ = ["Connection", "PerThread", "Synchronous", "connect"]
 
 Synchronous = Literal["FULL", "NORMAL"]
 """``FULL``: every commit is on disk; ``NORMAL``: a power loss may undo the last ones."""
@@ -114,6 +116,46 @@ def connect(
         conn.close()
         raise _open_error(p, exc) from exc
     return conn
+
+
+class PerThread:
+    """One state file used from many threads: each thread its own connection, opened
+    (:func:`connect`, at the ``synchronous`` level given) when it first needs one."""
+
+    def __init__(self, path: Path, *, synchronous: Synchronous, busy_timeout: float) -> None:
+        self.path = path
+        self.synchronous: Synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        self._local = threading.local()
+
+    def get(self) -> Connection:
+        """This thread's connection."""
+        db: Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = connect(self.path, synchronous=self.synchronous, busy_timeout=self.busy_timeout)
+            self._local.db = db
+        return db
+
+    def create(self, schema: str) -> None:
+        """Run the ``;``-separated statements of ``schema``, each on its own and deferred:
+        one that finds its table (``IF NOT EXISTS``) takes no write lock, so opening a file
+        to read works while another process writes."""
+        db = self.get()
+        for statement in filter(str.strip, schema.split(";")):
+            with db.transaction(immediate=False):
+                db.execute(statement)
+
+    def read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        """All rows of one query, read from one snapshot."""
+        with self.get().transaction(immediate=False) as db:
+            return db.execute(sql, args).fetchall()
+
+    def close(self) -> None:
+        """Close this thread's connection (its next use opens another)."""
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
 
 
 def _open_error(path: Path, exc: sqlite3.Error) -> StateFileError:

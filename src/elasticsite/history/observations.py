@@ -17,14 +17,13 @@ raises :class:`~elasticsite.files.StateFileError`, ``PATH: cause``.
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from elasticsite.files import private_dir
-from elasticsite.sqlite import Connection, connect
+from elasticsite.sqlite import PerThread
 
 __all__ = [
     "DEFAULT_FILE",
@@ -174,31 +173,13 @@ class HistoryStore:
     def __init__(self, path: str | Path, timeout: float | None = None) -> None:
         self.path = Path(path)
         self.timeout = LOCK_TIMEOUT if timeout is None else timeout
-        self._local = threading.local()
+        self._db = PerThread(self.path, synchronous="NORMAL", busy_timeout=self.timeout)
         private_dir(self.path.parent)
-        db = self._db()
-        for statement in filter(str.strip, _SCHEMA.split(";")):
-            # Each on its own and deferred: one that finds its table takes no write lock.
-            with db.transaction(immediate=False):
-                db.execute(statement)
-
-    def _db(self) -> Connection:
-        db: Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = connect(self.path, synchronous="NORMAL", busy_timeout=self.timeout)
-            self._local.db = db
-        return db
-
-    def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        with self._db().transaction(immediate=False) as db:
-            return db.execute(sql, args).fetchall()
+        self._db.create(_SCHEMA)
 
     def close(self) -> None:
         """Close this thread's connection (another call opens it again)."""
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._db.close()
 
     def __enter__(self) -> HistoryStore:
         return self
@@ -228,7 +209,7 @@ class HistoryStore:
         ]
         if not rows:
             return 0
-        with self._db().transaction() as db:
+        with self._db.get().transaction() as db:
             before = db.total_changes
             db.executemany(
                 f"INSERT OR IGNORE INTO observations ({_COLUMNS}) "
@@ -268,7 +249,7 @@ class HistoryStore:
             if wanted is not None:
                 where.append(f"{column} = ?")  # column names are ours, never the caller's
                 args.append(wanted)
-        rows = self._read(
+        rows = self._db.read(
             f"SELECT id, {_COLUMNS} FROM observations WHERE {' AND '.join(where)} ORDER BY at, id",
             args,
         )
@@ -294,22 +275,22 @@ class HistoryStore:
     def keys(self, phase: str | None = None) -> list[Key]:
         """Every key that has observations (of ``phase``, if given), sorted."""
         sql = "SELECT DISTINCT phase, resource, policy, nodes, repository, app FROM observations"
-        rows = self._read(sql + " WHERE phase = ?", (phase,)) if phase else self._read(sql)
+        rows = self._db.read(sql + " WHERE phase = ?", (phase,)) if phase else self._db.read(sql)
         return sorted(Key(*row) for row in rows)
 
     def count(self, phase: str | None = None) -> int:
         """How many observations are stored (of ``phase``, if given)."""
         sql = "SELECT count(*) FROM observations"
-        rows = self._read(sql + " WHERE phase = ?", (phase,)) if phase else self._read(sql)
+        rows = self._db.read(sql + " WHERE phase = ?", (phase,)) if phase else self._db.read(sql)
         return int(rows[0][0])
 
     def last_id(self) -> int:
         """The row number of the newest observation (0 when there is none)."""
-        return int(self._read("SELECT coalesce(max(id), 0) FROM observations")[0][0])
+        return int(self._db.read("SELECT coalesce(max(id), 0) FROM observations")[0][0])
 
     def add_probe_failure(self, failure: ProbeFailure) -> None:
         """Remember that a probe of a repository failed (it adds no observation)."""
-        with self._db().transaction() as db:
+        with self._db.get().transaction() as db:
             db.execute(
                 "INSERT INTO probe_failures (repository, at, error) VALUES (?, ?, ?)",
                 (failure.repository, float(failure.at), failure.error),
@@ -327,7 +308,7 @@ class HistoryStore:
         if since is not None:
             where.append("at >= ?")
             args.append(since)
-        rows = self._read(
+        rows = self._db.read(
             f"SELECT id, repository, at, error FROM probe_failures WHERE {' AND '.join(where)} "
             "ORDER BY at, id",
             args,

@@ -13,6 +13,9 @@
   departures) on a thread pool, so nothing slow runs on the loop's thread, which is
   the only one that writes the state store; a step's terminations on one cloud go
   in as few calls as the cloud takes. Outcomes come back at the next step.
+
+How steps follow each other until the manager stops, and how it winds a site down,
+is :mod:`elasticsite.manager.lifetime`, the base of :class:`Manager`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from elasticsite.core import CoreState, Outcome, Plan, WorkerRecord, health
 from elasticsite.core.runner import CommandRunner
 from elasticsite.logs import ids
 from elasticsite.manager.dispatch import Dispatch
+from elasticsite.manager.lifetime import Lifetime
 from elasticsite.manager.power import power_requests
 from elasticsite.manager.report import StepReport
 from elasticsite.manager.spending import Spending
@@ -67,7 +71,7 @@ DESCRIBE_TIMEOUT = 5.0
 _WORKER = attrgetter("worker")
 
 
-class Manager:
+class Manager(Lifetime):
     """Keeps a site's cloud workers matched to its batch queue."""
 
     def __init__(
@@ -178,44 +182,7 @@ class Manager:
     def shutting_down(self) -> bool:
         return self.state.shutting_down
 
-    # -- the loop ------------------------------------------------------------
-
-    def run(self, on_step: Callable[[StepReport], None] | None = None) -> None:
-        """Iterate until :meth:`stop`, then shut down as configured."""
-        while not self._stop.is_set():
-            started = time.monotonic()
-            report = self._guarded_step()
-            if on_step is not None and report is not None:
-                on_step(report)
-            self._stop.wait(max(0.0, self.config.interval - (time.monotonic() - started)))
-        self.shutdown(on_step)
-
-    def stop(self) -> None:
-        """Stop after the current iteration; called again, cut a draining shutdown short."""
-        if self._stop.is_set():
-            self._abort.set()
-        self._stop.set()
-
-    def _guarded_step(self) -> StepReport | None:
-        """One iteration that cannot kill the loop: on an unexpected error the in-memory
-        view is rebuilt from the state store, which is the source of truth."""
-        try:
-            report = self.step()
-        except Exception:
-            log.exception("iteration failed; reloading state from %s", self.store.path)
-            self._bump("loop_errors")
-            try:
-                self.state.records = {r.worker.id: r for r in self.store.load()}
-            except Exception:
-                log.exception("cannot reload state; will retry next iteration")
-            return None
-        watching = [self.metrics.observe] if self.metrics is not None else []
-        for observe in [*watching, *self.observers]:
-            try:
-                observe(report)
-            except Exception:  # what watches the loop must never break it
-                log.exception("step observer %r failed", observe)
-        return report
+    # -- one step ------------------------------------------------------------
 
     def step(self) -> StepReport:
         """One full iteration."""
@@ -295,48 +262,6 @@ class Manager:
             )
         self.last_report = report
         return report
-
-    def shutdown(self, on_step: Callable[[StepReport], None] | None = None) -> None:
-        """Leave workers for the next start to adopt, or drain and terminate them all."""
-        if self.config.on_shutdown == "drain":
-            left = self._wind_down(time.monotonic() + self.config.shutdown_timeout, on_step)
-            if left:
-                log.warning(
-                    "stopped with %d workers still up (%s); the next start adopts them",
-                    left,
-                    "cut short" if self._abort.is_set() else "shutdown timed out",
-                )
-        self._close()
-
-    def take_down(
-        self,
-        timeout: float,
-        *,
-        immediate: bool = False,
-        on_step: Callable[[StepReport], None] | None = None,
-    ) -> int:
-        """Drain every worker the site owns and terminate it, or with ``immediate``
-        terminate them at once (their jobs go back to the queue); wait until none is
-        left, ``timeout`` seconds pass or :meth:`stop` is called; close. Returns how
-        many workers are left."""
-        self.state.shutdown_now = immediate
-        left = self._wind_down(time.monotonic() + timeout, on_step)
-        self._close()
-        return left
-
-    def _wind_down(self, deadline: float, on_step: Callable[[StepReport], None] | None) -> int:
-        self.state.shutting_down = True
-        self._sensing = False
-        self._stop.set()  # a later stop() cuts the wind-down short
-        while self.records and time.monotonic() < deadline and not self._abort.is_set():
-            started = time.monotonic()
-            report = self._guarded_step()
-            if on_step is not None and report is not None:
-                on_step(report)
-            if not self.records:
-                break
-            self._abort.wait(max(0.0, self.config.interval - (time.monotonic() - started)))
-        return len(self.records)
 
     def _close(self) -> None:
         self.dispatch.close()

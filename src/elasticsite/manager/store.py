@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -28,9 +27,22 @@ from typing import Any
 
 from elasticsite.core.plan import WorkerRecord, worker_id, worker_number
 from elasticsite.files import StateFileError, private_dir
-from elasticsite.model import Job, Transition, Worker, WorkerState
+from elasticsite.manager.store_rows import (
+    DONE,
+    SCHEMA,
+    WORKER_COLUMNS,
+    add_columns,
+    bill_row,
+    jobs_from_json,
+    jobs_to_json,
+    record_from_row,
+    record_row,
+    transition_from_row,
+    transition_row,
+)
+from elasticsite.model import Job, Transition, Worker
 from elasticsite.spend import Bill
-from elasticsite.sqlite import Connection, connect
+from elasticsite.sqlite import PerThread
 
 __all__ = [
     "LOCK_TIMEOUT",
@@ -44,70 +56,16 @@ __all__ = [
 LOCK_TIMEOUT = 30.0
 """Seconds to wait for another process's write lock before giving up as "locked"."""
 _WORKER_SEQ = "seq:worker"
-_DONE = "(state = 'terminated' OR (state = 'failed' AND instance_gone = 1))"
-"""A worker whose record the manager no longer loads: its instance is gone."""
-_WORKER_COLUMNS = (
-    "id, cloud, vm_type, cores, node, instance_id, state, requested_at, joined_at, "
-    "state_since, running_jobs, attempts, next_attempt_at, instance_gone, last_error, owner"
+_ADD = (
+    "INSERT INTO counters(name, value) VALUES (?, ?) "
+    "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"
 )
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS workers (
-    id TEXT PRIMARY KEY,
-    cloud TEXT NOT NULL,
-    vm_type TEXT NOT NULL,
-    cores INTEGER NOT NULL,
-    node TEXT NOT NULL,
-    instance_id TEXT,
-    state TEXT NOT NULL,
-    requested_at REAL NOT NULL,
-    joined_at REAL,
-    state_since REAL NOT NULL,
-    running_jobs INTEGER NOT NULL DEFAULT 0,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at REAL NOT NULL DEFAULT 0,
-    instance_gone INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT NOT NULL DEFAULT '',
-    owner TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS workers_state ON workers(state);
-CREATE TABLE IF NOT EXISTS transitions (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    worker_id TEXT NOT NULL,
-    from_state TEXT,
-    to_state TEXT NOT NULL,
-    at REAL NOT NULL,
-    cause TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS transitions_worker ON transitions(worker_id);
-CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS bills (
-    worker_id TEXT PRIMARY KEY,
-    cloud TEXT NOT NULL,
-    started REAL NOT NULL,
-    ended REAL NOT NULL,
-    price REAL NOT NULL,
-    increment REAL NOT NULL,
-    cost REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS bills_ended ON bills(ended);
-CREATE TABLE IF NOT EXISTS unservable_jobs (
-    job_id TEXT PRIMARY KEY,
-    reason TEXT NOT NULL,
-    since REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS power_requests (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    action TEXT NOT NULL,
-    node TEXT NOT NULL,
-    at REAL NOT NULL
-);
-"""
-
-
-_ADDED_COLUMNS = (("workers", "owner", "TEXT NOT NULL DEFAULT ''"),)
-"""Columns added since the first release: (table, column, definition)."""
+"""Add to a counter (one that does not exist yet starts from 0)."""
+_RAISE = (
+    "INSERT INTO counters(name, value) VALUES (?, ?) "
+    "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)"
+)
+"""Raise a counter to at least the value given; it never goes down."""
 
 
 class StateStore:
@@ -116,69 +74,39 @@ class StateStore:
     def __init__(self, path: str | Path, timeout: float | None = None) -> None:
         self.path = Path(path)
         self.timeout = LOCK_TIMEOUT if timeout is None else timeout
-        self._local = threading.local()
+        self._db = PerThread(self.path, synchronous="FULL", busy_timeout=self.timeout)
         private_dir(self.path.parent, tighten=False)  # the site's state directory is made so
-        db = self._db()
-        for statement in filter(str.strip, _SCHEMA.split(";")):
-            # Each on its own and deferred: a table that exists takes no write lock, so
-            # opening the store to read works while another process writes.
-            with db.transaction(immediate=False):
-                db.execute(statement)
-        self._add_columns(db)
-
-    @staticmethod
-    def _add_columns(db: Connection) -> None:
-        """Give a store written by an older elasticsite the columns it lacks (each with
-        the default its rows meant); a store that has them takes no write lock."""
-        for table, column, definition in _ADDED_COLUMNS:
-            with db.transaction(immediate=False) as tx:
-                known = {row[1] for row in tx.execute(f"PRAGMA table_info({table})")}
-            if column in known:
-                continue
-            with db.transaction() as tx:  # another process may have added it meanwhile
-                if column not in {row[1] for row in tx.execute(f"PRAGMA table_info({table})")}:
-                    tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
-
-    def _db(self) -> Connection:
-        """This thread's connection, opened (private, WAL, ``synchronous=FULL``) on first use."""
-        db: Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = connect(self.path, synchronous="FULL", busy_timeout=self.timeout)
-            self._local.db = db
-        return db
+        self._db.create(SCHEMA)
+        add_columns(self._db.get())
 
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """All writes inside commit together or not at all; nested blocks join the outer one."""
-        return self._db().transaction()
-
-    def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        """All rows of one query, read from one snapshot."""
-        with self._db().transaction(immediate=False) as db:
-            return db.execute(sql, args).fetchall()
+        return self._db.get().transaction()
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._db.close()
 
     # -- meta and counters -------------------------------------------------
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
-        rows = self._read("SELECT value FROM meta WHERE key=?", (key,))
+        rows = self._db.read("SELECT value FROM meta WHERE key=?", (key,))
         return rows[0][0] if rows else default
 
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
-    def cloud_health(self) -> dict[str, dict[str, object]]:
-        """The clouds' health records as the manager last saved them (:mod:`core.health`)."""
+    def _meta_table(self, key: str) -> dict[str, Any]:
+        """The JSON object kept under ``key``; empty if none, or not one."""
         try:
-            data = json.loads(self.get_meta("cloud_health") or "{}")
+            data = json.loads(self.get_meta(key) or "{}")
         except ValueError:
             return {}
         return data if isinstance(data, dict) else {}
+
+    def cloud_health(self) -> dict[str, dict[str, object]]:
+        """The clouds' health records as the manager last saved them (:mod:`core.health`)."""
+        return self._meta_table("cloud_health")
 
     def save_cloud_health(self, data: Mapping[str, object]) -> None:
         self.set_meta("cloud_health", json.dumps(data, sort_keys=True))
@@ -186,54 +114,18 @@ class StateStore:
     def cloud_errors(self) -> dict[str, dict[str, object]]:
         """The last error of each cloud as the manager last saved it: ``at``, ``what``
         (launch, terminate, describe), ``kind``, ``call`` (the API call), ``error``."""
-        try:
-            data = json.loads(self.get_meta("cloud_errors") or "{}")
-        except ValueError:
-            return {}
-        return (
-            {str(k): v for k, v in data.items() if isinstance(v, dict)}
-            if isinstance(data, dict)
-            else {}
-        )
+        data = self._meta_table("cloud_errors")
+        return {str(k): v for k, v in data.items() if isinstance(v, dict)}
 
     def save_cloud_errors(self, data: Mapping[str, object]) -> None:
         self.set_meta("cloud_errors", json.dumps(data, sort_keys=True))
 
     def held_jobs(self) -> list[Job]:
         """The queued jobs the manager holds (fair share), as it last saved them."""
-        try:
-            data = json.loads(self.get_meta("held_jobs") or "[]")
-            return [
-                Job(
-                    str(d["id"]),
-                    int(d["cores"]),
-                    float(d["walltime"]),
-                    float(d["submitted_at"]),
-                    user=str(d.get("user", "")),
-                    attributes={str(k): str(v) for k, v in d.get("attributes", {}).items()},
-                )
-                for d in data
-            ]
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return []
+        return jobs_from_json(self.get_meta("held_jobs") or "[]")
 
     def save_held_jobs(self, jobs: Iterable[Job]) -> None:
-        self.set_meta(
-            "held_jobs",
-            json.dumps(
-                [
-                    {
-                        "id": j.id,
-                        "cores": j.cores,
-                        "walltime": j.walltime,
-                        "submitted_at": j.submitted_at,
-                        "user": j.user,
-                        "attributes": dict(j.attributes),
-                    }
-                    for j in jobs
-                ]
-            ),
-        )
+        self.set_meta("held_jobs", jobs_to_json(jobs))
 
     def request_cloud_reset(self, cloud: str) -> None:
         """Ask the manager to open ``cloud`` again (taken at its next step)."""
@@ -259,11 +151,7 @@ class StateStore:
         """Reserve ``count`` consecutive numbers of sequence ``name``; returns the first."""
         key = f"seq:{name}"
         with self.transaction() as db:
-            db.execute(
-                "INSERT INTO counters(name, value) VALUES (?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
-                (key, count),
-            )
+            db.execute(_ADD, (key, count))
             row = db.execute("SELECT value FROM counters WHERE name=?", (key,)).fetchone()
             return int(row[0]) - count + 1
 
@@ -285,41 +173,29 @@ class StateStore:
                 if exists or wid in taken:
                     continue
                 out.append(wid)
-            db.execute(
-                "INSERT INTO counters(name, value) VALUES (?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
-                (_WORKER_SEQ, number),
-            )
+            db.execute(_RAISE, (_WORKER_SEQ, number))
         return out
 
     def last_worker_number(self) -> int:
         """The highest worker number given so far (or reserved)."""
-        rows = self._read("SELECT value FROM counters WHERE name=?", (_WORKER_SEQ,))
+        rows = self._db.read("SELECT value FROM counters WHERE name=?", (_WORKER_SEQ,))
         return int(rows[0][0]) if rows else 0
 
     def reserve_worker_numbers(self, at_least: int) -> None:
         """Make sure no new worker gets a number up to ``at_least`` (seen in a cloud's tags)."""
         with self.transaction() as db:
-            db.execute(
-                "INSERT INTO counters(name, value) VALUES (?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
-                (_WORKER_SEQ, at_least),
-            )
+            db.execute(_RAISE, (_WORKER_SEQ, at_least))
 
     def has_worker(self, wid: str) -> bool:
         """Whether a record of worker ``wid`` exists, finished or not."""
-        return bool(self._read("SELECT 1 FROM workers WHERE id=?", (wid,)))
+        return bool(self._db.read("SELECT 1 FROM workers WHERE id=?", (wid,)))
 
     def bump(self, name: str, by: int = 1) -> None:
         with self.transaction() as db:
-            db.execute(
-                "INSERT INTO counters(name, value) VALUES (?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
-                (name, by),
-            )
+            db.execute(_ADD, (name, by))
 
     def counters(self) -> dict[str, int]:
-        rows = self._read("SELECT name, value FROM counters WHERE name NOT LIKE 'seq:%'")
+        rows = self._db.read("SELECT name, value FROM counters WHERE name NOT LIKE 'seq:%'")
         return {name: int(value) for name, value in rows}
 
     # -- queued jobs no cloud can run -----------------------------------------
@@ -327,7 +203,7 @@ class StateStore:
     def unservable(self) -> dict[str, tuple[str, float]]:
         """Queued jobs the manager found no cloud could run at its last step: job id ->
         (why, since when). Read without the manager running: the last known marks."""
-        rows = self._read(
+        rows = self._db.read(
             "SELECT job_id, reason, since FROM unservable_jobs ORDER BY since, job_id"
         )
         return {str(j): (str(r), float(t)) for j, r, t in rows}
@@ -366,31 +242,11 @@ class StateStore:
     # -- workers -----------------------------------------------------------
 
     def save(self, rec: WorkerRecord) -> None:
-        w = rec.worker
         with self.transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO workers(id, cloud, vm_type, cores, node, instance_id, "
-                "state, requested_at, joined_at, state_since, running_jobs, attempts, "
-                "next_attempt_at, instance_gone, last_error, owner) "
+                f"INSERT OR REPLACE INTO workers({WORKER_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    w.id,
-                    w.cloud,
-                    w.vm_type,
-                    w.cores,
-                    w.node,
-                    w.instance_id,
-                    w.state.value,
-                    w.requested_at,
-                    w.joined_at,
-                    w.state_since,
-                    w.running_jobs,
-                    rec.attempts,
-                    rec.next_attempt_at,
-                    int(rec.instance_gone),
-                    rec.last_error,
-                    w.owner,
-                ),
+                record_row(rec),
             )
 
     def record(self, transitions: list[Transition]) -> None:
@@ -400,25 +256,16 @@ class StateStore:
             db.executemany(
                 "INSERT INTO transitions(worker_id, from_state, to_state, at, cause) "
                 "VALUES (?, ?, ?, ?, ?)",
-                [
-                    (
-                        t.worker_id,
-                        t.from_state.value if t.from_state else None,
-                        t.to_state.value,
-                        t.at,
-                        str(t.cause),
-                    )
-                    for t in transitions
-                ],
+                [transition_row(t) for t in transitions],
             )
 
     def load(self, *, include_done: bool = False, history: bool = False) -> list[WorkerRecord]:
         """Workers still needing attention (or all of them), oldest first."""
-        sql = f"SELECT {_WORKER_COLUMNS} FROM workers"
+        sql = f"SELECT {WORKER_COLUMNS} FROM workers"
         if not include_done:
-            sql += f" WHERE NOT {_DONE}"
+            sql += f" WHERE NOT {DONE}"
         sql += " ORDER BY requested_at, id"
-        out = [_record(row) for row in self._read(sql)]
+        out = [record_from_row(row) for row in self._db.read(sql)]
         if history and out:
             by_id = {r.worker.id: r.worker for r in out}
             for t in self.transitions():
@@ -430,24 +277,21 @@ class StateStore:
 
     def add_bills(self, bills: Iterable[Bill]) -> None:
         """Keep the bills of workers whose records are done (once each)."""
-        rows = [
-            (b.worker_id, b.cloud, b.start, b.end, b.price_per_hour, b.increment, b.cost)
-            for b in bills
-        ]
+        rows = [bill_row(b) for b in bills]
         if rows:
             with self.transaction() as db:
                 db.executemany("INSERT OR IGNORE INTO bills VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
     def bill_totals(self) -> dict[str, float]:
         """What the billed workers cost, per cloud."""
-        rows = self._read("SELECT cloud, SUM(cost) FROM bills GROUP BY cloud")
+        rows = self._db.read("SELECT cloud, SUM(cost) FROM bills GROUP BY cloud")
         return {str(cloud): float(total) for cloud, total in rows}
 
     def bills_ending_after(self, at: float) -> list[Bill]:
         """The bills of workers that ended after ``at``."""
         return [
             Bill(str(w), str(c), float(s), float(e), float(p), float(i))
-            for w, c, s, e, p, i in self._read(
+            for w, c, s, e, p, i in self._db.read(
                 "SELECT worker_id, cloud, started, ended, price, increment FROM bills "
                 "WHERE ended > ?",
                 (at,),
@@ -458,10 +302,10 @@ class StateStore:
         """Workers whose records are done but have no bill (finished before bills were
         kept, by an older version)."""
         sql = (
-            f"SELECT {_WORKER_COLUMNS} FROM workers WHERE {_DONE} "
+            f"SELECT {WORKER_COLUMNS} FROM workers WHERE {DONE} "
             "AND id NOT IN (SELECT worker_id FROM bills)"
         )
-        return [_record(row).worker for row in self._read(sql)]
+        return [record_from_row(row).worker for row in self._db.read(sql)]
 
     def transitions(
         self, worker_id: str | None = None, last: int | None = None
@@ -477,26 +321,4 @@ class StateStore:
             args = (*args, last)
         else:
             sql += " ORDER BY seq"
-        return [
-            Transition(r[1], WorkerState(r[2]) if r[2] else None, WorkerState(r[3]), r[4], r[5])
-            for r in self._read(sql, args)
-        ]
-
-
-def _record(row: Sequence[Any]) -> WorkerRecord:
-    """A worker's record from a row of ``_WORKER_COLUMNS``."""
-    w = Worker(
-        id=row[0],
-        cloud=row[1],
-        vm_type=row[2],
-        cores=row[3],
-        requested_at=row[7],
-        state=WorkerState(row[6]),
-        instance_id=row[5],
-        node=row[4],
-        joined_at=row[8],
-        state_since=row[9],
-        running_jobs=row[10],
-        owner=row[15],
-    )
-    return WorkerRecord(w, row[11], row[12], bool(row[13]), row[14])
+        return [transition_from_row(r) for r in self._db.read(sql, args)]
