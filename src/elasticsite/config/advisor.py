@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from itertools import pairwise
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from elasticsite.config.common import DAY, Strict
 
@@ -35,10 +35,22 @@ _DEFAULT_QUANTILES = [0.5, 0.75, 0.9, 0.95, 0.99]
 GIB = 1024**3
 
 
+def _resource_name(v: str) -> str:
+    if not _RESOURCE.match(v):
+        raise ValueError("must be 1-64 letters, digits, '.', '_', ':' or '-'")
+    return v
+
+
+ResourceName = Annotated[str, AfterValidator(_resource_name)]
+"""A resource's or repository's name, as the history records it."""
+
+
 class AdvisorResource(Strict):
     """A place an urgent job can run: a batch cluster (or partition) or a cloud."""
 
-    name: str = Field(description="cluster, partition or cloud name, as history records it")
+    name: ResourceName = Field(
+        description="cluster, partition or cloud name, as history records it"
+    )
     kind: Literal["batch", "cloud"] = "batch"
     nodes: list[int] = Field(
         default_factory=lambda: [1],
@@ -47,13 +59,6 @@ class AdvisorResource(Strict):
     )
     policies: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
     app: str = Field("", description="application whose run times bound execution here")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not _RESOURCE.match(v):
-            raise ValueError("must be 1-64 letters, digits, '.', '_', ':' or '-'")
-        return v
 
     @field_validator("nodes")
     @classmethod
@@ -85,7 +90,7 @@ class AdvisorRepository(Strict):
     shell) run with the repository's URL and size in its environment.
     """
 
-    name: str
+    name: ResourceName
     url: str | None = Field(None, description="http(s) URL of a file at least `bytes` long")
     command: list[str] | None = Field(None, description="argv of a command that transfers")
     bytes: int = Field(
@@ -93,13 +98,6 @@ class AdvisorRepository(Strict):
     )
     period: float = Field(600.0, gt=0, le=DAY, description="seconds between probes")
     timeout: float = Field(300.0, gt=0, le=DAY, description="seconds before a probe fails")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not _RESOURCE.match(v):
-            raise ValueError("must be 1-64 letters, digits, '.', '_', ':' or '-'")
-        return v
 
     @field_validator("url")
     @classmethod
