@@ -18,6 +18,7 @@ import typer
 from rich.text import Text
 
 from elasticsite.cli.common import PositiveFloat, PositiveInt, console, fail
+from elasticsite.cli.reproduce_all import reproduce_all, verdict_line
 from elasticsite.cli.status import ProgressOpt, StatusLine
 
 __all__ = ["reproduce"]
@@ -86,8 +87,6 @@ def reproduce(
     if paper is Paper.all:
         if trace is not None or period is not None or slurm:
             raise fail("--trace, --period and --slurm apply to one paper, not to all")
-        from elasticsite.cli.reproduce_all import reproduce_all
-
         return reproduce_all(quick=quick, out=out, workers=workers, progress=progress)
     from elasticsite.reproduce import (
         reproduce_paper000,
@@ -162,10 +161,7 @@ def reproduce(
             + claim.measured,
             highlight=False,
         )
-    counts = repro.verdicts()
     console.print(
-        f"{paper.value}{' (quick)' if quick else ''}: "
-        + ", ".join(f"{v.value}: {n}" for v, n in counts.items())
-        + f", in {repro.seconds:.1f} s; report: {report}",
+        verdict_line(paper.value, repro.verdicts(), repro.seconds, report, quick=quick),
         highlight=False,
     )

@@ -8,14 +8,30 @@ when a paper could not run (the others still do), 0 otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from elasticsite.cli.common import console, fail
 from elasticsite.cli.status import StatusLine
 
-__all__ = ["reproduce_all"]
+if TYPE_CHECKING:
+    from elasticsite.reproduce.claims import Verdict
+
+__all__ = ["reproduce_all", "verdict_line"]
+
+
+def verdict_line(
+    name: str, counts: Mapping[Verdict, int], seconds: float, report: Path | None, *, quick: bool
+) -> str:
+    """How one paper's reproduction ended: its verdict counts, run time and report."""
+    return (
+        f"{name}{' (quick)' if quick else ''}: "
+        + ", ".join(f"{v.value}: {n}" for v, n in counts.items())
+        + f", in {seconds:.1f} s; report: {report}"
+    )
 
 
 def reproduce_all(
@@ -48,11 +64,8 @@ def reproduce_all(
                     highlight=False,
                 )
                 return
-            counts = o.counts()
             console.print(
-                f"{o.name}{' (quick)' if quick else ''}: "
-                + ", ".join(f"{v.value}: {n}" for v, n in counts.items())
-                + f", in {o.seconds:.1f} s; report: {o.report}",
+                verdict_line(o.name, o.counts(), o.seconds, o.report, quick=quick),
                 highlight=False,
                 soft_wrap=True,
             )
