@@ -232,12 +232,19 @@ def _fig3_claims(sweeps: dict[str, list[Row]]) -> list[Claim]:
     ]  # fmt: skip
 
 
-def _fig4_claims(rows: list[Row]) -> list[Claim]:
+def _deadline_sweep(
+    rows: Sequence[Row], *columns: str
+) -> tuple[list[str], list[str], list[dict[tuple[str, ...], float]]]:
+    """Figures 4 and 5's sweep: its stringencies and deadline-job shares in order, and
+    each of ``columns`` by (stringency, share, strategy)."""
     by = _by(rows, "stringency", "fraction", "strategy")
     sfs = sorted({r["stringency"] for r in rows}, key=float)
     fractions = sorted({r["fraction"] for r in rows}, key=float)
-    money = {k: number(r["money_spent"]) for k, r in by.items()}
-    sent = {k: number(r["jobs_on_cloud"]) for k, r in by.items()}
+    return sfs, fractions, [{k: number(r[c]) for k, r in by.items()} for c in columns]
+
+
+def _fig4_claims(rows: list[Row]) -> list[Claim]:
+    sfs, fractions, (money, sent) = _deadline_sweep(rows, "money_spent", "jobs_on_cloud")
     worst = 0.0
     least = True
     for sf in sfs:
@@ -278,11 +285,7 @@ def _fig4_claims(rows: list[Row]) -> list[Claim]:
 
 
 def _fig5_claims(rows: list[Row]) -> list[Claim]:
-    by = _by(rows, "stringency", "fraction", "strategy")
-    sfs = sorted({r["stringency"] for r in rows}, key=float)
-    fractions = sorted({r["fraction"] for r in rows}, key=float)
-    share = {k: number(r["rejected_share"]) for k, r in by.items()}
-    money = {k: number(r["money_spent"]) for k, r in by.items()}
+    sfs, fractions, (share, money) = _deadline_sweep(rows, "rejected_share", "money_spent")
     if not any(v > 0 for v in money.values()):
         return [_idle(key, "") for key in PAPER002_CLAIMS[6:8]]
     cloud = max(share[sf, f, "deadline_aggressive"] for sf in sfs for f in fractions)
