@@ -92,62 +92,57 @@ def write_plot(path: str | Path, timeline: Timeline, title: str, scale: float = 
     return path
 
 
-def write_timeline_csv(path: str | Path, timeline: Timeline, scale: float = 1.0) -> Path:
-    """The step series a plot is drawn from: each row's counts hold until the next row."""
-    _check_scale(scale)
+def _write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Iterable[object]]) -> Path:
+    """``rows`` under ``header`` in the CSV file ``path``, each written as it comes."""
     path = Path(path)
     with path.open("w", newline="", encoding="utf-8") as f:
         out = csv.writer(f)
-        out.writerow(["time", "queued", "running", "live_workers", "joined_workers"])
-        for i, t in enumerate(timeline.relative(scale)):
-            out.writerow(
-                [
-                    _number(float(t)),
-                    int(timeline.queued[i]),
-                    int(timeline.running[i]),
-                    int(timeline.live_workers[i]),
-                    int(timeline.joined_workers[i]),
-                ]
-            )
+        out.writerow(header)
+        out.writerows(rows)
     return path
+
+
+def write_timeline_csv(path: str | Path, timeline: Timeline, scale: float = 1.0) -> Path:
+    """The step series a plot is drawn from: each row's counts hold until the next row."""
+    _check_scale(scale)
+    header = ("time", "queued", "running", "live_workers", "joined_workers")
+    rows = (
+        (
+            _number(float(t)),
+            int(timeline.queued[i]),
+            int(timeline.running[i]),
+            int(timeline.live_workers[i]),
+            int(timeline.joined_workers[i]),
+        )
+        for i, t in enumerate(timeline.relative(scale))
+    )
+    return _write_csv(path, header, rows)
 
 
 def write_jobs_csv(path: str | Path, jobs: Sequence[Job], scale: float = 1.0) -> Path:
     """One row per job; times in seconds since the first submission, empty when unknown."""
     _check_scale(scale)
-    path = Path(path)
     origin = min((j.submitted_at for j in jobs), default=0.0)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
-        out.writerow(
-            [
-                "id",
-                "cores",
-                "walltime",
-                "submitted_at",
-                "started_at",
-                "finished_at",
-                "wait",
-                "node",
-                "exit_code",
-            ]
+
+    def row(j: Job) -> tuple[object, ...]:
+        wait = None if j.started_at is None else (j.started_at - j.submitted_at) * scale
+        return (
+            j.id,
+            j.cores,
+            _number(j.walltime * scale),
+            _since(j.submitted_at, origin, scale),
+            _since(j.started_at, origin, scale),
+            _since(j.finished_at, origin, scale),
+            _number(wait),
+            j.node or "",
+            "" if j.exit_code is None else j.exit_code,
         )
-        for j in jobs:
-            wait = None if j.started_at is None else (j.started_at - j.submitted_at) * scale
-            out.writerow(
-                [
-                    j.id,
-                    j.cores,
-                    _number(j.walltime * scale),
-                    _since(j.submitted_at, origin, scale),
-                    _since(j.started_at, origin, scale),
-                    _since(j.finished_at, origin, scale),
-                    _number(wait),
-                    j.node or "",
-                    "" if j.exit_code is None else j.exit_code,
-                ]
-            )
-    return path
+
+    header = (
+        "id", "cores", "walltime", "submitted_at", "started_at", "finished_at", "wait", "node",
+        "exit_code",
+    )  # fmt: skip
+    return _write_csv(path, header, map(row, jobs))
 
 
 def write_workers_csv(
@@ -164,54 +159,34 @@ def write_workers_csv(
     ``jobs`` is needed to know when each worker's node ran work; ``until`` closes the
     life of still-live workers (default: the last instant any record mentions).
     """
-    path = Path(path)
     usage = worker_usage(workers, jobs, clouds, until=until, scale=scale)
     starts = [j.submitted_at for j in jobs] or [w.requested_at for w in workers]
     origin = min(starts, default=0.0)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
-        out.writerow(
-            [
-                "id",
-                "cloud",
-                "vm_type",
-                "requested_at",
-                "joined_at",
-                "ended_at",
-                "state",
-                "active_s",
-                "busy_s",
-                "overhead_s",
-                "cost",
-                "end_cause",
-            ]
+    header = (
+        "id", "cloud", "vm_type", "requested_at", "joined_at", "ended_at", "state", "active_s",
+        "busy_s", "overhead_s", "cost", "end_cause",
+    )  # fmt: skip
+    rows = (
+        (
+            u.id,
+            u.cloud,
+            u.vm_type,
+            _since(u.requested_at, origin, scale),
+            _since(u.joined_at, origin, scale),
+            _since(u.ended_at, origin, scale),
+            u.state.value,
+            _number(u.active),
+            _number(u.busy),
+            _number(u.overhead),
+            _number(u.cost),
+            u.end_cause or "",
         )
-        for u in usage:
-            out.writerow(
-                [
-                    u.id,
-                    u.cloud,
-                    u.vm_type,
-                    _since(u.requested_at, origin, scale),
-                    _since(u.joined_at, origin, scale),
-                    _since(u.ended_at, origin, scale),
-                    u.state.value,
-                    _number(u.active),
-                    _number(u.busy),
-                    _number(u.overhead),
-                    _number(u.cost),
-                    u.end_cause or "",
-                ]
-            )
-    return path
+        for u in usage
+    )
+    return _write_csv(path, header, rows)
 
 
 def write_summary_csv(path: str | Path, metrics: WorkloadMetrics) -> Path:
     """The summary table (``WorkloadMetrics.to_rows``) as label, value, unit rows."""
-    path = Path(path)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
-        out.writerow(["label", "value", "unit"])
-        for label, value, unit in metrics.to_rows():
-            out.writerow([label, _number(value), unit])
-    return path
+    rows = ((label, _number(value), unit) for label, value, unit in metrics.to_rows())
+    return _write_csv(path, ("label", "value", "unit"), rows)
