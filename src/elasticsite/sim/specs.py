@@ -124,6 +124,15 @@ class ReplaySpec(Strict):
         return self
 
 
+def _distinct_within(value: list[float], high: float, one: str, many: str) -> list[float]:
+    """``value`` if each of its numbers is in (0, ``high``] and none repeats."""
+    if any(not 0 < f <= high for f in value):
+        raise ValueError(f"every {one} must be in (0, {high:g}], got {value}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{many} must be distinct")
+    return value
+
+
 class DeadlineSpec(ReplaySpec):
     """A paper-002 deadline experiment (Figures 4 and 5): a share of the jobs gets a
     deadline, and each strategy set is judged by the violations and rejections it
@@ -161,20 +170,12 @@ class DeadlineSpec(ReplaySpec):
     @field_validator("fractions")
     @classmethod
     def _fractions(cls, value: list[float]) -> list[float]:
-        if any(not 0 < f <= 1 for f in value):
-            raise ValueError(f"every fraction must be in (0, 1], got {value}")
-        if len(set(value)) != len(value):
-            raise ValueError("fractions must be distinct")
-        return value
+        return _distinct_within(value, 1, "fraction", "fractions")
 
     @field_validator("stringency")
     @classmethod
     def _stringency(cls, value: list[float]) -> list[float]:
-        if any(not 0 < f <= 100 for f in value):
-            raise ValueError(f"every stringency factor must be in (0, 100], got {value}")
-        if len(set(value)) != len(value):
-            raise ValueError("stringency factors must be distinct")
-        return value
+        return _distinct_within(value, 100, "stringency factor", "stringency factors")
 
     @model_validator(mode="after")
     def _no_sweep(self) -> DeadlineSpec:
