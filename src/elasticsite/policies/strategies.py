@@ -159,7 +159,23 @@ def _same_ratio(a: Pool, b: Pool) -> bool:
     return a.demand * b.capacity == b.demand * a.capacity
 
 
-class ShortestQueue(Strategy):
+class _Redirecting(Strategy):
+    """A strategy set that, after each instant's arrivals and completions, moves waiting
+    site jobs to the cloud (:meth:`redirect`); without a cloud nothing moves."""
+
+    reacts = True
+
+    def on_change(self, ctx: Context, now: float) -> None:
+        cloud = ctx.cloud
+        if cloud is not None:
+            self.redirect(ctx, ctx.site, cloud, now)
+
+    def redirect(self, ctx: Context, site: Pool, cloud: Pool, now: float) -> None:
+        """Redirect the waiting jobs of ``site`` this strategy set sends to ``cloud``."""
+        raise NotImplementedError
+
+
+class ShortestQueue(_Redirecting):
     """EASY on both; while the cloud's queue ratio is below the site's, redirect the site's
     waiting jobs in queue order, letting the cloud start each before re-comparing.
 
@@ -168,13 +184,8 @@ class ShortestQueue(Strategy):
 
     name = "shortest_queue"
     cloud_scheduler = "easy"
-    reacts = True
 
-    def on_change(self, ctx: Context, now: float) -> None:
-        cloud = ctx.cloud
-        if cloud is None:
-            return
-        site = ctx.site
+    def redirect(self, ctx: Context, site: Pool, cloud: Pool, now: float) -> None:
         for job in site.waiting_ids():
             if _ratio(cloud) >= _ratio(site):
                 break
@@ -183,7 +194,7 @@ class ShortestQueue(Strategy):
                 ctx.start_cloud(now)
 
 
-class WeightedQueue(Strategy):
+class WeightedQueue(_Redirecting):
     """EASY on both; ``num_vms`` is the smaller of the site's waiting demand (VMs) and the
     cloud's VM limit, and waiting site jobs are redirected until the cloud's VMs (in
     execution, plus any queued there) would pass ``num_vms``.
@@ -196,13 +207,8 @@ class WeightedQueue(Strategy):
 
     name = "weighted_queue"
     cloud_scheduler = "easy"
-    reacts = True
 
-    def on_change(self, ctx: Context, now: float) -> None:
-        cloud = ctx.cloud
-        if cloud is None:
-            return
-        site = ctx.site
+    def redirect(self, ctx: Context, site: Pool, cloud: Pool, now: float) -> None:
         in_use = cloud.capacity - cloud.free_now(now) + cloud.demand
         budget = min(site.demand, cloud.capacity) - in_use
         for job in site.waiting_ids():
@@ -215,7 +221,7 @@ class WeightedQueue(Strategy):
         ctx.start_cloud(now)
 
 
-class Selective(Strategy):
+class Selective(_Redirecting):
     """Selective-Differential-Adaptive: selective backfilling on the site with an
     adaptive threshold per job category (:mod:`elasticsite.batch.selective`; by
     default requested time <= / > 1 h x width <= / > 8 VMs), conservative backfilling
@@ -233,7 +239,6 @@ class Selective(Strategy):
     name = "selective"
     site_scheduler = "selective"
     cloud_scheduler = "conservative"
-    reacts = True
 
     def __init__(self, categories: Categories = DEFAULT_CATEGORIES) -> None:
         self.categories = categories
@@ -241,11 +246,7 @@ class Selective(Strategy):
     def make_site(self, capacity: int) -> EasyPool | BackfillPool:
         return BackfillPool(capacity, selective=True, categories=self.categories)
 
-    def on_change(self, ctx: Context, now: float) -> None:
-        cloud = ctx.cloud
-        if cloud is None:
-            return
-        site = ctx.site
+    def redirect(self, ctx: Context, site: Pool, cloud: Pool, now: float) -> None:
         if _same_ratio(cloud, site):
             return
         threshold_of = getattr(site, "threshold_of", None)
