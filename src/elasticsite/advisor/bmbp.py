@@ -30,6 +30,7 @@ __all__ = [
     "HistoryTooShort",
     "bmbp_bound",
     "check_probability",
+    "check_value",
     "min_history",
     "order_index",
     "order_indices",
@@ -77,6 +78,16 @@ def _rebuild(
     purpose: str | None,
 ) -> HistoryTooShort:
     return HistoryTooShort(needed, have, quantile, confidence, purpose=purpose)
+
+
+def check_value(value: float) -> float:
+    """``value``, one observation, as a finite float, or a ValueError saying why not."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise ValueError(f"a value must be a number, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"a value must be finite, got {x!r}")
+    return x
 
 
 def check_probability(name: str, value: float) -> float:

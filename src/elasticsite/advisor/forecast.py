@@ -32,7 +32,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from scipy.signal import lfilter
 from scipy.stats import norm
 
-from elasticsite.advisor.bmbp import HistoryTooShort, as_samples, check_probability
+from elasticsite.advisor.bmbp import HistoryTooShort, as_samples, check_probability, check_value
 
 __all__ = ["FORECASTERS", "GAINS", "WINDOWS", "AdaptiveForecast", "transfer_bound", "z_for"]
 
@@ -145,11 +145,7 @@ class AdaptiveForecast:
 
     def add(self, value: float) -> None:
         """Score every forecaster on ``value``, then let them all see it."""
-        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-            raise ValueError(f"a value must be a number, got {value!r}")
-        x = float(value)
-        if not math.isfinite(x):
-            raise ValueError(f"a value must be finite, got {value!r}")
+        x = check_value(value)
         if self._count:
             self._sse += (x - self._next) ** 2
             self._smooth += _GAIN * (x - self._smooth)

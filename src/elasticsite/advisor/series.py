@@ -58,6 +58,7 @@ from elasticsite.advisor.bmbp import (
     _order_index,
     as_samples,
     check_probability,
+    check_value,
     index_table,
 )
 
@@ -161,11 +162,7 @@ class Series:
 
     def add(self, value: float) -> bool:
         """Add one value; True when it completed a run that was taken as a change point."""
-        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-            raise ValueError(f"a value must be a number, got {value!r}")
-        value = float(value)
-        if not np.isfinite(value):
-            raise ValueError(f"a value must be finite, got {value!r}")
+        value = check_value(value)
         self._cache.clear()
         if not self.detect_changes:
             self._values.append(value)
