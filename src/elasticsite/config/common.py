@@ -6,12 +6,21 @@ import re
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["DAY", "HOUR", "NAME", "WEEK", "ConfigError", "Strict", "explain"]
+__all__ = ["DAY", "HOUR", "NAME", "WEEK", "ConfigError", "Strict", "base_url", "explain"]
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 HOUR = 3600.0
 DAY = 86400.0
 WEEK = 7 * DAY
+_BASE_URL = re.compile(r"^https?://[^/\s]+/?$")
+
+
+def base_url(value: str, expected: str) -> str:
+    """``value``, an http(s) URL of a host (and port) only, without a trailing slash;
+    otherwise a ValueError saying it ``must be`` what ``expected`` describes."""
+    if not _BASE_URL.match(value):
+        raise ValueError(f"must be {expected}")
+    return value.rstrip("/")
 
 
 class ConfigError(ValueError):

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from elasticsite.config.common import DAY, HOUR, WEEK, Strict
+from elasticsite.config.common import DAY, HOUR, WEEK, Strict, base_url
 from elasticsite.plugins import FilePath
 from elasticsite.spend import Budget, Period
 
@@ -81,9 +81,7 @@ class ContextConfig(Strict):
     @field_validator("broker")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not re.match(r"^https?://[^/\s]+/?$", v):
-            raise ValueError("must be a base URL like https://host:8443")
-        return v.rstrip("/")
+        return base_url(v, "a base URL like https://host:8443")
 
 
 class ManagerConfig(Strict):

@@ -3,12 +3,11 @@ what each urgency earns a job here. See ``docs/urgent.md``."""
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
-from elasticsite.config.common import Strict
+from elasticsite.config.common import Strict, base_url
 from elasticsite.plugins import FilePath
 
 __all__ = ["UrgentConfig"]
@@ -44,6 +43,4 @@ class UrgentConfig(Strict):
     @field_validator("server")
     @classmethod
     def _server(cls, v: str) -> str:
-        if not re.match(r"^https?://[^/\s]+/?$", v):
-            raise ValueError("must be the server's base URL, like https://head:8443")
-        return v.rstrip("/")
+        return base_url(v, "the server's base URL, like https://head:8443")
