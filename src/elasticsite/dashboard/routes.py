@@ -18,7 +18,6 @@ content security policy that allows only the dashboard's own script and style.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import secrets
 import time
@@ -34,6 +33,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from elasticsite.dashboard.views import STATES, age_text, overview
 from elasticsite.history.samples import HistoryReader
 from elasticsite.spend import utc
+from elasticsite.web.credentials import digest
 from elasticsite.web.pages import PAGE_HEADERS, read_form
 
 __all__ = ["PAGE_HEADERS", "SESSION_COOKIE", "Dashboard", "install", "read_form"]
@@ -42,10 +42,6 @@ SESSION_COOKIE = "elasticsite_session"
 CSRF_COOKIE = "elasticsite_csrf"
 SESSION_SECONDS = 12 * 3600
 REFRESH_SECONDS = 5
-
-
-def _digest(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()
 
 
 class Dashboard:
@@ -64,7 +60,7 @@ class Dashboard:
         self.site_file = site_file
         self.clock = clock
         self.stale_after = stale_after
-        self._sessions: dict[str, tuple[float, str]] = {}  # digest -> (expiry, csrf)
+        self._sessions: dict[bytes, tuple[float, str]] = {}  # digest -> (expiry, csrf)
         self.env = Environment(
             loader=PackageLoader("elasticsite", "dashboard/templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
@@ -81,7 +77,7 @@ class Dashboard:
         for key in [k for k, (exp, _) in self._sessions.items() if exp < now]:
             del self._sessions[key]
         value, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(24)
-        self._sessions[_digest(value)] = (now + SESSION_SECONDS, csrf)
+        self._sessions[digest(value)] = (now + SESSION_SECONDS, csrf)
         return value, csrf
 
     def session(self, request: Request) -> str | None:
@@ -89,7 +85,7 @@ class Dashboard:
         value = request.cookies.get(SESSION_COOKIE)
         if not value:
             return None
-        found = self._sessions.get(_digest(value))
+        found = self._sessions.get(digest(value))
         if found is None or found[0] < self.clock():
             return None
         return found[1]
@@ -97,7 +93,7 @@ class Dashboard:
     def close_session(self, request: Request) -> None:
         value = request.cookies.get(SESSION_COOKIE)
         if value:
-            self._sessions.pop(_digest(value), None)
+            self._sessions.pop(digest(value), None)
 
     def render(self, name: str, **context: Any) -> str:
         """The page ``name``; ``no_state`` is where the state store was looked for and the

@@ -24,7 +24,6 @@ only the portal's own stylesheet.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import secrets
 import threading
@@ -44,6 +43,7 @@ from elasticsite.urgent.refusals import principal_subject, source_subject, token
 from elasticsite.urgent.routes import UrgentService, client_host, refused
 from elasticsite.urgent.store import HELD_BACK, RATE_LIMITED
 from elasticsite.urgent.tokens import TokenState, check_identities
+from elasticsite.web.credentials import digest
 from elasticsite.web.pages import PAGE_HEADERS, read_form
 
 __all__ = ["PORTAL", "Portal", "Visitor", "install", "redirect"]
@@ -52,10 +52,6 @@ SESSION_COOKIE = "urgent_session"
 LOGIN_COOKIE = "urgent_login"
 SESSION_SECONDS = 8 * 3600
 MAX_SESSIONS = 10_000
-
-
-def _digest(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()
 
 
 def duration(seconds: float | None) -> str:
@@ -71,7 +67,7 @@ class Portal:
 
     def __init__(self, service: UrgentService) -> None:
         self.service = service
-        self._sessions: dict[str, tuple[float, Visitor]] = {}
+        self._sessions: dict[bytes, tuple[float, Visitor]] = {}
         self._lock = threading.Lock()  # pages are served by several threads at once
         self.env = Environment(
             loader=PackageLoader("elasticsite", "urgent/templates"),
@@ -100,7 +96,7 @@ class Portal:
                 del self._sessions[key]
             if len(self._sessions) >= MAX_SESSIONS:  # never grow without bound
                 del self._sessions[min(self._sessions, key=lambda k: self._sessions[k][0])]
-            self._sessions[_digest(value)] = (now + SESSION_SECONDS, visitor)
+            self._sessions[digest(value)] = (now + SESSION_SECONDS, visitor)
         return value, visitor
 
     def visitor(self, request: Request) -> Visitor | None:
@@ -112,13 +108,13 @@ class Portal:
             return None
         now = self.service.clock()
         with self._lock:
-            found = self._sessions.get(_digest(value))
+            found = self._sessions.get(digest(value))
         if found is None or found[0] < now:
             return None
         current = self._current(found[1], now)
         if current is None:
             with self._lock:
-                self._sessions.pop(_digest(value), None)
+                self._sessions.pop(digest(value), None)
         return current
 
     def _current(self, v: Visitor, now: float) -> Visitor | None:
@@ -138,7 +134,7 @@ class Portal:
         value = request.cookies.get(SESSION_COOKIE)
         if value:
             with self._lock:
-                self._sessions.pop(_digest(value), None)
+                self._sessions.pop(digest(value), None)
 
     def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         body = self.env.get_template(name).render(portal=PORTAL, **context)
