@@ -35,13 +35,11 @@ from elasticsite.sim.runner import (
     DaskCluster,
     Progress,
     Row,
-    aggregate,
     cell,
     execute,
     read_rows,
     round_seed,
-    sorted_log,
-    write_rows,
+    summarise,
 )
 from elasticsite.sim.specs import DeadlineSpec, LublinSource
 
@@ -180,8 +178,6 @@ def run_deadline(
                     tasks.append(_Task(spec, float(sf), float(fraction), r, missing, with_base))
                     total += len(missing) + with_base
     computed = execute(tasks, _task, workers, results, header, total, progress)
-    order = _order(spec)
-    rows = sorted_log(results, header, order)
     wanted = {
         (repr(float(sf)), repr(float(f)), str(r), s)
         for sf in spec.stringency
@@ -189,12 +185,11 @@ def run_deadline(
         for r in range(spec.rounds)
         for s in ("base", *spec.strategies)
     }
-    mine = [r for r in rows if tuple(r[k] for k in DEADLINE_KEY) in wanted]
-    group = ("stringency", "fraction", "strategy")
-    summary_rows = aggregate(mine, group, DEADLINE_METRICS)
-    summary_rows.sort(key=lambda r: order({**r, "round": "0"}))
     summary = out / SUMMARY
-    write_rows(summary, [*group, "rounds", *DEADLINE_METRICS], summary_rows)
+    mine, summary_rows = summarise(
+        results, DEADLINE_KEY, DEADLINE_METRICS, order=_order(spec), wanted=wanted,
+        group=("stringency", "fraction", "strategy"), summary=summary,
+    )  # fmt: skip
     plots = figures.deadline_plots(out, spec.name, spec.strategies, summary_rows)
     return ExperimentResult(
         spec, out, results, summary, None, tuple(plots), computed, len(mine) - computed, {}

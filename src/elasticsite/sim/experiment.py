@@ -62,14 +62,13 @@ from elasticsite.sim.runner import (
     Progress,
     Row,
     RunOutput,
-    aggregate,
     cell,
     check_fingerprint,
     execute,
     number,
     read_rows,
     round_seed,
-    sorted_log,
+    summarise,
     write_rows,
 )
 from elasticsite.sim.specs import (
@@ -326,20 +325,17 @@ def _run_replay(
             tasks.append(_ReplayTask(spec, value, r, missing, base))
             total += len(missing) + (base is None)
     computed = execute(tasks, _replay_task, workers, results, header, total, progress)
-    rows = sorted_log(results, header, _replay_order(spec))
-
     wanted = {
         (param, value_cell(v), str(r), s)
         for v in _sweep_values(spec)
         for r in range(spec.rounds)
         for s in ("base", *spec.strategies)
     }
-    mine = [r for r in rows if (r["parameter"], r["value"], r["round"], r["strategy"]) in wanted]
-    summary_rows = aggregate(mine, ("parameter", "value", "strategy"), REPLAY_METRICS)
-    summary_rows.sort(key=lambda r: _replay_order(spec)({**r, "round": "0"}))
     summary = out / SUMMARY
-    write_rows(summary, ["parameter", "value", "strategy", "rounds", *REPLAY_METRICS],
-               summary_rows)  # fmt: skip
+    mine, summary_rows = summarise(
+        results, REPLAY_KEY, REPLAY_METRICS, order=_replay_order(spec), wanted=wanted,
+        group=("parameter", "value", "strategy"), summary=summary,
+    )  # fmt: skip
     plots: list[Path] = []
     table: dict[str, dict[str, float]] = {}
     table_csv: Path | None = None
@@ -404,13 +400,12 @@ def _run_elastic(
         pair = (row["workload"], row["policy"])
         return (order.index(pair) if pair in order else len(order), pair, int(row["round"]))
 
-    rows = sorted_log(results, header, key)
     wanted = {(w, p, str(r)) for w, p in order for r in range(spec.rounds)}
-    mine = [r for r in rows if (r["workload"], r["policy"], r["round"]) in wanted]
-    summary_rows = aggregate(mine, ("workload", "policy"), ELASTIC_METRICS)
-    summary_rows.sort(key=lambda r: key({**r, "round": "0"}))
     summary = out / SUMMARY
-    write_rows(summary, ["workload", "policy", "rounds", *ELASTIC_METRICS], summary_rows)
+    mine, summary_rows = summarise(
+        results, ELASTIC_KEY, ELASTIC_METRICS, order=key, wanted=wanted,
+        group=("workload", "policy"), summary=summary,
+    )  # fmt: skip
     plots = figures.elastic_bar_plots(out, spec.name, summary_rows)
     if spec.timelines:
         plots += sorted((out / TIMELINES).glob("*.png"))

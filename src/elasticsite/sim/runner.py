@@ -23,7 +23,7 @@ import json
 import math
 import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -48,6 +48,7 @@ __all__ = [
     "read_rows",
     "round_seed",
     "sorted_log",
+    "summarise",
     "write_files",
     "write_rows",
 ]
@@ -257,3 +258,26 @@ def aggregate(rows: Sequence[Row], group: Sequence[str], metrics: Sequence[str])
             row[m] = cell(float(defined.mean()) if len(defined) else math.nan)
         out.append(row)
     return out
+
+
+def summarise(
+    results: Path,
+    key: Sequence[str],
+    metrics: Sequence[str],
+    *,
+    order: Callable[[Row], tuple[Any, ...]],
+    wanted: Collection[tuple[str, ...]],
+    group: Sequence[str],
+    summary: Path,
+) -> tuple[list[Row], list[Row]]:
+    """Put the log of ``key`` and ``metrics`` columns in ``order``, keep its rows whose
+    ``key`` is ``wanted`` (a directory may hold rows of a larger spec), and write their
+    means over the rounds of each ``group`` to ``summary``, in the same order.
+
+    Returns the rows kept and the summary's rows."""
+    rows = sorted_log(results, [*key, *metrics], order)
+    mine = [r for r in rows if tuple(r[k] for k in key) in wanted]
+    summary_rows = aggregate(mine, group, metrics)
+    summary_rows.sort(key=lambda r: order({**r, "round": "0"}))
+    write_rows(summary, [*group, "rounds", *metrics], summary_rows)
+    return mine, summary_rows
