@@ -7,11 +7,13 @@ with rich; every failure is one line on stderr and exit status 2.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -86,6 +88,42 @@ def _admin(broker_url: str, token_file: Path | None, ca: Path | None) -> Iterato
         if exc.status is None:
             raise fail(exc.detail) from None
         raise fail(f"the broker answered {exc.status}: {exc.detail}") from None
+
+
+_BROKER_OPTIONS = (
+    inspect.Parameter("broker_url", inspect.Parameter.KEYWORD_ONLY, annotation=BrokerOpt,
+                      default="https://127.0.0.1:8443"),
+    inspect.Parameter("token_file", inspect.Parameter.KEYWORD_ONLY, annotation=TokenFileOpt,
+                      default=None),
+    inspect.Parameter("ca", inspect.Parameter.KEYWORD_ONLY, annotation=CaOpt, default=None),
+)  # fmt: skip
+"""The options of every command that acts on the broker's contexts, last in each."""
+
+ContextId = Annotated[str, typer.Argument(help="Context id.")]
+
+
+def _admin_command(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register ``fn(client, ...)`` as ``context NAME``: its own parameters, then
+    :data:`_BROKER_OPTIONS`, with which ``client`` is opened (see :func:`_admin`)."""
+
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        # the client is given, not parsed: its annotation need not resolve at run time
+        params = inspect.signature(fn, eval_str=True, locals={"AdminClient": object}).parameters
+        signature = inspect.Signature([*list(params.values())[1:], *_BROKER_OPTIONS])
+
+        @functools.wraps(fn)
+        def command(
+            *, broker_url: str, token_file: Path | None, ca: Path | None, **args: Any
+        ) -> None:
+            with _admin(broker_url, token_file, ca) as client:
+                fn(client, **args)
+
+        command.__signature__ = signature  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+        context_app.command(name)(command)
+        return command
+
+    return register
 
 
 def _when(ts: float) -> str:
@@ -181,15 +219,10 @@ def create(
     )
 
 
-@context_app.command("list")
-def list_contexts(
-    broker_url: BrokerOpt = "https://127.0.0.1:8443",
-    token_file: TokenFileOpt = None,
-    ca: CaOpt = None,
-) -> None:
+@_admin_command("list")
+def list_contexts(client: AdminClient) -> None:
     """List the broker's contexts."""
-    with _admin(broker_url, token_file, ca) as client:
-        contexts = client.list()
+    contexts = client.list()
     if not contexts:
         console.print("no contexts")
         return
@@ -205,16 +238,10 @@ def list_contexts(
     console.print(t)
 
 
-@context_app.command("show")
-def show(
-    context_id: Annotated[str, typer.Argument(help="Context id.")],
-    broker_url: BrokerOpt = "https://127.0.0.1:8443",
-    token_file: TokenFileOpt = None,
-    ca: CaOpt = None,
-) -> None:
+@_admin_command("show")
+def show(client: AdminClient, context_id: ContextId) -> None:
     """Show one context."""
-    with _admin(broker_url, token_file, ca) as client:
-        c = client.show(context_id)
+    c = client.show(context_id)
     for label, value in (
         ("id", c.id),
         ("name", c.name),
@@ -239,16 +266,10 @@ def _local(loopback: bool, link_local: bool) -> str:
     return " and ".join(allowed) + " taken" if allowed else "refused"
 
 
-@context_app.command("members")
-def members(
-    context_id: Annotated[str, typer.Argument(help="Context id.")],
-    broker_url: BrokerOpt = "https://127.0.0.1:8443",
-    token_file: TokenFileOpt = None,
-    ca: CaOpt = None,
-) -> None:
+@_admin_command("members")
+def members(client: AdminClient, context_id: ContextId) -> None:
     """List a context's current members in join order."""
-    with _admin(broker_url, token_file, ca) as client:
-        m = client.members(context_id)
+    m = client.members(context_id)
     if not m.members:
         console.print(f"no members (last entry {m.last_id})", highlight=False)
         return
@@ -266,34 +287,25 @@ def members(
     console.print(t)
 
 
-@context_app.command("remove-node")
+@_admin_command("remove-node")
 def remove_node(
-    context_id: Annotated[str, typer.Argument(help="Context id.")],
+    client: AdminClient,
+    context_id: ContextId,
     node: Annotated[str, typer.Argument(help="Node id, or short hostname with --host.")],
     by_host: Annotated[
         bool, typer.Option("--host", help="NODE is a short hostname, not a node id.")
     ] = False,
-    broker_url: BrokerOpt = "https://127.0.0.1:8443",
-    token_file: TokenFileOpt = None,
-    ca: CaOpt = None,
 ) -> None:
     """Record that a node left the context (every member is told)."""
-    with _admin(broker_url, token_file, ca) as client:
-        if by_host:
-            entry = client.remove_host(context_id, node)
-        else:
-            entry = client.remove_node(context_id, node)
+    if by_host:
+        entry = client.remove_host(context_id, node)
+    else:
+        entry = client.remove_node(context_id, node)
     console.print(f"{node} removed from {context_id} (entry {entry})", highlight=False)
 
 
-@context_app.command("delete")
-def delete(
-    context_id: Annotated[str, typer.Argument(help="Context id.")],
-    broker_url: BrokerOpt = "https://127.0.0.1:8443",
-    token_file: TokenFileOpt = None,
-    ca: CaOpt = None,
-) -> None:
+@_admin_command("delete")
+def delete(client: AdminClient, context_id: ContextId) -> None:
     """Delete a context with its nodes and history; its credentials stop working."""
-    with _admin(broker_url, token_file, ca) as client:
-        client.delete(context_id)
+    client.delete(context_id)
     console.print(f"context {context_id} deleted", highlight=False)
