@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -59,6 +59,30 @@ def _plugin_options(model: type[PluginOptions], value: Any, context: dict[str, A
     if not isinstance(value, Mapping):
         raise ValueError("must be a table of options")
     return model.model_validate(dict(value), context=context)
+
+
+def _chosen_options(
+    registry: Registry[Any], section: str, key: str, value: Any, info: ValidationInfo
+) -> Any:
+    """``value`` validated by the options model of the ``registry`` plug-in that the
+    section's ``key`` field names; the section itself is in the validation context."""
+    name = info.data.get(key)
+    if name is None:  # that field's own error is reported instead
+        return PluginOptions()
+    model = registry.get(name).options
+    return _plugin_options(model, value, {**(info.context or {}), section: dict(info.data)})
+
+
+class _InlineOptions(Strict):
+    """A section whose keys that are not its own are its plug-in's options; a bad one is
+    reported where it was written (``batch.scheduler``, ``policy.steady_up_factor``)."""
+
+    _section: ClassVar[str]
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _inline_options(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        return _inline(cls, cls._section, data, handler)
 
 
 class CloudConfig(Strict):
@@ -133,11 +157,7 @@ class CloudConfig(Strict):
     @field_validator("options", mode="before")
     @classmethod
     def _options(cls, v: Any, info: ValidationInfo) -> Any:
-        driver = info.data.get("driver")
-        if driver is None:  # the driver is reported instead
-            return PluginOptions()
-        model = plugins.clouds.get(driver).options
-        return _plugin_options(model, v, {**(info.context or {}), "cloud": dict(info.data)})
+        return _chosen_options(plugins.clouds, "cloud", "driver", v, info)
 
     def spec(self) -> CloudSpec:
         return CloudSpec(
@@ -161,7 +181,7 @@ class CloudConfig(Strict):
         )
 
 
-class BatchConfig(Strict):
+class BatchConfig(_InlineOptions):
     """The batch system: ``type`` names a registered one (see :mod:`elasticsite.plugins`).
 
     Its options go in ``[batch.options]``, or directly in ``[batch]`` (as the embedded
@@ -174,19 +194,13 @@ class BatchConfig(Strict):
     system that supports it.
     """
 
+    _section = "batch"
     type: str = Field(plugins.DEFAULT_BATCH_SYSTEM, validate_default=True)
     path: str = "batch.db"
     mode: Literal["external", "power_save"] = "external"
     options: SerializeAsAny[PluginOptions] = Field(
         default_factory=PluginOptions, validate_default=True
     )
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _inline_options(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        """Keys of ``[batch]`` that are not its own are the system's options; a bad one
-        is reported where it was written (``batch.scheduler``)."""
-        return _inline(cls, "batch", data, handler)
 
     @field_validator("type")
     @classmethod
@@ -206,14 +220,10 @@ class BatchConfig(Strict):
     @field_validator("options", mode="before")
     @classmethod
     def _options(cls, v: Any, info: ValidationInfo) -> Any:
-        kind = info.data.get("type")
-        if kind is None:  # the type is reported instead
-            return PluginOptions()
-        model = plugins.batch_systems.get(kind).options
-        return _plugin_options(model, v, {**(info.context or {}), "batch": dict(info.data)})
+        return _chosen_options(plugins.batch_systems, "batch", "type", v, info)
 
 
-class PolicyConfig(Strict):
+class PolicyConfig(_InlineOptions):
     """Which policy runs, the limits every policy obeys, and the policy's own options.
 
     ``name`` names a registered policy (:func:`elasticsite.policies.get`). Its options
@@ -222,6 +232,7 @@ class PolicyConfig(Strict):
     with the built-in policies' (:func:`elasticsite.policies.base.options_model`).
     """
 
+    _section = "policy"
     name: str = Field("bursts", validate_default=True)
     spend_cap_per_hour: float | None = Field(None, ge=0)
     urgent_extra_instances: int = Field(
@@ -236,13 +247,6 @@ class PolicyConfig(Strict):
     options: SerializeAsAny[PluginOptions] = Field(
         default_factory=PluginOptions, validate_default=True
     )
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _inline_options(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        """Keys of ``[policy]`` that are not its own are the policy's options; a bad one
-        is reported where it was written (``policy.steady_up_factor``)."""
-        return _inline(cls, "policy", data, handler)
 
     @field_validator("name")
     @classmethod
