@@ -127,7 +127,23 @@ def test_a_worker_that_joins_clears_its_clouds_failure_count() -> None:
     assert state.health["cheap"].failures == 1
     plan = launch(state, "cheap", ["cheap-2"], 5.0)
     rec = state.records["cheap-2"]
+    since = len(plan.transitions)
     move(plan, rec, S.BOOTING, 6.0, Cause.BOOTED)
     move(plan, rec, S.IDLE, 7.0, Cause.JOINED)
-    health.track(state, plan, CONFIG, 7.0)
+    health.track(state, plan, CONFIG, 7.0, plan.transitions[since:])
     assert state.health["cheap"].failures == 0 and plan.health_changed
+
+
+def test_a_stall_that_protects_a_cloud_stops_the_launches_of_the_same_decision() -> None:
+    state = core.CoreState()
+    launch(state, "cheap", ["cheap-1", "cheap-2"], 0.0)
+    plan = core.Plan()
+    decision = Decision(
+        terminate=[Terminate("cheap-1", Cause.STALLED), Terminate("cheap-2", Cause.LOST)],
+        launch=[Launch("cheap", "small", 2, Cause.DEMAND)],
+    )
+    core.apply(state, plan, CONFIG, 5.0, decision, {"cheap": ["cheap-3", "cheap-4"]})
+    assert state.health["cheap"].kind == "protected"
+    assert plan.counts.get("launches_on_closed_cloud") == 2
+    assert "launched" not in plan.counts
+    assert not plan.new and {"cheap-3", "cheap-4"}.isdisjoint(state.records)

@@ -7,6 +7,7 @@ part of slurmctld; tests/integration/slurm does the same against a real Slurm.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -79,12 +80,26 @@ def test_resumed_nodes_boot_under_their_slurm_names_and_suspend_takes_them_down(
     assert r.site.store.counters().get("launched") == 2
 
 
-def test_resumes_beyond_the_cloud_cap_are_refused_and_counted(power_site: Running) -> None:
+def test_resumes_beyond_the_cloud_cap_are_refused_and_counted(
+    power_site: Running, caplog: pytest.LogCaptureFixture
+) -> None:
     r = power_site
+    caplog.set_level(logging.INFO, logger="elasticsite.manager.loop")
     r.site.store.add_power_requests("resume", ["c1", "c2", "c3"], time.time())
     wait_for(lambda: r.site.store.counters().get("power_refused") == 1, 10, "one refusal")
     wait_for(lambda: len(by_node(r)) == 2, 10, "two workers")
     assert set(by_node(r)) == {"c1", "c2"}
+    said = [
+        (rec.levelno, rec.getMessage())
+        for rec in caplog.records
+        if rec.name == "elasticsite.manager.loop" and "power saving" in rec.getMessage()
+    ]
+    assert (
+        logging.WARNING,
+        "power saving: no cloud may take c3 now (caps, spend limit or budget); "
+        "Slurm's resume timeout will apply",
+    ) in said
+    assert (logging.INFO, "power saving: resume ['c1', 'c2', 'c3'], suspend -") in said
 
 
 def test_hooks_queue_requests_and_return_at_once(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from elasticsite.core.plan import (
     UndrainNode,
     WorkerRecord,
 )
-from elasticsite.core.transitions import move, move_new
+from elasticsite.core.transitions import move, move_new, track
 from elasticsite.model import Cause, Decision, Drain, Terminate, Worker, WorkerState
 from elasticsite.snapshot import SiteSnapshot
 
@@ -55,6 +55,7 @@ def apply(
     """Carry out ``decision``; ``ids`` holds, per cloud, one fresh worker id for every
     worker the decision launches there (in order)."""
     records = state.records
+    since = len(plan.transitions)
     for t in decision.terminate:
         rec = records.get(t.worker_id)
         if rec is None or not rec.worker.state.live:
@@ -99,7 +100,10 @@ def apply(
             plan.run(ReleaseJob(job_id), state)
     specs = {c.name: c for c in config.clouds}
     handed: dict[str, int] = {}
-    health.track(state, plan, config, now)  # a stall just now may have closed a cloud
+    # Before the launches: a stall or loss terminated just now may close its cloud.
+    # (Launches then only add new workers' first moves, which neither health nor the
+    # boot and shutdown estimates count.)
+    track(state, plan, config, now, since)
     shut = health.closed(state, now, config.clouds)
     types = health.closed_types(state, now)
     for launch in decision.launch:
@@ -142,7 +146,6 @@ def apply(
                 state,
             )
             plan.count("launched")
-    health.track(state, plan, config, now)
 
 
 def launches(decision: Decision) -> dict[str, int]:

@@ -15,11 +15,11 @@ Part of the core, so the live manager and the simulator estimate alike. Pure.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from elasticsite.core.plan import CoreConfig, CoreState, Plan
-from elasticsite.model import Cause, CloudSpec, WorkerState
+from elasticsite.core.plan import CoreConfig, CoreState
+from elasticsite.model import Cause, CloudSpec, Transition, WorkerState
 
 __all__ = ["WINDOW", "ObservedTimes", "apply", "track"]
 
@@ -53,11 +53,10 @@ class ObservedTimes:
         return sum(self.shutdowns) / len(self.shutdowns) if self.shutdowns else 0.0
 
 
-def track(state: CoreState, plan: Plan, config: CoreConfig) -> None:
-    """Take the boots and shutdowns among the plan's transitions not yet looked at."""
-    new = plan.transitions[plan.timed :]
-    plan.timed = len(plan.transitions)
-    for t in new:
+def track(state: CoreState, config: CoreConfig, transitions: Iterable[Transition]) -> None:
+    """Take the boots and shutdowns among ``transitions`` (each given once, just after
+    it happened: a shutdown is timed from the worker's move before it)."""
+    for t in transitions:
         rec = state.records.get(t.worker_id)
         if rec is None:
             continue

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from elasticsite.core.plan import CoreConfig, CoreState, Plan, Problem
-from elasticsite.model import Cause, CloudSpec, WorkerState
+from elasticsite.model import Cause, CloudSpec, Transition, WorkerState
 
 __all__ = [
     "BLOCKING",
@@ -162,12 +162,13 @@ def jittered(config: CoreConfig, worker_id: str, attempts: int) -> float:
     return config.backoff(attempts) * (0.5 + 0.5 * spread)
 
 
-def track(state: CoreState, plan: Plan, config: CoreConfig, now: float) -> None:
-    """Count the boot failures and joins among the plan's transitions since the last look,
-    and protect a cloud that failed ``config.protect_after`` times in a row."""
-    new = plan.transitions[plan.tracked :]
-    plan.tracked = len(plan.transitions)
-    for t in new:
+def track(
+    state: CoreState, plan: Plan, config: CoreConfig, now: float, transitions: Iterable[Transition]
+) -> None:
+    """Count the boot failures and joins among ``transitions`` (each given once, in the
+    order they happened), and protect a cloud that failed ``config.protect_after`` times
+    in a row."""
+    for t in transitions:
         if t.from_state not in _PENDING:
             continue
         rec = state.records.get(t.worker_id)

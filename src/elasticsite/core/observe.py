@@ -36,7 +36,7 @@ from elasticsite.core.plan import (
     WorkerRecord,
     command_key,
 )
-from elasticsite.core.transitions import move
+from elasticsite.core.transitions import move, track
 from elasticsite.model import Cause, Job, Worker, WorkerState
 from elasticsite.snapshot import SiteSnapshot
 
@@ -68,6 +68,7 @@ def observe(
     ``now`` (a slow cloud's): what it lacks is judged as of then. Returns the snapshot
     a policy decides on."""
     settle(state, plan, config, now, outcomes)
+    since = len(plan.transitions)
     _reconcile(state, plan, config, now, nodes, instances, listed or {})
     adopt(state, plan, config, now, instances)
     workers: list[Worker] = []
@@ -84,8 +85,7 @@ def observe(
             for name, n in nodes.items()
             if name not in held and n.state in (NodeState.IDLE, NodeState.BUSY)
         )
-    health.track(state, plan, config, now)
-    estimates.track(state, plan, config)
+    track(state, plan, config, now, since)
     clouds, shut = health.open_clouds(state, now, estimates.apply(state, config.clouds))
     snapshot = SiteSnapshot(now, queued, running, workers, clouds, site_cores)
     snapshot.closed = shut
@@ -102,14 +102,14 @@ def settle(
 ) -> None:
     """Take the outcomes of finished commands into the records (and nothing else: for
     a step that could not sense, or a driver stopping)."""
+    since = len(plan.transitions)
     for outcome in outcomes:
         _settle(state, plan, config, now, outcome)
     for (kind, _), more in plan.alike.items():
         if more:
             plan.errors.append(Problem(f"{kind} of {more} more workers failed the same way"))
     plan.alike.clear()
-    health.track(state, plan, config, now)
-    estimates.track(state, plan, config)
+    track(state, plan, config, now, since)
 
 
 def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: Outcome) -> None:

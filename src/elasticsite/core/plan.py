@@ -334,10 +334,6 @@ class Plan:
     forgotten: list[str] = field(default_factory=list)
     """Ids of records that reached their end (terminated, or failed with the
     instance gone): the driver drops them from memory once persisted."""
-    tracked: int = 0
-    """Transitions already counted for the clouds' health."""
-    timed: int = 0
-    """Transitions already taken into the boot and shutdown estimates."""
     health_changed: bool = False
     """A cloud's health record changed: the driver persists them."""
     held_changed: bool = False

@@ -38,7 +38,7 @@ from elasticsite.core.runner import CommandRunner
 from elasticsite.logs import ids
 from elasticsite.manager.dispatch import Dispatch
 from elasticsite.manager.lifetime import Lifetime
-from elasticsite.manager.power import power_requests
+from elasticsite.manager.power import power_decision
 from elasticsite.manager.report import StepReport
 from elasticsite.manager.spending import Spending
 from elasticsite.manager.step_io import (
@@ -218,7 +218,7 @@ class Manager(Lifetime):
         )
         if self.power_save and not self.state.shutting_down:
             # Before reconciling: a node Slurm has just powered down is a release, not a loss.
-            power_requests(self, now, plan, report)
+            self._power(now, plan, report)
         spent: list[Callable[[], Spent]] = []
 
         def decide(snapshot: SiteSnapshot) -> Decision:
@@ -279,6 +279,25 @@ class Manager(Lifetime):
             if close is not None:
                 close()
         self.store.close()
+
+    def _power(self, now: float, plan: Plan, report: StepReport) -> None:
+        """Carry out what Slurm's ResumeProgram/SuspendProgram asked since the last step."""
+        requests = self.store.take_power_requests()
+        if not requests:
+            return
+        workers = [r.worker for r in self.state.records.values()]
+        spent = None
+        if self.settings.budget is not None:
+            spent = self.spending.spent(now, workers).period_total
+        power = power_decision(requests, workers, self.specs, self.settings, spent, now)
+        for level, line in power.log:
+            log.log(level, "%s", line)
+        report.errors.extend(power.problems)
+        if power.refused:
+            self._bump("power_refused", len(power.refused))
+        decision = report.decision = power.decision
+        ids = self._new_ids(core.launches(decision))
+        core.apply(self.state, plan, self.core_config, now, decision, ids)
 
     # -- sensing -------------------------------------------------------------
 
