@@ -8,7 +8,7 @@ the order in which they start afterwards is what a user would see.
 from __future__ import annotations
 
 import pytest
-from tests.integration.slurm.conftest import TrackedSlurm, tracked, wait_for
+from tests.integration.slurm.conftest import TrackedSlurm, node, tracked, wait_for
 
 from elasticsite.batch.base import BatchError, JobRequest
 from elasticsite.batch.slurm import SlurmBatch
@@ -19,7 +19,13 @@ pytestmark = pytest.mark.slow
 
 def fill_localhost(slurm: SlurmBatch, cores: int) -> str:
     blocker = slurm.submit(JobRequest(["sleep", "120"], cores=cores, walltime=300))
-    wait_for(lambda: blocker in {j.id for j in slurm.snapshot().running}, what="the blocker")
+
+    def full() -> bool:  # slurmctld counts the node's allocated cores a moment after
+        view = slurm.snapshot()
+        here = node(view, "localhost")
+        return blocker in {j.id for j in view.running} and here is not None and not here.free_cores
+
+    wait_for(full, what="the blocker running and localhost full")
     return blocker
 
 
