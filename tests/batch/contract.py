@@ -367,7 +367,13 @@ class BatchContract:
         assert self.job(view.queued, job_id) is not None, "a drained node took a job"
         batch.undrain(name)
         batch.undrain(name)
-        view = self.settle(batch, lambda v: self.job(v.running, job_id) is not None)
+        # a batch system may report the job running a moment before the node busy
+        view = self.settle(
+            batch,
+            lambda v: (
+                self.job(v.running, job_id) is not None and self._state(v, name) is NodeState.BUSY
+            ),
+        )
         assert self.job(view.running, job_id) is not None, "the undrained node took no job"
         assert self._state(view, name) is NodeState.BUSY
 
