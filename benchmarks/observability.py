@@ -60,7 +60,7 @@ def step_overhead(tmp: Path, repeat: int) -> tuple[float, float, float]:
     print(f"scrape of the manager's /metrics: {scrape * 1e3:.1f} ms, {len(text):,} bytes "
           "(on the listener's thread, not the step's)")  # fmt: skip
     for m in (plain, watched):
-        m._pool.shutdown()
+        m.dispatch.pool.shutdown()
     return statistics.median(a), statistics.median(b), scrape
 
 
@@ -89,9 +89,9 @@ def page_time(tmp: Path, repeat: int) -> float:
     workers = json.dumps({"bench": {"busy": WORKERS}})
     with writer.db.transaction():
         writer.db.executemany(
-            "INSERT INTO site_samples VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(now - 86400 + 60 * i, JOBS, JOBS, WORKERS, WORKERS, workers, 1000.0)
-             for i in range(1440)],
+            "INSERT INTO site_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(now - 86400 + 60 * i, JOBS, JOBS, WORKERS, WORKERS, workers, 1000.0,
+              json.dumps({"by_cloud": {"bench": 1000.0 * i / 60}})) for i in range(1440)],
         )  # fmt: skip
         writer.db.executemany(
             "INSERT INTO site_queue VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -208,8 +208,11 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
-def execute(argv: list[str], cwd: Path, timeout: float) -> tuple[str, float]:
-    """Run ``argv`` in ``cwd``; its output and wall time. Raises on a non-zero status."""
+def execute(
+    argv: list[str], cwd: Path, timeout: float, stdout_only: bool = False
+) -> tuple[str, float]:
+    """Run ``argv`` in ``cwd``; its output (``stdout_only``: without its log on stderr)
+    and wall time. Raises on a non-zero status."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ELASTICSITE_")}
     env["MPLBACKEND"] = "Agg"
     env["COLUMNS"] = "200"
@@ -221,7 +224,7 @@ def execute(argv: list[str], cwd: Path, timeout: float) -> tuple[str, float]:
     out = done.stdout + done.stderr
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)}: exit status {done.returncode}\n{out[-2000:]}")
-    return out, wall
+    return (done.stdout if stdout_only else out), wall
 
 
 def measure(
@@ -309,7 +312,10 @@ def benchmarks(timeout: float, only: list[str], date: str, old_table: str) -> st
             continue
         say(f"benchmarks/{script}")
         try:
-            out, wall = execute([sys.executable, f"benchmarks/{script}"], ROOT, timeout)
+            # a benchmark prints its ratio last on stdout; its log goes to stderr
+            out, wall = execute(
+                [sys.executable, f"benchmarks/{script}"], ROOT, timeout, stdout_only=True
+            )
             lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
             last = lines[-1] if lines else ""
             took = f"{wall:,.0f} s"
