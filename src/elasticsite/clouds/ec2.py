@@ -32,7 +32,6 @@ through elasticsite's configuration, logs or state. Errors are
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -52,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Ec2Cloud", "Ec2Options", "plugin", "worker_userdata"]
 
-log = logging.getLogger(__name__)
 
 STATES = {
     "pending": InstanceState.PENDING,

@@ -30,7 +30,6 @@ through elasticsite's configuration, logs or state. Errors are
 from __future__ import annotations
 
 import base64
-import logging
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -53,7 +52,6 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenStackCloud", "OpenStackOptions", "plugin", "read_openrc"]
 
-log = logging.getLogger(__name__)
 
 STATES = {
     "BUILD": InstanceState.PENDING,
