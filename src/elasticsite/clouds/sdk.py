@@ -7,6 +7,7 @@ remembers of its site (:mod:`.known`)."""
 from __future__ import annotations
 
 import importlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -76,7 +77,7 @@ def size_pools(session: Any, size: int) -> None:
             )  # fmt: skip
 
 
-class SdkCloud:
+class SdkCloud(ABC):
     """The contract's ``launch`` and ``describe`` as the SDK drivers share them.
 
     A launch starts only the names with no live instance, ``launch_batch`` names to a
@@ -131,9 +132,9 @@ class SdkCloud:
                     self.known.launched(instance)
         return [have[n] for n in wanted if n in have]
 
+    @abstractmethod
     def _listing(self) -> list[Instance]:
         """Every instance of the site, in any state."""
-        raise NotImplementedError
 
     def _live(self, vm_type: VMType, wanted: list[str]) -> dict[str, Instance]:
         """The pending or running instances named ``wanted``: remembered when ``known``
@@ -142,15 +143,18 @@ class SdkCloud:
         return self._look_up(wanted) if remembered is None else remembered
 
     def _look_up(self, wanted: list[str]) -> dict[str, Instance]:
-        """The pending or running instances named ``wanted``, as the cloud lists them."""
-        raise NotImplementedError
+        """The pending or running instances named ``wanted``, as the cloud lists them
+        (a driver that can ask for those names alone does so instead)."""
+        names = set(wanted)
+        up = (InstanceState.PENDING, InstanceState.RUNNING)
+        return {i.name: i for i in self._listing() if i.name in names and i.state in up}
 
+    @abstractmethod
     def _starter(
         self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
     ) -> Starter:
         """What starts this launch's missing names, a batch at a time (what the batches
         share, an image or a flavour, found once)."""
-        raise NotImplementedError
 
     # -- what a started instance carries ---------------------------------------------
 

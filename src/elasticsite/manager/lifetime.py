@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,7 @@ OnStep = Callable[[StepReport], None] | None
 """Called with the report of each step that completed (the CLI's progress), or None."""
 
 
-class Lifetime:
+class Lifetime(ABC):
     """Runs a manager's steps until it is stopped, and winds its site down."""
 
     config: ManagerConfig
@@ -48,16 +49,17 @@ class Lifetime:
 
     # -- what the manager gives ---------------------------------------------
 
+    @abstractmethod
     def step(self) -> StepReport:
         """One full iteration."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _close(self) -> None:
         """Settle what the last commands did, persist it and close what the steps use."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _bump(self, name: str, by: int = 1) -> None:
-        raise NotImplementedError
+        """Count ``by`` more of the manager's counter ``name``."""
 
     # -- the loop ------------------------------------------------------------
 

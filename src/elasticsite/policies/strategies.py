@@ -35,6 +35,7 @@ Strategies are registered by name in :data:`STRATEGIES`; :func:`get_strategy` bu
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import ClassVar, Protocol
 
@@ -87,6 +88,7 @@ class Context(Protocol):
     def fits_cloud(self, job: int) -> bool: ...
     def to_site(self, job: int, now: float) -> None: ...
     def to_cloud(self, job: int, now: float) -> None: ...
+    @abstractmethod
     def redirect(self, job: int, now: float) -> None:
         """Move a job waiting on the site to the cloud's queue."""
 
@@ -159,7 +161,7 @@ def _same_ratio(a: Pool, b: Pool) -> bool:
     return a.demand * b.capacity == b.demand * a.capacity
 
 
-class _Redirecting(Strategy):
+class _Redirecting(Strategy, ABC):
     """A strategy set that, after each instant's arrivals and completions, moves waiting
     site jobs to the cloud (:meth:`redirect`); without a cloud nothing moves."""
 
@@ -172,7 +174,6 @@ class _Redirecting(Strategy):
 
     def redirect(self, ctx: Context, site: Pool, cloud: Pool, now: float) -> None:
         """Redirect the waiting jobs of ``site`` this strategy set sends to ``cloud``."""
-        raise NotImplementedError
 
 
 class ShortestQueue(_Redirecting):
