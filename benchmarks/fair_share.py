@@ -32,20 +32,22 @@ indexes, this version's over the peer's::
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import subprocess
 import types
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from elasticsite import policies
-from elasticsite.model import Decision
+from elasticsite.plugins import PolicyPlugin
 from elasticsite.policies.fair_share import fair_shares
 from elasticsite.reproduce import paper003_sim as paper003
 from elasticsite.sim.cloud import CloudModel, Durations
 from elasticsite.sim.elastic import ElasticRun
-from elasticsite.snapshot import SiteSnapshot
 
 INTERVAL = 10.0
 TYPES = paper003.TYPES
@@ -53,7 +55,7 @@ POLICY = "src/elasticsite/policies/cloud_scheduler.py"
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = (600.0, 1500.0, 2400.0, 3300.0)
 """When the paper003 scenario is shown: ann alone, with bob, with bob and cid, later."""
-Policy = Callable[[SiteSnapshot, policies.PolicySettings], Decision]
+Policy = PolicyPlugin[Any]
 
 
 @dataclass(frozen=True)
@@ -146,11 +148,12 @@ def peer(rev: str) -> tuple[Policy | None, str]:
         return None, f"git cannot show {rev}'s policy ({exc.__class__.__name__})"
     if source == (REPO / POLICY).read_text():
         return None, f"{rev} ({shown}) has this version's policy"
-    source = source.replace('@register("cloud_scheduler")', "@_as_is")
+    # Its registration (a decorator in older commits, a call in newer ones) is left out:
+    # this version's policy holds the name.
+    source = re.sub(r"^@register\(.*\)$|^register\(.*\)\(\w+\)$", "", source, flags=re.M)
     module = types.ModuleType("cloud_scheduler_peer")
-    module.__dict__["_as_is"] = lambda fn: fn
     exec(compile(source, f"{rev}:{POLICY}", "exec"), module.__dict__)
-    policy: Policy = module.decide
+    policy: Policy = dataclasses.replace(policies.get("cloud_scheduler"), decide=module.decide)
     return policy, f"{rev} ({shown})"
 
 

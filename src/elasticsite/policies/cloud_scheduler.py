@@ -21,7 +21,8 @@ jobs only (its node is declared for the type: the policy declares ``typed_nodes`
   finishes its job first. Then new VMs, within each cloud's cap and the spend cap, on
   a cloud that serves the job (its ``serves`` selector) with a type that fits it.
 * **Re-balancing across types**, on a full site while someone below their share still
-  waits: the queued jobs of the users above theirs are held, and as many of their VMs
+  waits: the queued jobs of the users above theirs that one of their VMs (or one of
+  nobody's) could start are held, and as many of their VMs
   as the waiting need go: ``graceful`` drains each (retired after its current job);
   ``immediate`` terminates it now and the batch system requeues its job; never a VM
   still on its first job (its boot would be wasted). Held jobs are released once
@@ -111,11 +112,21 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     if unmet and over:
         waiting = sum(unmet.values()) - given_back
         _rebalance(decision, book, snapshot.now, settings, moved, over, waiting, jobs)
-    # Held while above their share and someone waits, unless a VM of theirs would idle.
+    # Held while above their share and someone waits, unless a VM of theirs would idle;
+    # and only a job a VM could start now (its user's, or nobody's, of its type):
+    # holding one nothing could run frees nothing, and it would be released and held
+    # again as the user's VMs of other types come and go.
     now = snapshot.now
     held_users = {u for u in over if not book.unused(u, now, moved)} if unmet else set()
-    decision.hold.extend(j for j in served if j.user in held_users)
-    decision.release.extend(j.id for j in held if j.user not in held_users)
+    startable = book.startable(moved)
+
+    def holds(j: Job) -> bool:
+        return j.user in held_users and (
+            (j.user, types[j.id]) in startable or ("", types[j.id]) in startable
+        )
+
+    decision.hold.extend(j for j in served if holds(j))
+    decision.release.extend(j.id for j in held if not holds(j))
     return decision
 
 

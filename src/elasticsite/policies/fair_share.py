@@ -220,6 +220,15 @@ class Book:
                     room -= take
         return out
 
+    def startable(self, moved: set[str]) -> set[tuple[str, str]]:
+        """(holder, VM type) of every worker that may still start a job (coming, idle
+        or busy) and is not being taken back: where a held job could run if released."""
+        return {
+            (self.holder[wid], w.vm_type)
+            for wid, w in self.workers.items()
+            if wid not in moved and w.state in (*SPARE, S.BUSY)
+        }
+
     def of_user(self, user: str) -> list[Worker]:
         return [self.workers[wid] for wid, u in self.holder.items() if u == user]
 
