@@ -159,18 +159,22 @@ def test_submit_to_a_missing_partition_is_a_clear_error(slurm: SlurmBatch) -> No
 def test_native_power_saving_starts_a_cloud_node_for_a_job(slurm: SlurmBatch) -> None:
     """power.sh (no power.env: it starts ``slurmd -b -N cloudN`` itself) powers a node up.
 
-    Needs a powered-down cloud node: one powered up by an earlier run is suspended
-    after SuspendTime (30 s) idle.
+    Needs a powered-down cloud node: one powered up by an earlier test is powered down
+    after SuspendTime (30 s) idle, then SuspendTimeout (30 s) later is powered down
+    (``idle~``); while it is powering down (``idle%``) Slurm cannot give it a job.
     """
-    down = [
-        n.name
-        for n in slurm.snapshot().nodes
-        if n.name.startswith("cloud") and n.state is NodeState.DOWN
-    ]
-    if not down:
-        pytest.skip("no powered-down cloud node (all were powered up less than 30 s ago)")
-    sbatch = ["sbatch", "--parsable", "--partition=cloud", f"--nodelist={down[0]}",
-              "--time=1", "--output=/dev/null", "--wrap", "sleep 5"]  # fmt: skip
+
+    def powered_down() -> str | None:
+        shown = subprocess.run(
+            ["sinfo", "-h", "-N", "-p", "cloud", "-o", "%N %t"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        return next((ln.split()[0] for ln in shown.splitlines() if ln.endswith(" idle~")), None)
+
+    cloud = wait_for(powered_down, 150, "a powered-down cloud node")
+    assert getattr(node(slurm.snapshot(), cloud), "state", None) is NodeState.DOWN
+    sbatch = ["sbatch", "--parsable", "--partition=cloud", f"--nodelist={cloud}",
+              "--time=10", "--output=/dev/null", "--wrap", "sleep 600"]  # fmt: skip
     job_id = subprocess.run(sbatch, capture_output=True, text=True, check=True).stdout.strip()
     TrackedSlurm.submitted.add(job_id)
 
@@ -182,8 +186,10 @@ def test_native_power_saving_starts_a_cloud_node_for_a_job(slurm: SlurmBatch) ->
             return job.attributes["nodes"].split(",")[0]
         return None
 
+    # The job outlives the test (cleanup cancels it): it is still running when looked at
+    # however slowly the node came up.
     booting = wait_for(waiting_for_node, what="the job to be given a powered-down cloud node")
-    assert booting == down[0]
+    assert booting == cloud
     assert getattr(node(slurm.snapshot(), booting), "state", None) is NodeState.DOWN
     # slurmctld runs ResumeProgram at once and re-checks configuring jobs every 30 s: a
     # node that registers just before ResumeTimeout (60 s) runs the job up to 30 s later.
