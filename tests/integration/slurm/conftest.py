@@ -55,12 +55,14 @@ _HERE = Path(__file__).resolve().parent
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test here shares the one slurmctld (and cleans up its t-* nodes and the
-    drained ``localhost``): they are ``serial`` (scripts/test.sh runs them after the
-    parallel part), and under ``pytest -n N --dist loadgroup`` in one worker."""
+    drained ``localhost``): they are ``serial`` and ``slurm`` (scripts/test.sh runs them
+    one at a time beside the parallel part), and under ``pytest -n N --dist loadgroup``
+    in one worker."""
     for item in items:
         if _HERE in item.path.resolve().parents:
             item.add_marker(pytest.mark.xdist_group("slurm"))
             item.add_marker(pytest.mark.serial)
+            item.add_marker(pytest.mark.slurm)
 
 
 @pytest.hookimpl(tryfirst=True)
