@@ -4,10 +4,11 @@ At its first start the manager creates a context on the broker and keeps the
 context's id, URI, key and secret in its state store (the broker shows the key and
 secret only once; the store is readable by its owner alone). Every worker it launches
 gets those coordinates in its user data (which the local cloud writes 0600); the
-worker's agent joins and follows the context. When the manager takes a worker
-down it records the worker's departure, so the remaining nodes forget it even if the
-instance died without leaving. Removals that fail (broker unreachable) are kept in
-the store and retried at every step.
+worker's agent joins and follows the context. When a worker is gone for good the
+core records its node's departure, so the remaining nodes forget it even if the
+instance died without leaving: the core keeps it pending (in its state, which the
+manager's store persists) and sends it again at every step until :meth:`ContextLink.send`
+gets it through.
 """
 
 from __future__ import annotations
@@ -177,13 +178,16 @@ class ContextLink:
         return list(json.loads(raw)) if raw else []
 
     def send(self, host: str) -> None:
-        """Tell the broker that ``host`` left (network only: runs on the manager's pool).
+        """Tell the broker that ``host`` (a worker's node name) left (network only: runs
+        on the manager's pool). Workers publish their node name as a host-name label
+        (``as_label``), so that is the name the broker is given.
 
         Raises :class:`ContextError` when the broker cannot be reached or refuses; a
         host it does not know (already left, or never joined) counts as done."""
         cid = self.context_id
         if cid is None:
             return
+        host = as_label(host)
         try:
             self.client.remove_host(cid, host)
             log.info("context %s: %s removed", cid, host)
