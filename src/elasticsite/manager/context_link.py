@@ -13,7 +13,6 @@ gets it through.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -34,7 +33,6 @@ log = logging.getLogger(__name__)
 __all__ = ["ContextLink", "SavedContext", "saved_context"]
 
 _KEYS = ("id", "uri", "key", "secret")
-_PENDING = "context.pending_removals"
 
 
 def _read_token(config: ContextConfig) -> str:
@@ -161,22 +159,6 @@ class ContextLink:
     def context_id(self) -> str | None:
         return self.store.get_meta("context.id")
 
-    def remember(self, host: str) -> str:
-        """Record (in the store, from the manager's loop) that ``host`` (a worker's node
-        name) left; returns the name the broker knows it by. Kept until :meth:`done`.
-
-        Workers publish their node name as a host-name label (``as_label``)."""
-        host = as_label(host)
-        pending = self.pending()
-        if host not in pending:
-            pending.append(host)
-            self.store.set_meta(_PENDING, json.dumps(pending))
-        return host
-
-    def pending(self) -> list[str]:
-        raw = self.store.get_meta(_PENDING)
-        return list(json.loads(raw)) if raw else []
-
     def send(self, host: str) -> None:
         """Tell the broker that ``host`` (a worker's node name) left (network only: runs
         on the manager's pool). Workers publish their node name as a host-name label
@@ -195,29 +177,11 @@ class ContextLink:
             if exc.status != 404:
                 raise
 
-    def done(self, host: str) -> None:
-        """The broker has recorded ``host``'s departure: stop retrying it."""
-        pending = self.pending()
-        if host in pending:
-            pending.remove(host)
-            self.store.set_meta(_PENDING, json.dumps(pending))
-
-    def flush(self) -> int:
-        """Send every pending removal now; returns how many are still pending."""
-        for host in self.pending():
-            try:
-                self.send(host)
-            except ContextError as exc:
-                log.warning("context: removing %s failed (will retry): %s", host, exc)
-                break
-            self.done(host)
-        return len(self.pending())
-
 
 @dataclass(frozen=True, slots=True)
 class SavedContext:
     """The site's context as its state store keeps it: where it lives, and the
-    departures (host names) the broker has not yet recorded."""
+    departures (node names) the broker has not yet recorded."""
 
     uri: str
     pending_removals: list[str]
@@ -230,5 +194,4 @@ def saved_context(store: StateStore) -> SavedContext | None:
     uri = store.get_meta("context.uri")
     if not uri:
         return None
-    raw = store.get_meta(_PENDING)
-    return SavedContext(uri, list(json.loads(raw)) if raw else [])
+    return SavedContext(uri, list(store.departures()))
