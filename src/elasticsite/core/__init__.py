@@ -5,9 +5,10 @@ the outcomes of its finished commands; :func:`step` takes it from there, for bot
 drivers alike: :func:`observe` settles those outcomes and moves every worker from
 what was sensed, giving the snapshot a policy decides on; a stopping site winds down,
 any other asks the driver's policy; the driver allocates ids for the workers the
-decision launches; :func:`apply` carries the decision out. It leaves a :class:`Plan`:
-the transitions and records to persist, then the commands to run. Nothing here reads
-a clock, opens a socket or touches a file.
+decision launches; :func:`apply` carries the decision out; the nodes that left and
+that the broker has not recorded yet are sent again (:mod:`.departures`). It leaves a
+:class:`Plan`: the transitions, records and state to persist, then the commands to
+run. Nothing here reads a clock, opens a socket or touches a file.
 """
 
 from elasticsite.core.actuate import apply, launches, shutdown_decision

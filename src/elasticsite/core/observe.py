@@ -3,8 +3,9 @@
 :func:`observe` is the first half of a step, shared by the live manager and the
 simulator: it settles the outcomes of the commands that finished since the last step,
 then follows every worker from what its instance and its node say (launch retries,
-joins, losses, idle/busy, terminations confirmed), adopts tagged instances no
-record knows of, and terminates strays. It returns the snapshot the policy decides
+joins, losses, idle/busy, terminations confirmed; a worker gone for good leaves the
+broker's context, :mod:`.departures`), adopts tagged instances no record knows of,
+and terminates strays. It returns the snapshot the policy decides
 on. Deterministic; no clock, no I/O: the driver passes ``now`` and what it sensed.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from elasticsite.batch.base import Node, NodeState
 from elasticsite.clouds.base import Instance
 from elasticsite.clouds.base import InstanceState as IS
-from elasticsite.core import estimates, health
+from elasticsite.core import departures, estimates, health
 from elasticsite.core.adopt import adopt
 from elasticsite.core.plan import (
     AddAndLaunch,
@@ -130,7 +131,8 @@ def _settle(state: CoreState, plan: Plan, config: CoreConfig, now: float, out: O
             state.strays[command.instance_id] = now + config.backoff(1)
         return
     if isinstance(command, ForgetNode):
-        return  # the driver keeps its own list of departures still to send
+        departures.settle(state, plan, command, out)
+        return
     if isinstance(command, RedirectJob):
         if out.error is not None:  # the job may have started or gone meanwhile
             plan.count("redirect_errors")
@@ -224,7 +226,7 @@ def _gone(state: CoreState, plan: Plan, rec: WorkerRecord, at: float) -> None:
         at = max(w.state_since, min(at, rec.ended_at))
     rec.instance_gone = True
     plan.dirty.add(w.id)
-    plan.commands.append(ForgetNode(w.node or w.id, w.id))
+    departures.leave(state, plan, w.node or w.id, w.id)
     if w.state is S.TERMINATING:
         move(plan, rec, S.TERMINATED, at, Cause.CLOUD_REPORTED)
     if w.state in _FINAL:

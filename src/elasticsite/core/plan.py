@@ -2,8 +2,9 @@
 
 The core (:mod:`.observe`, :mod:`.actuate`) moves workers through their state
 machine and says what must be done about it, as data. A driver (the live manager,
-the simulator) carries the :class:`Plan` out: it persists the transitions and the
-changed records, then runs each :class:`Command` against its batch system, its
+the simulator) carries the :class:`Plan` out: it persists the transitions, the
+changed records and the state the plan says changed (clouds' health, held jobs,
+pending departures), then runs each :class:`Command` against its batch system, its
 clouds and its broker, and hands back an :class:`Outcome` per finished command at
 its next step.
 """
@@ -145,7 +146,8 @@ class RemoveNode:
 
 @dataclass(frozen=True, slots=True)
 class ForgetNode:
-    """Record in the broker context that the node left (retried by the driver)."""
+    """Record in the broker context that the node left; kept pending in the core's
+    :attr:`CoreState.departures` and sent again until the broker has it."""
 
     node: str
     worker_id: str = ""
@@ -199,7 +201,8 @@ class InFlight(NamedTuple):
     """The command's ``kind`` (``launch``, ``drain`` ...; ``stray`` for a stray's
     termination)."""
     of: str
-    """The worker's id (or the node's name, the stray instance's id, the job's id)."""
+    """The worker's id (or the node's name, the stray instance's id, the job's id; a
+    departure's node, which a later worker may take: one departure per node)."""
 
 
 STRAY = "stray"
@@ -212,6 +215,8 @@ def command_key(command: Command) -> InFlight:
         return InFlight(command.kind, command.job_id)
     if isinstance(command, HoldJob):
         return InFlight(command.kind, command.job.id)
+    if isinstance(command, ForgetNode):
+        return InFlight(command.kind, command.node)
     if isinstance(command, TerminateInstance):
         if not command.worker_id:
             return InFlight(STRAY, command.instance_id)
@@ -296,6 +301,9 @@ class CoreState:
     """Queued jobs this site holds (a user over their share), by id, until released."""
     times: dict[str, ObservedTimes] = field(default_factory=dict)
     """Each cloud's boot and shutdown times seen so far (:mod:`.estimates`)."""
+    departures: dict[str, str] = field(default_factory=dict)
+    """Nodes that left whose departure the broker has not recorded yet -> the worker
+    that held each (``""`` if not known), in the order they left (:mod:`.departures`)."""
 
     def running(
         self, command: type[AddAndLaunch | DrainNode | TerminateInstance], worker_id: str
@@ -338,6 +346,9 @@ class Plan:
     """A cloud's health record changed: the driver persists them."""
     held_changed: bool = False
     """The jobs held changed: the driver persists them."""
+    departures_changed: bool = False
+    """The pending departures changed: the driver persists them, before any command
+    runs."""
     alike: dict[tuple[str, str], int] = field(default_factory=dict)
     """Failures of one kind with the same error (a batch of terminations refused
     together) past the first, reported as one line each."""

@@ -6,7 +6,9 @@ or batch system answered. A step's terminations on one cloud go together
 (:meth:`CommandRunner.batches`): one ``terminate(ids)`` call for as many ids as the
 driver's ``terminate_batch`` says, each command keeping its own outcome. It runs on
 the manager's thread pool and never raises: a failure, whatever it is, is an outcome
-the core settles (retry, back off, give up). It touches no state store.
+the core settles (retry, back off, give up; a departure the broker could not take stays
+pending). A departure with no broker to tell (the simulator, a site without
+``[context]``) succeeds at once. It touches no state store.
 """
 
 from __future__ import annotations

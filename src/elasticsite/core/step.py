@@ -5,7 +5,8 @@ simulator: :func:`~.observe.observe` settles the finished commands and moves eve
 worker from what was sensed; a stopping site decides to wind down
 (:func:`~.actuate.shutdown_decision`), any other asks the driver's ``decide`` (its
 policy); the driver allocates ids for the workers the decision launches (``ids``), and
-:func:`~.actuate.apply` carries the decision out. The driver senses before (its batch
+:func:`~.actuate.apply` carries the decision out; the departures the broker could not
+take yet are sent again (:func:`~.departures.resend`). The driver senses before (its batch
 system, its clouds, listed by worker tag with :func:`by_tag`) and carries the plan out
 after (persist, then run the commands). :func:`core_config` builds the core's settings
 from the policy's declared capabilities, as both drivers must.
@@ -19,6 +20,7 @@ from typing import Any
 
 from elasticsite.batch.base import Node
 from elasticsite.clouds.base import WORKER_TAG, Instance
+from elasticsite.core import departures
 from elasticsite.core.actuate import apply, launches, shutdown_decision
 from elasticsite.core.observe import observe
 from elasticsite.core.plan import CoreConfig, CoreState, Outcome, Plan
@@ -73,10 +75,10 @@ def step(
     plan: Plan | None = None,
 ) -> tuple[SiteSnapshot, Plan]:
     """One step: observe what was ``sensed``, decide (wind down if the site is
-    stopping, else ``decide``), allocate the launches' ids with ``ids`` and apply the
-    decision. Returns the snapshot decided on and the plan (into ``plan`` if given,
-    which may hold what the driver did earlier in the step); the decision is
-    :attr:`Plan.decision`."""
+    stopping, else ``decide``), allocate the launches' ids with ``ids``, apply the
+    decision and send pending departures again. Returns the snapshot decided on and
+    the plan (into ``plan`` if given, which may hold what the driver did earlier in the
+    step); the decision is :attr:`Plan.decision`."""
     plan = Plan() if plan is None else plan
     now = sensed.now
     snapshot = observe(
@@ -97,5 +99,6 @@ def step(
         decision = decide(snapshot)
     wanted = launches(decision)
     apply(state, plan, config, now, decision, ids(wanted) if wanted else {})
+    departures.resend(state, plan)
     plan.decision = decision
     return snapshot, plan

@@ -4,15 +4,15 @@ At its first start the manager creates a context on the broker and keeps the
 context's id, URI, key and secret in its state store (the broker shows the key and
 secret only once; the store is readable by its owner alone). Every worker it launches
 gets those coordinates in its user data (which the local cloud writes 0600); the
-worker's agent joins and follows the context. When the manager takes a worker
-down it records the worker's departure, so the remaining nodes forget it even if the
-instance died without leaving. Removals that fail (broker unreachable) are kept in
-the store and retried at every step.
+worker's agent joins and follows the context. When a worker is gone for good the
+core records its node's departure, so the remaining nodes forget it even if the
+instance died without leaving: the core keeps it pending (in its state, which the
+manager's store persists) and sends it again at every step until :meth:`ContextLink.send`
+gets it through.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 __all__ = ["ContextLink", "SavedContext", "saved_context"]
 
 _KEYS = ("id", "uri", "key", "secret")
-_PENDING = "context.pending_removals"
 
 
 def _read_token(config: ContextConfig) -> str:
@@ -160,30 +159,17 @@ class ContextLink:
     def context_id(self) -> str | None:
         return self.store.get_meta("context.id")
 
-    def remember(self, host: str) -> str:
-        """Record (in the store, from the manager's loop) that ``host`` (a worker's node
-        name) left; returns the name the broker knows it by. Kept until :meth:`done`.
-
-        Workers publish their node name as a host-name label (``as_label``)."""
-        host = as_label(host)
-        pending = self.pending()
-        if host not in pending:
-            pending.append(host)
-            self.store.set_meta(_PENDING, json.dumps(pending))
-        return host
-
-    def pending(self) -> list[str]:
-        raw = self.store.get_meta(_PENDING)
-        return list(json.loads(raw)) if raw else []
-
     def send(self, host: str) -> None:
-        """Tell the broker that ``host`` left (network only: runs on the manager's pool).
+        """Tell the broker that ``host`` (a worker's node name) left (network only: runs
+        on the manager's pool). Workers publish their node name as a host-name label
+        (``as_label``), so that is the name the broker is given.
 
         Raises :class:`ContextError` when the broker cannot be reached or refuses; a
         host it does not know (already left, or never joined) counts as done."""
         cid = self.context_id
         if cid is None:
             return
+        host = as_label(host)
         try:
             self.client.remove_host(cid, host)
             log.info("context %s: %s removed", cid, host)
@@ -191,29 +177,11 @@ class ContextLink:
             if exc.status != 404:
                 raise
 
-    def done(self, host: str) -> None:
-        """The broker has recorded ``host``'s departure: stop retrying it."""
-        pending = self.pending()
-        if host in pending:
-            pending.remove(host)
-            self.store.set_meta(_PENDING, json.dumps(pending))
-
-    def flush(self) -> int:
-        """Send every pending removal now; returns how many are still pending."""
-        for host in self.pending():
-            try:
-                self.send(host)
-            except ContextError as exc:
-                log.warning("context: removing %s failed (will retry): %s", host, exc)
-                break
-            self.done(host)
-        return len(self.pending())
-
 
 @dataclass(frozen=True, slots=True)
 class SavedContext:
     """The site's context as its state store keeps it: where it lives, and the
-    departures (host names) the broker has not yet recorded."""
+    departures (node names) the broker has not yet recorded."""
 
     uri: str
     pending_removals: list[str]
@@ -226,5 +194,4 @@ def saved_context(store: StateStore) -> SavedContext | None:
     uri = store.get_meta("context.uri")
     if not uri:
         return None
-    raw = store.get_meta(_PENDING)
-    return SavedContext(uri, list(json.loads(raw)) if raw else [])
+    return SavedContext(uri, list(store.departures()))

@@ -131,7 +131,7 @@ class Manager(Lifetime):
             clock=clock,
             context=context,
         )
-        self.dispatch = Dispatch(pool, self.runner, context)
+        self.dispatch = Dispatch(pool, self.runner)
         deadline = config.describe_timeout or max(config.interval, DESCRIBE_TIMEOUT)
         grace = self.core_config.grace
         self.sensor = CloudSensor(self.clouds, deadline, grace, max_defer=2 * grace)
@@ -161,6 +161,7 @@ class Manager(Lifetime):
         )
         self.state.health = health.load(store.cloud_health())
         self.state.held = {j.id: j for j in store.held_jobs()}
+        self.state.departures = store.departures()  # sent again at the first step
         self.cloud_errors = store.cloud_errors()
         """The last error of each cloud, with its kind and API call (``status`` shows it)."""
         self._reserved = store.last_worker_number()
@@ -235,7 +236,6 @@ class Manager(Lifetime):
             self.state, self.core_config, sensed, decide, self._new_ids, plan
         )
         decision = plan.decision
-        self.dispatch.resend_departures(plan, self.state)
         report.spent = spent[0] if spent else self._spent(now, snapshot)  # (winding down)
         report.unservable = self.unservable.current
         report.forecast = self.spending.review(
@@ -356,13 +356,13 @@ class Manager(Lifetime):
                 rec = records.get(command.worker_id)
                 if rec is not None and rec.attempts > 0:
                     report.retried.append(command.cloud)
-        self.dispatch.submit(plan.commands, self.state)
+        self.dispatch.submit(plan.commands)
 
     def _persist(self, plan: Plan) -> None:
         """Write the plan; the workers whose records it drops leave their bills, in the
         same transaction."""
         before = dict(self.state.records)
-        writes = plan.transitions or plan.dirty or plan.counts
+        writes = plan.transitions or plan.dirty or plan.counts or plan.departures_changed
         bills = []
         # A step that writes nothing takes no write lock (nor a commit on disk).
         with self.store.transaction() if writes else contextlib.nullcontext():

@@ -310,8 +310,8 @@ def reserve_tagged(
 
 
 def persist(store: StateStore, state: CoreState, plan: Plan) -> None:
-    """Log the plan's transitions, then write them and the changed records in one
-    transaction; forget the records of workers that are finished."""
+    """Log the plan's transitions, then write them, the changed records and the pending
+    departures in one transaction; forget the records of workers that are finished."""
     for t in plan.transitions:
         level = logging.DEBUG if t.cause in _CHATTY else logging.INFO
         if log.isEnabledFor(level):
@@ -322,7 +322,7 @@ def persist(store: StateStore, state: CoreState, plan: Plan) -> None:
                         node=w and w.node)  # fmt: skip
             log.log(level, "worker %s: %s -> %s (%s)", t.worker_id, before, t.to_state,
                     t.cause, extra=extra)  # fmt: skip
-    if plan.transitions or plan.dirty or plan.counts:
+    if plan.transitions or plan.dirty or plan.counts or plan.departures_changed:
         with store.transaction():
             for wid in plan.dirty:
                 rec = state.records.get(wid)
@@ -331,6 +331,8 @@ def persist(store: StateStore, state: CoreState, plan: Plan) -> None:
             store.record(plan.transitions)
             for name, by in plan.counts.items():
                 store.bump(name, by)
+            if plan.departures_changed:  # kept until the broker has them: sent on restart
+                store.save_departures(state.departures)
     if plan.health_changed:
         store.save_cloud_health(health.dump(state))
     if plan.held_changed:

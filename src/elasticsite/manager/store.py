@@ -1,5 +1,9 @@
 """The manager's state: every worker, every transition and every counter, in SQLite (WAL).
 
+What else of the core's state must outlive a restart is kept too: the clouds' health,
+the jobs the site holds, and the departures the broker has not recorded yet (which a
+restarted manager sends again).
+
 Nothing the manager needs after a restart lives only in memory. A worker row is
 written *before* its instance is asked of the cloud, so a manager killed at any
 point finds, on restart, either the row (and adopts or relaunches its instance by
@@ -56,6 +60,8 @@ __all__ = [
 LOCK_TIMEOUT = 30.0
 """Seconds to wait for another process's write lock before giving up as "locked"."""
 _WORKER_SEQ = "seq:worker"
+_DEPARTURES = "context.pending_removals"
+"""Where the pending departures are kept (the key they have always had)."""
 _ADD = (
     "INSERT INTO counters(name, value) VALUES (?, ?) "
     "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"
@@ -126,6 +132,21 @@ class StateStore:
 
     def save_held_jobs(self, jobs: Iterable[Job]) -> None:
         self.set_meta("held_jobs", jobs_to_json(jobs))
+
+    def departures(self) -> dict[str, str]:
+        """The departures the broker has not recorded yet (the core's
+        :attr:`~elasticsite.core.CoreState.departures`: node -> worker), as last saved;
+        an older file's list of nodes reads with no workers."""
+        try:
+            data = json.loads(self.get_meta(_DEPARTURES) or "{}")
+        except ValueError:
+            return {}
+        if isinstance(data, list):
+            return {str(node): "" for node in data}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def save_departures(self, departures: Mapping[str, str]) -> None:
+        self.set_meta(_DEPARTURES, json.dumps(dict(departures)))
 
     def request_cloud_reset(self, cloud: str) -> None:
         """Ask the manager to open ``cloud`` again (taken at its next step)."""
