@@ -32,6 +32,7 @@ __all__ = [
     "OwnNode",
     "Plan",
     "Problem",
+    "RedirectJob",
     "ReleaseJob",
     "RemoveNode",
     "TerminateInstance",
