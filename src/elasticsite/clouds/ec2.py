@@ -243,19 +243,12 @@ class Ec2Cloud(SdkCloud):
     def _starter(
         self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
     ) -> Starter:
-        return lambda names: self._run(vm_type, names, userdata, tags)
+        return lambda names: self._run(names, self.run_request(vm_type, names, userdata, tags))
 
-    def _run(
-        self,
-        vm_type: VMType,
-        names: list[str],
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> list[Instance]:
-        request = self.run_request(vm_type, names, userdata, tags)
-        reply = self._call(
-            f"run_instances ({len(names)} x {vm_type.name})", "run_instances", **request
-        )
+    def _run(self, names: list[str], request: dict[str, Any]) -> list[Instance]:
+        """Start ``names`` with the ``run_instances`` call ``request``; their instances."""
+        what = f"run_instances ({len(names)} x {request['InstanceType']})"
+        reply = self._call(what, "run_instances", **request)
         started = [self._instance(raw) for raw in reply.get("Instances", [])]
         if len(names) == 1:
             for instance in started:
