@@ -60,12 +60,6 @@ def _ending(
     return code, None, implied or exit_reason(code) or said
 
 
-def _attempts(state: JobState, restarts: int, started: bool) -> int:
-    """Runs so far: each requeue counted a restart; a running or ended job that started
-    is in its last run."""
-    return restarts + (1 if started and not state.waiting else 0)
-
-
 @dataclass(frozen=True, slots=True)
 class _Said:
     """A job as one of Slurm's commands tells it, in Slurm's words; :func:`_detail`
@@ -108,7 +102,8 @@ def _detail(job_id: str, said: _Said, notes: tuple[str, ...] = ()) -> JobDetail:
     started = read(start) if ran else None
     ended = read(end) if state.finished else None
     nodes = tuple(expand_hostlist(said.node_list)) if started and said.node_list else ()
-    stdout, stderr, directory = said.files
+    count = len(nodes) or 1 if said.node_count is None else said.node_count
+    native, (stdout, stderr, directory) = " ".join(words), said.files
     job = Job(
         id=job_id,
         cores=said.cores,
@@ -124,19 +119,15 @@ def _detail(job_id: str, said: _Said, notes: tuple[str, ...] = ()) -> JobDetail:
         priority=said.priority,
         user=said.user,
         attributes=job_attributes(
-            *said.where,
-            nodes,
-            len(nodes) or 1 if said.node_count is None else said.node_count,
-            " ".join(words),
-            slurm_reason,
-            state is JobState.HELD,
+            *said.where, nodes, count, native, slurm_reason, state is JobState.HELD
         ),
         signal=sig,
         reason=reason,
-        attempts=_attempts(state, said.restarts, started is not None),
+        # runs so far: each requeue counted a restart; one that started is in its last
+        attempts=said.restarts + (1 if started is not None and not state.waiting else 0),
     )  # fmt: skip
     return JobDetail.of(
-        job, native_state=" ".join(words), group=said.group, stdout=stdout,
+        job, native_state=native, group=said.group, stdout=stdout,
         stderr=stderr or stdout, directory=directory, notes=notes,
     )  # fmt: skip
 
