@@ -44,12 +44,10 @@ from typing import Any
 
 from elasticsite import policies
 from elasticsite.plugins import PolicyPlugin
-from elasticsite.policies.fair_share import fair_shares
 from elasticsite.reproduce import paper003_sim as paper003
-from elasticsite.sim.cloud import CloudModel, Durations
 from elasticsite.sim.elastic import ElasticRun
 
-INTERVAL = 10.0
+INTERVAL = paper003.INTERVAL
 TYPES = paper003.TYPES
 POLICY = "src/elasticsite/policies/cloud_scheduler.py"
 REPO = Path(__file__).resolve().parents[1]
@@ -101,33 +99,14 @@ def run(scn: Scenario, policy: Policy, rebalance: str, seed: int) -> Measured:
     users = scn.users()
     samples = list(SAMPLES)
 
-    class Watched(ElasticRun):
-        def step(self, _: object = None) -> None:
-            super().step(_)
-            running = Counter(j.user for j in self.batch.running.values())
-            waiting = Counter(j.user for j in (*self.batch.queue, *self.batch.held.values()))
-            demand = {u: running[u] + waiting[u] for u in users if running[u] + waiting[u]}
-            shares = fair_shares(scn.limit, demand)
-            for user, share in shares.items():
-                m.used[user] += running[user] * INTERVAL
-                m.due[user] += share * INTERVAL
-            if samples and self.sim.now >= samples[0]:
-                m.held[samples.pop(0)] = (running, shares)
+    def watch(run: ElasticRun, running: Counter[str], shares: dict[str, int]) -> None:
+        for user, share in shares.items():
+            m.used[user] += running[user] * INTERVAL
+            m.due[user] += share * INTERVAL
+        if samples and run.sim.now >= samples[0]:
+            m.held[samples.pop(0)] = (running, shares)
 
-    cloud = CloudModel(
-        name="science",
-        vm_limit=scn.limit,
-        boot=Durations.uniform(60.0, 120.0),
-        shutdown=Durations.uniform(5.0, 15.0),
-        billing_increment=1.0,
-        vm_types=TYPES,
-    )
-    cores = {t.name: t.cores for t in TYPES}
-    sim = Watched(
-        [(at, cores[t], r, r * 1.2) for at, _, t, r in jobs], [cloud], policy,
-        policies.PolicySettings(rebalance=rebalance), INTERVAL, "easy", seed,
-        users=[u for _, u, _, _ in jobs], attributes=[{"vm_type": t} for _, _, t, _ in jobs],
-    )  # fmt: skip
+    sim = paper003.watched_run(jobs, scn.limit, users, policy, rebalance, seed, watch)
     sim.sim.run()
     return m
 

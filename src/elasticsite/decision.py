@@ -14,6 +14,7 @@ from elasticsite.jobs import Job
 from elasticsite.worker import Cause
 
 __all__ = [
+    "URGENCIES",
     "Assign",
     "Decision",
     "Drain",
@@ -24,6 +25,10 @@ __all__ = [
     "Undrain",
     "WorkerAction",
 ]
+
+URGENCIES = ("red", "orange", "yellow")
+"""SPRUCE's urgencies, most urgent first: what an urgent job, its launch and a
+resource's policy map name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +46,7 @@ class Launch:
     cause: Cause
     nodes: tuple[str, ...] = ()
     urgency: str = ""
-    """``red``, ``orange`` or ``yellow`` when launched for an urgent job: a finite cloud
+    """One of :data:`URGENCIES` when launched for an urgent job: a finite cloud
     gives the launch that urgency's policy."""
     user: str = ""
     """The user whose share the workers are for: their nodes run that user's jobs only

@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from elasticsite.batch.base import BatchError, JobDetail, UnknownJob, exit_reason
@@ -59,10 +60,76 @@ def _ending(
     return code, None, implied or exit_reason(code) or said
 
 
-def _attempts(state: JobState, restarts: int, started: bool) -> int:
-    """Runs so far: each requeue counted a restart; a running or ended job that started
-    is in its last run."""
-    return restarts + (1 if started and not state.waiting else 0)
+@dataclass(frozen=True, slots=True)
+class _Said:
+    """A job as one of Slurm's commands tells it, in Slurm's words; :func:`_detail`
+    translates what every command tells alike."""
+
+    words: list[str]
+    reason: str
+    """Slurm's reason (why it waits, or why it ended)."""
+    held: bool
+    exit: tuple[int | None, int | None]
+    """(exit code, signal) as written."""
+    node_list: str
+    times: tuple[Any, Any, Callable[[Any], float | None]]
+    """Its start and end as written, and how to read them."""
+    where: tuple[str, str, str, str, str]
+    """Its partition, QOS, account, features and name."""
+    cores: int
+    walltime: float
+    submitted: float
+    command: str
+    user: str
+    group: str
+    files: tuple[str, str, str]
+    """Its standard output, standard error and working directory."""
+    restarts: int = 0
+    priority: int = 0
+    node_count: int | None = None
+    """Nodes asked for; None: as many as it ran on, at least one."""
+    batch_host: str = ""
+    """Where its batch script ran, when no node list says (22.05's JSON)."""
+
+
+def _detail(job_id: str, said: _Said, notes: tuple[str, ...] = ()) -> JobDetail:
+    """The job ``said`` tells of, its Slurm state translated."""
+    words, slurm_reason = said.words, said.reason
+    state, implied = translate(words, said.restarts, said.held)
+    code, sig, reason = _ending(state, *said.exit, implied, slurm_reason)
+    start, end, read = said.times
+    ran = not state.waiting and bool(said.node_list or said.batch_host)
+    started = read(start) if ran else None
+    ended = read(end) if state.finished else None
+    nodes = tuple(expand_hostlist(said.node_list)) if started and said.node_list else ()
+    count = len(nodes) or 1 if said.node_count is None else said.node_count
+    native, (stdout, stderr, directory) = " ".join(words), said.files
+    job = Job(
+        id=job_id,
+        cores=said.cores,
+        walltime=said.walltime,
+        submitted_at=said.submitted,
+        state=state,
+        command=said.command,
+        started_at=started,
+        finished_at=ended,
+        runtime=ended - started if ended and started else None,
+        node=nodes[0] if nodes else (said.batch_host or None if started else None),
+        exit_code=code,
+        priority=said.priority,
+        user=said.user,
+        attributes=job_attributes(
+            *said.where, nodes, count, native, slurm_reason, state is JobState.HELD
+        ),
+        signal=sig,
+        reason=reason,
+        # runs so far: each requeue counted a restart; one that started is in its last
+        attempts=said.restarts + (1 if started is not None and not state.waiting else 0),
+    )  # fmt: skip
+    return JobDetail.of(
+        job, native_state=native, group=said.group, stdout=stdout,
+        stderr=stderr or stdout, directory=directory, notes=notes,
+    )  # fmt: skip
 
 
 def _wait_status(status: int) -> tuple[int | None, int | None]:
@@ -135,19 +202,9 @@ def _json_id(raw: Mapping[str, Any]) -> str:
 
 def _json_detail(raw: Mapping[str, Any], job_id: str) -> JobDetail:
     words = read_words(raw.get("job_state"))
-    restarts = int(read_number(raw.get("restart_cnt"), 0) or 0)
     slurm_reason = read_text(raw.get("state_reason"))
     priority = int(read_number(raw.get("priority"), 0) or 0)
     held = bool(raw.get("hold")) or slurm_reason.startswith("JobHeld")
-    state, implied = translate(words, restarts, held or (priority == 0 and _pending(words)))
-    code, sig = _exit_object(raw.get("exit_code"))
-    code, sig, reason = _ending(state, code, sig, implied, slurm_reason)
-    ran = not state.waiting and bool(
-        read_text(raw.get("nodes")) or read_text(raw.get("batch_host"))
-    )
-    started = read_time(raw.get("start_time")) if ran else None
-    ended = read_time(raw.get("end_time")) if state.finished else None
-    nodes = tuple(expand_hostlist(read_text(raw.get("nodes")))) if started else ()
     limit = read_number(raw.get("time_limit"))
     stdout = read_text(raw.get("stdout_expanded")) or _expand(
         read_text(raw.get("standard_output")), raw, job_id
@@ -155,41 +212,29 @@ def _json_detail(raw: Mapping[str, Any], job_id: str) -> JobDetail:
     stderr = read_text(raw.get("stderr_expanded")) or _expand(
         read_text(raw.get("standard_error")), raw, job_id
     )
-    job = Job(
-        id=job_id,
+    said = _Said(
+        words=words,
+        reason=slurm_reason,
+        held=held or (priority == 0 and _pending(words)),
+        exit=_exit_object(raw.get("exit_code")),
+        node_list=read_text(raw.get("nodes")),
+        times=(raw.get("start_time"), raw.get("end_time"), read_time),
+        where=(read_text(raw.get("partition")), read_text(raw.get("qos")),
+               read_text(raw.get("account")), read_text(raw.get("features")),
+               read_text(raw.get("name"))),
         cores=max(1, int(read_number(raw.get("cpus"), 1) or 1)),
         walltime=limit * 60.0 if limit else math.inf,
-        submitted_at=read_time(raw.get("submit_time")) or 0.0,
-        state=state,
+        submitted=read_time(raw.get("submit_time")) or 0.0,
         command=read_text(raw.get("command")) or read_text(raw.get("name")),
-        started_at=started,
-        finished_at=ended,
-        runtime=ended - started if ended and started else None,
-        node=nodes[0] if nodes else (read_text(raw.get("batch_host")) or None if started else None),
-        exit_code=code,
-        priority=priority,
         user=read_text(raw.get("user_name")),
-        attributes=job_attributes(
-            read_text(raw.get("partition")),
-            read_text(raw.get("qos")),
-            read_text(raw.get("account")),
-            read_text(raw.get("features")),
-            read_text(raw.get("name")),
-            nodes,
-            int(read_number(raw.get("node_count"), 1) or 1),
-            " ".join(words),
-            slurm_reason,
-            state is JobState.HELD,
-        ),
-        signal=sig,
-        reason=reason,
-        attempts=_attempts(state, restarts, started is not None),
-    )
-    return JobDetail.of(
-        job, native_state=" ".join(words), group=read_text(raw.get("group_name")),
-        stdout=stdout, stderr=stderr or stdout,
-        directory=read_text(raw.get("current_working_directory")),
+        group=read_text(raw.get("group_name")),
+        files=(stdout, stderr, read_text(raw.get("current_working_directory"))),
+        restarts=int(read_number(raw.get("restart_cnt"), 0) or 0),
+        priority=priority,
+        node_count=int(read_number(raw.get("node_count"), 1) or 1),
+        batch_host=read_text(raw.get("batch_host")),
     )  # fmt: skip
+    return _detail(job_id, said)
 
 
 def _pending(words: Sequence[str]) -> bool:
@@ -236,56 +281,34 @@ def parse_show_job_text(text: str, job_id: str) -> JobDetail:
         raise BatchError(f"scontrol show job {job_id}: no job in the output: {text[:80]!r}")
     f = _text_fields(text)
     words = f.get("JobState", "").split()
-    restarts = int(f.get("Restarts", "0") or 0) if f.get("Restarts", "0").isdigit() else 0
     slurm_reason = f.get("Reason", "")
     priority = int(f["Priority"]) if f.get("Priority", "").isdigit() else 0
-    held = slurm_reason.startswith("JobHeld") or (priority == 0 and _pending(words))
-    state, implied = translate(words, restarts, held)
     exit_text, _, sig_text = f.get("ExitCode", "").partition(":")
     code = int(exit_text) if exit_text.isdigit() else None
     sig = int(sig_text) if sig_text.isdigit() and int(sig_text) else None
-    code, sig, reason = _ending(state, code, sig, implied, slurm_reason)
-    node_list = _null(f.get("NodeList", ""))
-    ran = not state.waiting and bool(node_list)
-    started = read_local_time(f.get("StartTime", "")) if ran else None
-    ended = read_local_time(f.get("EndTime", "")) if state.finished else None
-    nodes = tuple(expand_hostlist(node_list)) if started and node_list else ()
     name = _null(f.get("JobName", ""))
     stdout, stderr = _null(f.get("StdOut", "")), _null(f.get("StdErr", ""))
-    job = Job(
-        id=job_id,
+    said = _Said(
+        words=words,
+        reason=slurm_reason,
+        held=slurm_reason.startswith("JobHeld") or (priority == 0 and _pending(words)),
+        exit=(code, sig),
+        node_list=_null(f.get("NodeList", "")),
+        times=(f.get("StartTime", ""), f.get("EndTime", ""), read_local_time),
+        where=(_null(f.get("Partition", "")), _null(f.get("QOS", "")),
+               _null(f.get("Account", "")), _null(f.get("Features", "")), name),
         cores=max(1, int(f["NumCPUs"])) if f.get("NumCPUs", "").isdigit() else 1,
         walltime=read_duration(f.get("TimeLimit", "")) or math.inf,
-        submitted_at=read_local_time(f.get("SubmitTime", "")) or 0.0,
-        state=state,
+        submitted=read_local_time(f.get("SubmitTime", "")) or 0.0,
         command=_null(f.get("Command", "")) or name,
-        started_at=started,
-        finished_at=ended,
-        runtime=ended - started if ended and started else None,
-        node=nodes[0] if nodes else None,
-        exit_code=code,
-        priority=priority,
         user=_owner(f.get("UserId", "")),
-        attributes=job_attributes(
-            _null(f.get("Partition", "")),
-            _null(f.get("QOS", "")),
-            _null(f.get("Account", "")),
-            _null(f.get("Features", "")),
-            name,
-            nodes,
-            int(f["NumNodes"]) if f.get("NumNodes", "").isdigit() else 1,
-            " ".join(words),
-            slurm_reason,
-            state is JobState.HELD,
-        ),
-        signal=sig,
-        reason=reason,
-        attempts=_attempts(state, restarts, started is not None),
-    )
-    return JobDetail.of(
-        job, native_state=" ".join(words), group=_owner(f.get("GroupId", "")),
-        stdout=stdout, stderr=stderr or stdout, directory=_null(f.get("WorkDir", "")),
+        group=_owner(f.get("GroupId", "")),
+        files=(stdout, stderr, _null(f.get("WorkDir", ""))),
+        restarts=int(f.get("Restarts", "0") or 0) if f.get("Restarts", "0").isdigit() else 0,
+        priority=priority,
+        node_count=int(f["NumNodes"]) if f.get("NumNodes", "").isdigit() else 1,
     )  # fmt: skip
+    return _detail(job_id, said)
 
 
 # -- sacct --json (the accounting database) ----------------------------------------------
@@ -313,58 +336,32 @@ def parse_sacct_job(text: str, job_id: str) -> JobDetail:
 
 def _sacct_detail(raw: Mapping[str, Any], job_id: str) -> JobDetail:
     state_obj = raw.get("state") if isinstance(raw.get("state"), dict) else {}
-    words = read_words((state_obj or {}).get("current"))
     slurm_reason = read_text((state_obj or {}).get("reason"))
-    held = slurm_reason.startswith("JobHeld")
-    state, implied = translate(words, 0, held)
-    code, sig = _exit_object(raw.get("exit_code"))
-    code, sig, reason = _ending(state, code, sig, implied, slurm_reason)
     times = raw.get("time") if isinstance(raw.get("time"), dict) else {}
     node_list = read_text(raw.get("nodes"))
-    node_list = "" if node_list == "None assigned" else node_list
-    ran = not state.waiting and bool(node_list)
-    started = read_time((times or {}).get("start")) if ran else None
-    ended = read_time((times or {}).get("end")) if state.finished else None
-    nodes = tuple(expand_hostlist(node_list)) if started else ()
     limit = read_number((times or {}).get("limit"))
     required = raw.get("required") if isinstance(raw.get("required"), dict) else {}
-    job = Job(
-        id=job_id,
-        cores=max(1, int(read_number((required or {}).get("CPUs"), 1) or 1)),
-        walltime=limit * 60.0 if limit else math.inf,
-        submitted_at=read_time((times or {}).get("submission")) or 0.0,
-        state=state,
-        command=read_text(raw.get("name")),
-        started_at=started,
-        finished_at=ended,
-        runtime=ended - started if ended and started else None,
-        node=nodes[0] if nodes else None,
-        exit_code=code,
-        user=read_text(raw.get("user")),
-        attributes=job_attributes(
-            read_text(raw.get("partition")),
-            read_text(raw.get("qos")),
-            read_text(raw.get("account")),
-            "",
-            read_text(raw.get("name")),
-            nodes,
-            len(nodes) or 1,
-            " ".join(words),
-            slurm_reason,
-            state is JobState.HELD,
-        ),
-        signal=sig,
-        reason=reason,
-        attempts=1 if started else 0,
-    )
     stdout = read_text(raw.get("stdout_expanded")) or read_text(raw.get("stdout"))
     stderr = read_text(raw.get("stderr_expanded")) or read_text(raw.get("stderr"))
-    return JobDetail.of(
-        job, native_state=" ".join(words), group=read_text(raw.get("group")), stdout=stdout,
-        stderr=stderr or stdout, directory=read_text(raw.get("working_directory")),
-        notes=("from sacct (slurmctld no longer holds the job): runs before a requeue "
-               "are not counted",),
+    said = _Said(
+        words=read_words((state_obj or {}).get("current")),
+        reason=slurm_reason,
+        held=slurm_reason.startswith("JobHeld"),
+        exit=_exit_object(raw.get("exit_code")),
+        node_list="" if node_list == "None assigned" else node_list,
+        times=((times or {}).get("start"), (times or {}).get("end"), read_time),
+        where=(read_text(raw.get("partition")), read_text(raw.get("qos")),
+               read_text(raw.get("account")), "", read_text(raw.get("name"))),
+        cores=max(1, int(read_number((required or {}).get("CPUs"), 1) or 1)),
+        walltime=limit * 60.0 if limit else math.inf,
+        submitted=read_time((times or {}).get("submission")) or 0.0,
+        command=read_text(raw.get("name")),
+        user=read_text(raw.get("user")),
+        group=read_text(raw.get("group")),
+        files=(stdout, stderr, read_text(raw.get("working_directory"))),
     )  # fmt: skip
+    return _detail(job_id, said, ("from sacct (slurmctld no longer holds the job): runs "
+                                  "before a requeue are not counted",))  # fmt: skip
 
 
 class JobReader:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict, Unpack
 
 from pydantic import Field
 
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from elasticsite.config import CloudConfig
     from elasticsite.plugins import SiteInfo
 
-__all__ = ["Ec2Cloud", "Ec2Options", "plugin", "worker_userdata"]
+__all__ = ["Ec2Cloud", "Ec2Extras", "Ec2Options", "plugin", "worker_userdata"]
 
 
 STATES = {
@@ -100,6 +100,15 @@ class Ec2Options(PluginOptions):
     launch's names up first; the ``ClientToken`` guards either way)."""
 
 
+class Ec2Extras(TypedDict, total=False):
+    """What :meth:`Ec2Cloud.connect` passes on to the driver beyond its client and
+    options (the driver's keywords, with its defaults)."""
+
+    spot: bool
+    spot_price_cap: float | None
+    bootstrap: BootstrapConfig | None
+
+
 class Ec2Cloud(SdkCloud):
     """One EC2 region (or compatible endpoint) for one site."""
 
@@ -133,10 +142,8 @@ class Ec2Cloud(SdkCloud):
         site_id: str,
         options: Ec2Options,
         *,
-        spot: bool = False,
-        spot_price_cap: float | None = None,
-        bootstrap: BootstrapConfig | None = None,
         pool_size: int = 10,
+        **extras: Unpack[Ec2Extras],
     ) -> Ec2Cloud:
         """A driver with its own boto3 session (credentials as the options say), keeping
         up to ``pool_size`` connections open (one per thread that calls it at once)."""
@@ -155,10 +162,7 @@ class Ec2Cloud(SdkCloud):
         )
         session = boto3.Session(botocore_session=core)
         client = session.client("ec2", endpoint_url=options.endpoint_url, config=config)
-        return cls(
-            name, site_id, client, options,
-            spot=spot, spot_price_cap=spot_price_cap, bootstrap=bootstrap,
-        )  # fmt: skip
+        return cls(name, site_id, client, options, **extras)
 
     # -- calls ----------------------------------------------------------------------
 
@@ -243,19 +247,12 @@ class Ec2Cloud(SdkCloud):
     def _starter(
         self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
     ) -> Starter:
-        return lambda names: self._run(vm_type, names, userdata, tags)
+        return lambda names: self._run(names, self.run_request(vm_type, names, userdata, tags))
 
-    def _run(
-        self,
-        vm_type: VMType,
-        names: list[str],
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> list[Instance]:
-        request = self.run_request(vm_type, names, userdata, tags)
-        reply = self._call(
-            f"run_instances ({len(names)} x {vm_type.name})", "run_instances", **request
-        )
+    def _run(self, names: list[str], request: dict[str, Any]) -> list[Instance]:
+        """Start ``names`` with the ``run_instances`` call ``request``; their instances."""
+        what = f"run_instances ({len(names)} x {request['InstanceType']})"
+        reply = self._call(what, "run_instances", **request)
         started = [self._instance(raw) for raw in reply.get("Instances", [])]
         if len(names) == 1:
             for instance in started:

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from elasticsite.context.validation import as_label
@@ -71,23 +72,16 @@ def host_key(root: Path, name: str) -> str:
     return line
 
 
+@dataclass(eq=False)
 class LocalAgent:
     """Start and stop one instance's agent process."""
 
-    def __init__(
-        self,
-        userdata_path: Path,
-        userdata: Mapping[str, str],
-        node: str,
-        root: Path,
-        log_path: Path,
-    ) -> None:
-        self.userdata_path = userdata_path
-        self.userdata = userdata
-        self.node = node
-        self.root = root
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
+    userdata_path: Path
+    userdata: Mapping[str, str]
+    node: str
+    root: Path
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @staticmethod
     def wanted(userdata: Mapping[str, str]) -> bool:

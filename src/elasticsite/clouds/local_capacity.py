@@ -46,6 +46,7 @@ from elasticsite.clouds.capacity import (
     Suspend,
 )
 from elasticsite.clouds.errors import ErrorKind
+from elasticsite.decision import URGENCIES
 from elasticsite.model import VMType
 
 __all__ = ["PREEMPTED_TAG", "URGENCY_TAG", "VOLUNTEER_TAG", "Effect", "HostCapacity"]
@@ -56,7 +57,6 @@ PREEMPTED_TAG = "elasticsite:preempted"
 """Set on an instance the cloud terminated for an urgent one: the urgent instance's name."""
 SUSPENDED_TAG = "elasticsite:suspended"
 QOS_TAG = "elasticsite:qos-cores"
-_URGENCIES = ("red", "orange", "yellow")
 
 SLOTS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS slots (
@@ -97,7 +97,7 @@ class HostCapacity:
         if not names or len(set(names)) != len(names):
             raise ValueError("a finite cloud needs at least one host, each with its own name")
         for urgency in self.policies:
-            if urgency not in _URGENCIES:
+            if urgency not in URGENCIES:
                 raise ValueError(f"unknown urgency {urgency!r}; use red, orange or yellow")
 
     # -- reading the registry ------------------------------------------------
@@ -136,7 +136,7 @@ class HostCapacity:
     ) -> list[Effect]:
         """Take a slot for a new instance (making room if it is urgent), or raise."""
         urgency = tags.get(URGENCY_TAG)
-        if urgency is not None and urgency not in _URGENCIES:
+        if urgency is not None and urgency not in URGENCIES:
             raise CloudError(f"bad {URGENCY_TAG} tag {urgency!r}; use red, orange or yellow")
         volunteer = tags.get(VOLUNTEER_TAG) == "yes"
         cap, pids = self.load(db)

@@ -11,64 +11,23 @@ that the broker has not recorded yet are sent again (:mod:`.departures`). It lea
 run. Nothing here reads a clock, opens a socket or touches a file.
 """
 
+from elasticsite.core import plan
 from elasticsite.core.actuate import apply, launches, shutdown_decision
 from elasticsite.core.observe import observe, settle
-from elasticsite.core.plan import (
-    AddAndLaunch,
-    Command,
-    CoreConfig,
-    CoreState,
-    DrainNode,
-    ForgetNode,
-    HoldJob,
-    InFlight,
-    Outcome,
-    OwnNode,
-    Plan,
-    Problem,
-    RedirectJob,
-    ReleaseJob,
-    RemoveNode,
-    TerminateInstance,
-    UndrainNode,
-    WorkerRecord,
-    command_key,
-    worker_id,
-    worker_number,
-)
+from elasticsite.core.plan import *  # noqa: F403 (the names of plan.__all__)
 from elasticsite.core.step import Decide, Ids, Sensed, by_tag, core_config, step
 
 __all__ = [
-    "AddAndLaunch",
-    "Command",
-    "CoreConfig",
-    "CoreState",
     "Decide",
-    "DrainNode",
-    "ForgetNode",
-    "HoldJob",
     "Ids",
-    "InFlight",
-    "Outcome",
-    "OwnNode",
-    "Plan",
-    "Problem",
-    "RedirectJob",
-    "ReleaseJob",
-    "RemoveNode",
     "Sensed",
-    "TerminateInstance",
-    "UndrainNode",
-    "WorkerRecord",
     "apply",
     "by_tag",
-    "command_key",
     "core_config",
     "launches",
     "observe",
     "settle",
     "shutdown_decision",
     "step",
-    "worker_id",
-    "worker_number",
 ]
+__all__ += plan.__all__

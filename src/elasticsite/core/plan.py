@@ -33,6 +33,7 @@ __all__ = [
     "OwnNode",
     "Plan",
     "Problem",
+    "RedirectJob",
     "ReleaseJob",
     "RemoveNode",
     "TerminateInstance",

@@ -5,34 +5,10 @@ Built in: ``on_demand``, ``steady_stream``, ``bursts``, ``core_demand``, ``dedic
 More arrive through the ``elasticsite.policies`` entry-point group.
 """
 
-from elasticsite.policies.base import (
-    CLOUD_RULES,
-    ENTRY_POINT_GROUP,
-    Decide,
-    Policy,
-    PolicySettings,
-    UnknownPolicy,
-    available,
-    get,
-    preboot_done,
-    preboot_workers,
-    register,
-    registry,
-)
+from elasticsite.policies import base
+from elasticsite.policies.base import *  # noqa: F403 (the names of base.__all__)
+from elasticsite.policies.base import preboot_done, preboot_workers
 from elasticsite.policies.engine import evaluate
 
-__all__ = [
-    "CLOUD_RULES",
-    "ENTRY_POINT_GROUP",
-    "Decide",
-    "Policy",
-    "PolicySettings",
-    "UnknownPolicy",
-    "available",
-    "evaluate",
-    "get",
-    "preboot_done",
-    "preboot_workers",
-    "register",
-    "registry",
-]
+__all__ = ["evaluate", "preboot_done", "preboot_workers"]
+__all__ += base.__all__

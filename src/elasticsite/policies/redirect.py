@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -132,25 +132,18 @@ class _Thresholds:
         return getattr(self._pool, name)
 
 
+@dataclass(eq=False)
 class _Live:
     """The :class:`~elasticsite.policies.strategies.Context` of one live step: job ``i`` is
     ``jobs[i]``; redirections are recorded, not carried out."""
 
-    def __init__(
-        self,
-        jobs: Sequence[Job],
-        site: Any,
-        cloud: Pool | None,
-        boot: float,
-        servable: Collection[str] | None = None,
-    ) -> None:
-        self.jobs = jobs
-        self.site = site
-        self.cloud = cloud
-        self.boot = boot
-        self.servable = servable
-        """Ids of the jobs some cloud could run once redirected (None: every job)."""
-        self.redirected: list[int] = []
+    jobs: Sequence[Job]
+    site: Any
+    cloud: Pool | None
+    boot: float
+    servable: Collection[str] | None = None
+    """Ids of the jobs some cloud could run once redirected (None: every job)."""
+    redirected: list[int] = field(default_factory=list, init=False)
 
     def procs(self, job: int) -> int:
         return self.jobs[job].cores

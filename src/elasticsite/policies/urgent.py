@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from elasticsite import feasibility
+from elasticsite.decision import URGENCIES
 from elasticsite.feasibility import Judge, Shape
 from elasticsite.model import (
     Cause,
@@ -41,7 +42,6 @@ from elasticsite.snapshot import SiteSnapshot
 
 __all__ = ["URGENCIES", "enabled", "urgent_burst", "urgent_jobs"]
 
-URGENCIES = ("red", "orange", "yellow")
 _RANK = {u: k for k, u in enumerate(URGENCIES)}
 
 

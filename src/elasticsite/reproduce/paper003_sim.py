@@ -13,7 +13,7 @@ in the batch system and the jobs a terminated VM sent back to the queue.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,8 +33,10 @@ __all__ = [
     "USERS",
     "Rebalance",
     "Run",
+    "Watch",
     "failed",
     "simulate",
+    "watched_run",
 ]
 
 Rebalance = Literal["graceful", "immediate"]
@@ -103,6 +105,49 @@ def _jobs(scale: float) -> list[tuple[float, str, str, float]]:
     ]
 
 
+Watch = Callable[[ElasticRun, Counter[str], dict[str, int]], None]
+"""Called after every decision step with the run, the VMs each user holds (runs one of
+their jobs on) and each user's fair share at that instant."""
+
+
+def watched_run(
+    jobs: Sequence[tuple[float, str, str, float]],
+    limit: int,
+    users: Sequence[str],
+    policy: policies.Policy,
+    rebalance: Rebalance,
+    seed: int,
+    watch: Watch,
+) -> ElasticRun:
+    """The scenario's simulated site, ready to run: ``jobs`` (submitted at, user, VM
+    type named, run time) on one cloud of ``limit`` VMs of :data:`TYPES`, decided by
+    ``policy``; ``watch`` sees every step. The fair share counts the users of
+    ``users`` with jobs running or waiting (held ones included)."""
+
+    class Watched(ElasticRun):
+        def step(self, _: object = None) -> None:
+            super().step(_)
+            running = Counter(j.user for j in self.batch.running.values())
+            waiting = Counter(j.user for j in (*self.batch.queue, *self.batch.held.values()))
+            demand = {u: running[u] + waiting[u] for u in users if running[u] + waiting[u]}
+            watch(self, running, fair_shares(limit, demand))
+
+    cloud = CloudModel(
+        name="science",
+        vm_limit=limit,
+        boot=Durations.uniform(60.0, 120.0),
+        shutdown=Durations.uniform(5.0, 15.0),
+        billing_increment=1.0,
+        vm_types=TYPES,
+    )
+    cores = {t.name: t.cores for t in TYPES}
+    return Watched(
+        [(at, cores[vm], run, run * 1.2) for at, _, vm, run in jobs], [cloud], policy,
+        policies.PolicySettings(rebalance=rebalance), INTERVAL, "easy", seed,
+        users=[u for _, u, _, _ in jobs], attributes=[{"vm_type": vm} for _, _, vm, _ in jobs],
+    )  # fmt: skip
+
+
 def simulate(rebalance: Rebalance, *, errors: int = 0, scale: float = 1.0, seed: int = 1) -> Run:
     """The paper's scenario with ``rebalance`` (``graceful`` or ``immediate``); with
     ``errors``, that many of ann's running VMs are put in error by the cloud at 400 s.
@@ -110,36 +155,16 @@ def simulate(rebalance: Rebalance, *, errors: int = 0, scale: float = 1.0, seed:
     jobs = _jobs(scale)
     out = Run(rebalance, held={u: [] for u in USERS}, fair={u: [] for u in USERS})
 
-    class Watched(ElasticRun):
-        def step(self, _: object = None) -> None:
-            super().step(_)
-            running = Counter(j.user for j in self.batch.running.values())
-            waiting = Counter(j.user for j in (*self.batch.queue, *self.batch.held.values()))
-            out.jobs_held.update(self.batch.held)
-            demand = {u: running[u] + waiting[u] for u in USERS if running[u] + waiting[u]}
-            shares = fair_shares(LIMIT, demand)
-            out.times.append(self.sim.now)
-            for user in USERS:
-                out.held[user].append(running[user])
-                out.fair[user].append(shares.get(user, 0))
-                out.used[user] += running[user] * INTERVAL
-                out.due[user] += shares.get(user, 0) * INTERVAL
+    def watch(run: ElasticRun, running: Counter[str], shares: dict[str, int]) -> None:
+        out.jobs_held.update(run.batch.held)
+        out.times.append(run.sim.now)
+        for user in USERS:
+            out.held[user].append(running[user])
+            out.fair[user].append(shares.get(user, 0))
+            out.used[user] += running[user] * INTERVAL
+            out.due[user] += shares.get(user, 0) * INTERVAL
 
-    cloud = CloudModel(
-        name="science",
-        vm_limit=LIMIT,
-        boot=Durations.uniform(60.0, 120.0),
-        shutdown=Durations.uniform(5.0, 15.0),
-        billing_increment=1.0,
-        vm_types=TYPES,
-    )
-    cores = {t.name: t.cores for t in TYPES}
-    sim = Watched(
-        [(at, cores[vm], run, run * 1.2) for at, _, vm, run in jobs], [cloud],
-        policies.get("cloud_scheduler"), policies.PolicySettings(rebalance=rebalance),
-        INTERVAL, "easy", seed,
-        users=[u for _, u, _, _ in jobs], attributes=[{"vm_type": vm} for _, _, vm, _ in jobs],
-    )  # fmt: skip
+    sim = watched_run(jobs, LIMIT, USERS, policies.get("cloud_scheduler"), rebalance, seed, watch)
     requeue = sim.batch._requeue
 
     def counted(name: str) -> None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from elasticsite.sqlite import Connection
 
-__all__ = ["SCHEMA", "AuditRecord", "migrate", "read", "write"]
+__all__ = ["SCHEMA", "AuditRecord", "Which", "migrate", "read", "write"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -92,16 +93,21 @@ def write(
     return int(cursor.lastrowid or 0)
 
 
-def read(
-    db: Connection,
-    *,
-    resource: str | None = None,
-    identity: str | None = None,
-    ok: bool | None = None,
-    since: float | None = None,
-    limit: int = 500,
-) -> Iterator[AuditRecord]:
+class Which(TypedDict, total=False):
+    """Which rows to read: those of a resource, of an identity, that went through or
+    not, since a time; ``limit`` of them at most (500 unless said)."""
+
+    resource: str | None
+    identity: str | None
+    ok: bool | None
+    since: float | None
+    limit: int
+
+
+def read(db: Connection, **which: Unpack[Which]) -> Iterator[AuditRecord]:
     """The log, newest first, filtered."""
+    resource, identity = which.get("resource"), which.get("identity")
+    ok, since, limit = which.get("ok"), which.get("since"), which.get("limit", 500)
     where: list[str] = []
     args: list[object] = []
     for column, value in (("resource", resource), ("identity", identity)):

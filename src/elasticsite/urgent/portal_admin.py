@@ -12,8 +12,9 @@ import time
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from elasticsite.decision import URGENCIES
 from elasticsite.urgent.portal_visitor import PORTAL, Pages, Visitor, redirect
-from elasticsite.urgent.resources import POLICIES, URGENCIES
+from elasticsite.urgent.resources import POLICIES
 from elasticsite.urgent.routes import refused
 from elasticsite.urgent.tokens import Urgency, show
 

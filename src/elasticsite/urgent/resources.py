@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from elasticsite.decision import URGENCIES
 from elasticsite.sqlite import Connection
 
 __all__ = ["POLICIES", "ResourcePolicies"]
@@ -25,7 +26,6 @@ POLICIES: dict[str, str] = {
     "suspension": "cloud: VMs suspended, resumed when room returns",
 }
 """The elevated-priority policies a resource can map an urgency to (paper 004, Table 2.2)."""
-URGENCIES = ("red", "orange", "yellow")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS resource_policies (

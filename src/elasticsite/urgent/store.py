@@ -22,11 +22,11 @@ import json
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from elasticsite.sqlite import Connection, connect
 from elasticsite.urgent.audit import SCHEMA as _AUDIT
-from elasticsite.urgent.audit import AuditRecord, migrate, read, write
+from elasticsite.urgent.audit import AuditRecord, Which, migrate, read, write
 from elasticsite.urgent.refusals import SCHEMA as _REFUSALS
 from elasticsite.urgent.refusals import Refusals, identity_subject
 from elasticsite.urgent.tokens import (
@@ -363,18 +363,9 @@ class UrgentStore:
         row = {"resource": resource, "identity": identity, "urgency": urgency, "source": source}
         return write(self.db, now, action, actor, token_id, ok=ok, reason=reason, **row)
 
-    def audit(
-        self,
-        *,
-        resource: str | None = None,
-        identity: str | None = None,
-        ok: bool | None = None,
-        since: float | None = None,
-        limit: int = 500,
-    ) -> Iterator[AuditRecord]:
+    def audit(self, **which: Unpack[Which]) -> Iterator[AuditRecord]:
         """The audit log, newest first, filtered (:func:`.audit.read`)."""
-        return read(self.db, resource=resource, identity=identity, ok=ok, since=since,
-                    limit=limit)  # fmt: skip
+        return read(self.db, **which)
 
 
 _ORDER = [Refusal.NO_SESSION, Refusal.NOT_MEMBER, Refusal.RESOURCE, Refusal.NOT_ACTIVE,
