@@ -68,6 +68,18 @@ def toml_table(header: str, keys: Mapping[str, object]) -> str:
     return "\n".join([header, *(f"{k} = {toml_value(v)}" for k, v in keys.items())]) + "\n"
 
 
+MINIMAL_SITE = """\
+[manager]
+site_id = "lab"
+state_dir = "state"
+
+[[clouds]]
+name = "local"
+"""
+"""A site file with nothing but what must be given: the manager's defaults and one local
+cloud."""
+
+
 def local_cloud(
     name: str,
     max_instances: int,
@@ -104,10 +116,10 @@ def site_toml(
 ) -> str:
     """A site file whose manager loops every 0.2 s (and retries as often), with the
     ``[manager]`` keys ``manager``, the policy named ``policy`` (or the ``[policy]`` table
-    it maps), the tables ``extra`` (TOML text) and the ``clouds`` of
-    :func:`local_cloud`. Its only braces are those of ``state_dir``: by default the text
+    it maps), the ``clouds`` of :func:`local_cloud` and, last, the tables ``extra``
+    (TOML text). Its only braces are those of ``state_dir``: by default the text
     is a :func:`site_file` template."""
     keys = {"site_id": site_id, "state_dir": state_dir, "interval": 0.2, "retry_backoff": 0.2}
     settings = {"name": policy} if isinstance(policy, str) else policy
     tables = [toml_table("manager", {**keys, **manager}), toml_table("policy", settings)]
-    return "\n".join([*tables, *([extra] if extra else []), *clouds])
+    return "\n".join([*tables, *clouds, *([extra] if extra else [])])

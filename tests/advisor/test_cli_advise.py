@@ -8,20 +8,18 @@ from pathlib import Path
 
 import pytest
 from tests.advisor.test_routes import history
-from tests.cli import run_cli
+from tests.cli import MINIMAL_SITE, run_cli
 
-SITE = """\
-[manager]
-site_id = "lab"
-state_dir = "state"
-[[clouds]]
-name = "local"
+SITE = (
+    MINIMAL_SITE
+    + """
 [[advisor.resources]]
 name = "hpc"
 nodes = [4]
 policies = ["default", "next_to_run", "preemption"]
 app = "flash"
 """
+)
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
