@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 from tests.clouds.ec2_server import FaultyEc2, moto_server
+from tests.waiting import wait_for as wait_for  # for the manager tests, from here
 
 from elasticsite.batch.base import JobRequest
 from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
@@ -111,15 +111,6 @@ def kill_workers(site: Site) -> None:
     for cloud in site.clouds.values():
         assert isinstance(cloud, LocalCloud)
         cloud.kill_all()
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str, every: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 @pytest.fixture
