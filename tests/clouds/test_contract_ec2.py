@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from tests.clouds.contract import CloudContract, CloudHarness
-from tests.clouds.ec2_server import FaultyEc2, credentials_file, moto_server
+from tests.clouds.ec2_server import FaultyEc2, credentials_file
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError
 from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
@@ -26,24 +26,8 @@ _sites = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def creds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return credentials_file(tmp_path_factory.mktemp("aws"))
-
-
-@pytest.fixture
-def proxy(endpoint: str) -> Iterator[FaultyEc2]:
-    """The endpoint behind a proxy that answers the actions a test names with EC2's errors."""
-    faulty = FaultyEc2(endpoint)
-    try:
-        yield faulty
-    finally:
-        faulty.close()
 
 
 def driver(url: str, creds: Path, site: str, **options: object) -> Ec2Cloud:
