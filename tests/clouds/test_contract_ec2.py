@@ -87,9 +87,8 @@ def test_ec2_errors_come_with_the_kind_the_manager_acts_on(
     cloud = driver(proxy.url, creds, f"site-{next(_sites)}", api_attempts=1)
     with pytest.raises(CloudError, match=code) as caught:
         cloud.launch(VMType("t3.micro"), ["w1"], {}, {})
-    assert caught.value.kind is kind and kind.blocks_cloud is (kind in (
-        ErrorKind.CREDENTIALS, ErrorKind.NOT_FOUND
-    ))  # fmt: skip
+    assert caught.value.kind is kind
+    assert kind.blocks_cloud is (kind in (ErrorKind.CREDENTIALS, ErrorKind.NOT_FOUND))
 
 
 def test_throttling_is_retried_by_the_sdk_with_backoff(proxy: FaultyEc2, creds: Path) -> None:
