@@ -1,10 +1,13 @@
 """The ``elasticsite`` command line as a person runs it, for tests: a real process in a
-directory of the test's own, which is also its HOME, with a plain PATH."""
+directory of the test's own, which is also its HOME, with a plain PATH; and the site
+files a person writes for it, at test speed."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 
@@ -43,3 +46,80 @@ def start_run(cfg: Path, log: Path, *options: str) -> subprocess.Popen[bytes]:
     """``elasticsite run -c CFG OPTIONS`` in the background, its output added to ``log``."""
     with log.open("ab") as out:
         return subprocess.Popen(argv("run", "-c", str(cfg), *options), stdout=out, stderr=out)
+
+
+def toml_value(value: object) -> str:
+    """``value`` (a string, number, boolean or list of them) written as TOML."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def toml_table(header: str, keys: Mapping[str, object]) -> str:
+    """The TOML table ``[header]`` (or ``[[header]]``, written so) holding ``keys``."""
+    if not header.startswith("[["):
+        header = f"[{header}]"
+    return "\n".join([header, *(f"{k} = {toml_value(v)}" for k, v in keys.items())]) + "\n"
+
+
+MINIMAL_SITE = """\
+[manager]
+site_id = "lab"
+state_dir = "state"
+
+[[clouds]]
+name = "local"
+"""
+"""A site file with nothing but what must be given: the manager's defaults and one local
+cloud."""
+
+
+def local_cloud(
+    name: str,
+    max_instances: int,
+    *,
+    boot_time: float = 0.3,
+    jitter: float | None = 0.1,
+    seed: int | None = None,
+    vm_types: Iterable[Mapping[str, object]] = (),
+    **more: object,
+) -> str:
+    """A ``[[clouds]]`` table of the embedded local cloud at test speed: its workers boot
+    in ``boot_time`` s (give or take ``jitter``, drawn from ``seed``) and stop in 0.1 s;
+    ``more`` are the cloud's other keys. Written without inline tables (hence without
+    braces), so that it can stand in a :func:`site_file` template."""
+    keys = {"name": name, "max_instances": max_instances, **more}
+    text = toml_table("[[clouds]]", {**keys, "boot_time": boot_time, "shutdown_time": 0.1})
+    for vm_type in vm_types:
+        text += toml_table("[[clouds.vm_types]]", vm_type)
+    options: dict[str, object] = {"poll_interval": 0.1}
+    if jitter is not None:
+        options["boot_jitter"] = jitter
+    if seed is not None:
+        options["seed"] = seed
+    return text + toml_table("clouds.options", options)
+
+
+def site_toml(
+    site_id: str,
+    *clouds: str,
+    state_dir: str = "{state}",
+    policy: str | Mapping[str, object] = "on_demand",
+    extra: str = "",
+    **manager: object,
+) -> str:
+    """A site file whose manager loops every 0.2 s (and retries as often), with the
+    ``[manager]`` keys ``manager``, the policy named ``policy`` (or the ``[policy]`` table
+    it maps), the ``clouds`` of :func:`local_cloud` and, last, the tables ``extra``
+    (TOML text). Its only braces are those of ``state_dir``: by default the text
+    is a :func:`site_file` template."""
+    keys = {"site_id": site_id, "state_dir": state_dir, "interval": 0.2, "retry_backoff": 0.2}
+    settings = {"name": policy} if isinstance(policy, str) else policy
+    tables = [toml_table("manager", {**keys, **manager}), toml_table("policy", settings)]
+    return "\n".join([*tables, *clouds, *([extra] if extra else [])])

@@ -10,11 +10,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests import waiting
 from tests.manager.conftest import kill_workers
 
 from elasticsite.batch.identity import own_account
@@ -54,16 +54,9 @@ def cli(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProces
     )  # fmt: skip
 
 
-def wait_for(what: str, check: Callable[[], str | None], timeout: float = 60.0) -> str:
+def wait_for(what: str, check: Callable[[], str | None]) -> str:
     """Poll ``check`` until it returns text; that text."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.1)
+    return waiting.wait_for(check, 60.0, what, every=0.1)
 
 
 def field(shown: str, label: str) -> str:

@@ -7,16 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.cli import run_cli
+from tests.cli import MINIMAL_SITE, run_cli
 
-SITE = """\
-[manager]
-site_id = "lab"
-state_dir = "state"
-
-[[clouds]]
-name = "local"
-"""
 URGENT = """
 [urgent]
 server = "https://127.0.0.1:9"
@@ -30,7 +22,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_what_users_and_site_files_supply_is_shown_as_written(tmp_path: Path) -> None:
     cfg = tmp_path / "site.toml"
-    cfg.write_text(SITE)
+    cfg.write_text(MINIMAL_SITE)
     no_urgent = f"error: {cfg}: no [urgent] section: this site takes no urgent jobs\n"
     for command in (["urgent", "submit", "--urgency", "red", "--", "true"], ["urgent", "drill"]):
         out = run(*command[:2], "-c", str(cfg), *command[2:], cwd=tmp_path)
@@ -40,7 +32,7 @@ def test_what_users_and_site_files_supply_is_shown_as_written(tmp_path: Path) ->
     missing = run("status", "-c", "[red]site.toml", cwd=tmp_path)
     assert missing.stderr.startswith("error: no configuration at [red]site.toml; pass --config")
     bad = tmp_path / "bad.toml"
-    bad.write_text(SITE.replace('"lab"', '"[bold]lab"'))
+    bad.write_text(MINIMAL_SITE.replace('"lab"', '"[bold]lab"'))
     refused = run("queue", "-c", str(bad), cwd=tmp_path)
     assert refused.stderr.endswith(": manager.site_id: must be 1-63 letters, digits, '.', '_' "
                                    "or '-' (got '[bold]lab')\n"), refused.stderr  # fmt: skip
@@ -59,7 +51,7 @@ def test_a_drill_that_cannot_start_says_so_within_its_stated_timeout_and_cancels
 ) -> None:
     """No manager runs, so no worker ever comes for the drill's job."""
     cfg = tmp_path / "site.toml"
-    cfg.write_text(SITE + URGENT)
+    cfg.write_text(MINIMAL_SITE + URGENT)
     out = run(
         "urgent", "drill", "-c", str(cfg), "-p", "next_to_run", "--start-timeout", "1",
         cwd=tmp_path,

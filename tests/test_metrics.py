@@ -37,6 +37,23 @@ def worker(
     return w
 
 
+def one_stint(
+    wid: str,
+    boot: float,
+    busy: float,
+    idle: float,
+    release: float,
+    gone: float,
+    cause: Cause = Cause.OPERATOR,
+) -> Worker:
+    """A worker requested at 0 that boots from ``boot``, joins and takes work at ``busy``,
+    is idle from ``idle``, is released at ``release`` and gone at ``gone`` for ``cause``."""
+    return worker(
+        wid, 0.0, (S.BOOTING, boot), (S.IDLE, busy), (S.BUSY, busy), (S.IDLE, idle),
+        (S.TERMINATING, release), (S.TERMINATED, gone, cause),
+    )  # fmt: skip
+
+
 def job(
     jid: str,
     submitted: float,
@@ -63,26 +80,8 @@ def job(
 def two_workers_three_jobs() -> tuple[list[Job], list[Worker]]:
     """Worker a boots 0-60, runs overlapping j1 [60,160) and j2 [100,180), shuts down
     200-206; worker b boots 0-90, runs j3 [90,130), shuts down 300-310."""
-    a = worker(
-        "a",
-        0.0,
-        (S.BOOTING, 10.0),
-        (S.IDLE, 60.0),
-        (S.BUSY, 60.0),
-        (S.IDLE, 180.0),
-        (S.TERMINATING, 200.0),
-        (S.TERMINATED, 206.0, Cause.CLOUD_REPORTED),
-    )
-    b = worker(
-        "b",
-        0.0,
-        (S.BOOTING, 5.0),
-        (S.IDLE, 90.0),
-        (S.BUSY, 90.0),
-        (S.IDLE, 130.0),
-        (S.TERMINATING, 300.0),
-        (S.TERMINATED, 310.0),
-    )
+    a = one_stint("a", 10.0, 60.0, 180.0, 200.0, 206.0, Cause.CLOUD_REPORTED)
+    b = one_stint("b", 5.0, 90.0, 130.0, 300.0, 310.0)
     jobs = [
         job("j1", 5.0, 60.0, 160.0, "a"),
         job("j2", 10.0, 100.0, 180.0, "a"),
@@ -276,16 +275,7 @@ def test_peak_workers_counts_only_overlapping_lives() -> None:
 
 def test_timeline_on_a_tiny_case() -> None:
     j = job("j", 0.0, 10.0, 20.0, "w")
-    w = worker(
-        "w",
-        0.0,
-        (S.BOOTING, 2.0),
-        (S.IDLE, 10.0),
-        (S.BUSY, 10.0),
-        (S.IDLE, 20.0),
-        (S.TERMINATING, 25.0),
-        (S.TERMINATED, 30.0),
-    )
+    w = one_stint("w", 2.0, 10.0, 20.0, 25.0, 30.0)
     late = job("late", 12.0)
     tl = timeline([j, late], [w])
     assert tl.origin == 0.0

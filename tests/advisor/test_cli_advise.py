@@ -8,20 +8,18 @@ from pathlib import Path
 
 import pytest
 from tests.advisor.test_routes import history
-from tests.cli import run_cli
+from tests.cli import MINIMAL_SITE, run_cli
 
-SITE = """\
-[manager]
-site_id = "lab"
-state_dir = "state"
-[[clouds]]
-name = "local"
+SITE = (
+    MINIMAL_SITE
+    + """
 [[advisor.resources]]
 name = "hpc"
 nodes = [4]
 policies = ["default", "next_to_run", "preemption"]
 app = "flash"
 """
+)
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -40,12 +38,26 @@ def site(tmp_path: Path) -> Path:
     return tmp_path
 
 
+NO_PREEMPTION_HISTORY = (
+    "  hpc, 4 nodes, preemption: allocation: no history of hpc under policy preemption for "
+    "3-4 nodes"
+)
+"""Why every deadline drops the preemption policy: the history has none of it."""
+
+
+def heading(deadline: str) -> str:
+    """The first line of ``advise``: the deadline, and how the phase bounds are drawn."""
+    return (
+        f"deadline {deadline}: phase bounds at quantiles 0.5, 0.75, 0.9, 0.95, 0.99 with 0.95 "
+        "confidence, from 180 observations"
+    )
+
+
 def test_the_ranking_as_a_person_sees_it(site: Path) -> None:
     out = run("advise", "--deadline", "6h", "-c", "site.toml", cwd=site)
     assert (out.returncode, out.stderr) == (0, "")
     assert lines(out.stdout) == [
-        "deadline 6h (21,600 s): phase bounds at quantiles 0.5, 0.75, 0.9, 0.95, 0.99 with 0.95 "
-        "confidence, from 180 observations",
+        heading("6h (21,600 s)"),
         "likely enough (probability >= 0.5); per phase: quantile bound",
         "resource  nodes  repository  policy       probability  bound   allocation   execution",
         "─" * 85,
@@ -56,8 +68,7 @@ def test_the_ranking_as_a_person_sees_it(site: Path) -> None:
         "resource hpc; no other configuration that can meet the deadline is independent of hpc, "
         "4 nodes, next_to_run)",
         "dropped (1):",
-        "  hpc, 4 nodes, preemption: allocation: no history of hpc under policy preemption for "
-        "3-4 nodes",
+        NO_PREEMPTION_HISTORY,
     ]
 
 
@@ -65,16 +76,14 @@ def test_a_deadline_nothing_can_meet_exits_1(site: Path) -> None:
     out = run("advise", "-d", "1h", "-c", "site.toml", cwd=site)
     assert (out.returncode, out.stderr) == (1, "")
     assert lines(out.stdout) == [
-        "deadline 1h (3,600 s): phase bounds at quantiles 0.5, 0.75, 0.9, 0.95, 0.99 with 0.95 "
-        "confidence, from 180 observations",
+        heading("1h (3,600 s)"),
         "no configuration is likely enough (probability >= 0.5)",
         "speculative: none (no configuration can meet the deadline)",
         "dropped (3):",
         "  hpc, 4 nodes, default: even the shortest bound, 3h00m, is past the deadline of 1h00m",
         "  hpc, 4 nodes, next_to_run: even the shortest bound, 1h10m, is past the deadline of "
         "1h00m",
-        "  hpc, 4 nodes, preemption: allocation: no history of hpc under policy preemption for "
-        "3-4 nodes",
+        NO_PREEMPTION_HISTORY,
     ]
 
 

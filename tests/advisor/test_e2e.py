@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tests.cli import local_cloud, site_toml
 from tests.manager.conftest import kill_workers, wait_for
 
 from elasticsite.batch.base import JobRequest
@@ -24,26 +25,7 @@ from elasticsite.model import JobState
 LAUNCHES = 6
 """Launches recorded before asking: enough for a bound on the median (5 at 0.95)."""
 
-SITE = """\
-[manager]
-site_id = "lab"
-state_dir = "state"
-interval = 0.2
-stall_timeout = 20.0
-retry_backoff = 0.2
-on_shutdown = "drain"
-shutdown_timeout = 30.0
-
-[policy]
-name = "on_demand"
-
-[[clouds]]
-name = "local"
-max_instances = 2
-boot_time = 0.5
-shutdown_time = 0.1
-options = {boot_jitter = 0.2, poll_interval = 0.1, seed = 7}
-
+ADVISOR = """\
 [advisor]
 threshold = 0.2
 
@@ -58,6 +40,15 @@ kind = "cloud"
 nodes = [1]
 app = "sleep"
 """
+SITE = site_toml(
+    "lab",
+    local_cloud("local", 2, boot_time=0.5, jitter=0.2, seed=7),
+    state_dir="state",
+    stall_timeout=20.0,
+    on_shutdown="drain",
+    shutdown_timeout=30.0,
+    extra=ADVISOR,
+)
 
 
 def advise(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,28 +54,16 @@ def test_a_csv_gives_one_observation_per_row(tmp_path: Path) -> None:
         "execution,hpc,next_to_run,4,3600,2023-11-14T23:15:20,flash,t1\n"
         "input,hpc,,,42,2023-11-14T22:13:20+00:00,,\n",
     )
+    trial: dict[str, Any] = {
+        "resource": "hpc",
+        "policy": "next_to_run",
+        "nodes": 4,
+        "source": "csv",
+        "trial": "t1",
+    }  # what the first two rows share
     assert list(read_csv(path)) == [
-        Observation(
-            phase="allocation",
-            resource="hpc",
-            policy="next_to_run",
-            nodes=4,
-            value=120.5,
-            at=1700000000,
-            source="csv",
-            trial="t1",
-        ),
-        Observation(
-            phase="execution",
-            resource="hpc",
-            policy="next_to_run",
-            nodes=4,
-            value=3600,
-            at=1700003720,
-            app="flash",
-            source="csv",
-            trial="t1",
-        ),
+        Observation(phase="allocation", value=120.5, at=1700000000, **trial),
+        Observation(phase="execution", value=3600, at=1700003720, app="flash", **trial),
         Observation(phase="input", resource="hpc", value=42, at=1700000000, source="csv"),
     ]
 

@@ -56,14 +56,20 @@ def _recorded_keys(paths: list[str], section: str) -> set[str]:
     return keys
 
 
-def test_the_fake_prints_only_attributes_real_servers_print() -> None:
-    """The fake's JSON and XML use attribute names found in the recorded outputs."""
-    fake = FakePbs("openpbs")
-    batch = PbsBatch("openpbs", runner=fake)
+def _with_jobs(flavour: str, *cores: int) -> tuple[FakePbs, PbsBatch]:
+    """A fake server of ``flavour`` with a two-core node up and a job of each ``cores``."""
+    fake = FakePbs(flavour)
+    batch = PbsBatch(flavour, runner=fake)
     batch.add_node("w1", 2)
     fake.mom_reports("w1")
-    batch.submit(JobRequest(["true"], cores=1))
-    batch.submit(JobRequest(["true"], cores=2))
+    for n in cores:
+        batch.submit(JobRequest(["true"], cores=n))
+    return fake, batch
+
+
+def test_the_fake_prints_only_attributes_real_servers_print() -> None:
+    """The fake's JSON and XML use attribute names found in the recorded outputs."""
+    fake, batch = _with_jobs("openpbs", 1, 2)
     batch.drain("w1", "checking")
     jobs = json.loads(fake(["qstat", "-f", "-F", "json"]).stdout)["Jobs"]
     nodes = json.loads(fake(["pbsnodes", "-a", "-F", "json"]).stdout)["nodes"]
@@ -74,12 +80,7 @@ def test_the_fake_prints_only_attributes_real_servers_print() -> None:
     assert {k for attrs in jobs.values() for k in attrs} <= recorded_jobs
     assert {k for attrs in nodes.values() for k in attrs} <= recorded_nodes
 
-    torque = FakePbs("torque")
-    batch = PbsBatch("torque", runner=torque)
-    batch.add_node("w1", 2)
-    torque.mom_reports("w1")
-    batch.submit(JobRequest(["true"], cores=2))
-    batch.submit(JobRequest(["true"], cores=1))
+    torque, _ = _with_jobs("torque", 2, 1)
     xml_jobs = ET.fromstring(torque(["qstat", "-f", "-x"]).stdout)
     xml_nodes = ET.fromstring(torque(["pbsnodes", "-x"]).stdout)
     recorded = ET.fromstring((FIXTURES / "torque-6/qstat-f-x.xml").read_text())

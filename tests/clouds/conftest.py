@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import waiting
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.local import LocalCloud
@@ -17,14 +17,7 @@ SITE = "site-test"
 
 def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+    return waiting.wait_for(predicate, timeout, what)
 
 
 @pytest.fixture

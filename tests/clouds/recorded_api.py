@@ -1,7 +1,8 @@
 """What the clouds' test APIs on 127.0.0.1 share (:mod:`.libcloud_server`,
 :mod:`.openstack_server`): a threaded HTTP server whose every request goes to the
 subclass's ``handle``, JSON bodies read from the recorded responses of a real cloud,
-and the errors a test asks for with :meth:`RecordedApi.fail`.
+and the errors a test asks for with :meth:`RecordedApi.fail` (or sees a launch end in
+with :meth:`RecordedApi.launch_error`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
+
+import pytest
+
+from elasticsite.clouds.base import CloudDriver, CloudError
+from elasticsite.model import VMType
 
 
 class Listener(ThreadingHTTPServer):
@@ -65,6 +71,20 @@ class RecordedApi:
         ``error`` (a key of the recorded ``errors.json``)."""
         with self.lock:
             self.faults.setdefault(operation, []).extend([error] * times)
+
+    def launch_error(
+        self, cloud: CloudDriver, vm_type: VMType, operation: str, error: str
+    ) -> CloudError:
+        """What ``cloud`` raises launching a ``vm_type`` worker while the next call of
+        ``operation`` answers ``error``; the fault does not outlast the launch."""
+        self.fail(operation, error)
+        try:
+            with pytest.raises(CloudError) as raised:
+                cloud.launch(vm_type, ["w1"], {}, {})
+        finally:
+            with self.lock:
+                self.faults.clear()
+        return raised.value
 
     def handle(self, req: BaseHTTPRequestHandler, method: str) -> None:
         raise NotImplementedError

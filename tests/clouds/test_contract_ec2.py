@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from tests.clouds.contract import CloudContract, CloudHarness
-from tests.clouds.ec2_server import FaultyEc2, credentials_file, moto_server
+from tests.clouds.ec2_server import FaultyEc2, credentials_file
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError
 from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
@@ -26,24 +26,8 @@ _sites = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def creds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return credentials_file(tmp_path_factory.mktemp("aws"))
-
-
-@pytest.fixture
-def proxy(endpoint: str) -> Iterator[FaultyEc2]:
-    """The endpoint behind a proxy that answers the actions a test names with EC2's errors."""
-    faulty = FaultyEc2(endpoint)
-    try:
-        yield faulty
-    finally:
-        faulty.close()
 
 
 def driver(url: str, creds: Path, site: str, **options: object) -> Ec2Cloud:
@@ -103,9 +87,8 @@ def test_ec2_errors_come_with_the_kind_the_manager_acts_on(
     cloud = driver(proxy.url, creds, f"site-{next(_sites)}", api_attempts=1)
     with pytest.raises(CloudError, match=code) as caught:
         cloud.launch(VMType("t3.micro"), ["w1"], {}, {})
-    assert caught.value.kind is kind and kind.blocks_cloud is (kind in (
-        ErrorKind.CREDENTIALS, ErrorKind.NOT_FOUND
-    ))  # fmt: skip
+    assert caught.value.kind is kind
+    assert kind.blocks_cloud is (kind in (ErrorKind.CREDENTIALS, ErrorKind.NOT_FOUND))
 
 
 def test_throttling_is_retried_by_the_sdk_with_backoff(proxy: FaultyEc2, creds: Path) -> None:

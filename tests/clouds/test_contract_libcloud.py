@@ -103,12 +103,10 @@ def test_a_provider_without_tags_carries_site_and_worker_in_the_node_name(
 def test_provider_errors_come_with_the_kind_the_manager_acts_on(
     cloud: DigitalOceanServer, secrets: Path, operation: str, error: str, kind: ErrorKind
 ) -> None:
-    do = driver(cloud, secrets, f"site-{next(_sites)}")
-    cloud.fail(operation, error)
-    with pytest.raises(CloudError) as err:
-        do.launch(SIZE, ["w1"], {}, {})
-    assert err.value.kind is kind, err.value
-    cloud.faults.clear()
+    refused = cloud.launch_error(
+        driver(cloud, secrets, f"site-{next(_sites)}"), SIZE, operation, error
+    )
+    assert refused.kind is kind, refused
 
 
 def test_a_size_or_image_the_provider_lacks_is_not_found(

@@ -9,6 +9,7 @@ import random
 import stat
 import time
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -82,17 +83,20 @@ def info(name: str, n: int, node_id: str | None = None) -> NodeInfo:
     return NodeInfo(node_id=node_id or f"id-{name}", joined_at=float(n), **node_info(name, n))
 
 
+def entries(
+    *changes: tuple[int, Literal["join", "leave"], NodeInfo], snapshot: bool = False
+) -> Updates:
+    """The broker's answer holding ``changes`` (id, op, node), the last id the last's."""
+    listed = [Entry(id=i, op=op, node=node) for i, op, node in changes]
+    return Updates(last_id=changes[-1][0], snapshot=snapshot, entries=listed)
+
+
 # --- planning ------------------------------------------------------------------------
 
 
 def test_incremental_entries_plan_one_step_each_in_order() -> None:
     a, b = info("a", 1), info("b", 2)
-    updates = Updates(
-        last_id=3,
-        snapshot=False,
-        entries=[Entry(id=1, op="join", node=a), Entry(id=2, op="join", node=b),
-                 Entry(id=3, op="leave", node=a)],
-    )  # fmt: skip
+    updates = entries((1, "join", a), (2, "join", b), (3, "leave", a))
     assert [(s.op, s.node.short_hostname, s.entry_id) for s in plan({}, updates)] == [
         ("add", "a", 1),
         ("add", "b", 2),
@@ -103,11 +107,7 @@ def test_incremental_entries_plan_one_step_each_in_order() -> None:
 def test_leave_of_unknown_node_runs_nothing_and_changed_record_is_replaced() -> None:
     old = info("a", 1)
     new = NodeInfo(**{**old.model_dump(), "address": "10.9.9.9"})
-    updates = Updates(
-        last_id=5,
-        snapshot=False,
-        entries=[Entry(id=4, op="leave", node=info("ghost", 7)), Entry(id=5, op="join", node=new)],
-    )
+    updates = entries((4, "leave", info("ghost", 7)), (5, "join", new))
     steps = plan({old.node_id: old}, updates)
     assert [(s.op, s.node.address) for s in steps] == [("delete", "10.0.0.1"), ("add", "10.9.9.9")]
 
@@ -116,12 +116,7 @@ def test_snapshot_is_applied_as_a_diff_against_known_members() -> None:
     a, b, c, d = info("a", 1), info("b", 2), info("c", 3), info("d", 4)
     c2 = NodeInfo(**{**c.model_dump(), "data": "changed"})
     known = {n.node_id: n for n in (a, b, c)}
-    snap = Updates(
-        last_id=40,
-        snapshot=True,
-        entries=[Entry(id=2, op="join", node=b), Entry(id=30, op="join", node=c2),
-                 Entry(id=40, op="join", node=d)],
-    )  # fmt: skip
+    snap = entries((2, "join", b), (30, "join", c2), (40, "join", d), snapshot=True)
     steps = plan(known, snap)
     assert [(s.op, s.node.short_hostname, s.node.data) for s in steps] == [
         ("delete", "a", "slots=1"),

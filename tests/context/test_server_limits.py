@@ -110,35 +110,34 @@ def counter_reaches(read: Callable[[], int], value: int, within: float = 2.0) ->
 # --- the header deadline --------------------------------------------------------------
 
 
-def test_tcp_without_tls_is_cut_at_the_header_timeout(
-    start_broker: Callable[..., LiveBroker],
+@pytest.mark.parametrize(
+    ("parser", "starts_tls", "counter"),
+    [
+        ("httptools", False, "handshake_failures"),
+        ("httptools", True, "header_timeouts"),
+        ("h11", True, "header_timeouts"),
+    ],
+    ids=["tcp-without-tls", "silent-tls-httptools", "silent-tls-h11"],
+)
+def test_a_silent_client_is_cut_at_the_header_timeout(
+    start_broker: Callable[..., LiveBroker], parser: Parser, starts_tls: bool, counter: str
 ) -> None:
-    """The TLS handshake counts against the header timeout (not asyncio's 60 s)."""
-    broker = start_broker(header_timeout=1.0)
-    t0 = time.monotonic()
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as sock:
-        closed = closed_within(sock, 5, t0)
-    assert closed is not None, "a connection that never started TLS was kept"
-    assert 0.8 <= closed <= 2.5
-    # The failed handshake is counted by a callback the loop runs after the close.
-    assert broker.server is not None
-    guard = broker.server.guard
-    assert counter_reaches(lambda: guard.handshake_failures, 1) == 1
-
-
-@pytest.mark.parametrize("parser", ["httptools", "h11"])
-def test_silent_tls_client_is_cut_at_the_header_timeout(
-    start_broker: Callable[..., LiveBroker], parser: Parser
-) -> None:
+    """A client that never starts TLS (the handshake counts against the header timeout,
+    not asyncio's 60 s) and one that starts it, then sends nothing, are both cut."""
     broker = start_broker(parser, header_timeout=1.0)
     t0 = time.monotonic()
-    with open_tls(broker) as sock:
+    if starts_tls:
+        sock: socket.socket = open_tls(broker)
+    else:
+        sock = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+    with sock:
         closed = closed_within(sock, 5, t0)
     assert closed is not None, "a client that sent nothing was kept"
     assert 0.8 <= closed <= 2.5
+    # A failed handshake is counted by a callback the loop runs after the close.
     assert broker.server is not None
     guard = broker.server.guard
-    assert counter_reaches(lambda: guard.header_timeouts, 1) == 1
+    assert counter_reaches(lambda: getattr(guard, counter), 1) == 1
 
 
 @pytest.mark.parametrize("parser", ["httptools", "h11"])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.browser import chromium, needs_chromium, screenshot
+from tests.cli import local_cloud, site_toml
 from tests.context.conftest import BrokerProcess, free_port
 from tests.manager.conftest import kill_workers, wait_for
 
@@ -27,32 +28,14 @@ from elasticsite.spend import period_bounds
 pytestmark = needs_chromium
 
 ME = own_account()
-SITE = """\
-[site]
-currency = "EUR"
-
-[manager]
-site_id = "browsed"
-state_dir = "{state}"
-interval = 0.2
-retry_backoff = 0.2
-history_interval = 0.5
-on_shutdown = "leave"
-
-[policy]
-name = "on_demand"
-spend_cap_per_hour = 2.0
-budget = {{ amount = {amount:.4f}, period = "day" }}
-
-[[clouds]]
-name = "lab"
-max_instances = 3
-price_per_hour = 0.5
-billing_increment = 1
-boot_time = 0.3
-shutdown_time = 0.1
-options = {{boot_jitter = 0.1, poll_interval = 0.1, seed = 4}}
-"""
+SITE = site_toml(
+    "browsed",
+    local_cloud("lab", 3, seed=4, price_per_hour=0.5, billing_increment=1),
+    history_interval=0.5,
+    on_shutdown="leave",
+    policy={"name": "on_demand", "spend_cap_per_hour": 2.0},
+    extra='[policy.budget]\namount = {amount:.4f}\nperiod = "day"\n\n[site]\ncurrency = "EUR"\n',
+)
 
 
 @pytest.fixture

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.clouds.ec2_server import FaultyEc2, moto_server
+from tests.waiting import wait_for as wait_for  # for the manager tests, from here
 
 from elasticsite.batch.base import JobRequest
 from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
@@ -113,15 +112,6 @@ def kill_workers(site: Site) -> None:
         cloud.kill_all()
 
 
-def wait_for(cond: Callable[[], bool], timeout: float, what: str, every: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
 @pytest.fixture
 def start_site(tmp_path: Path) -> Iterator[Callable[..., Running]]:
     started: list[Running] = []
@@ -145,7 +135,8 @@ def start_site(tmp_path: Path) -> Iterator[Callable[..., Running]]:
         kill_workers(site)
 
 
-# -- EC2 through moto's server on 127.0.0.1 (the modules using it skip without moto) ----
+# -- EC2 through moto's server on 127.0.0.1 (tests/conftest.py's ``endpoint`` and ``proxy``;
+# the modules using it skip without moto) ---------------------------------------------
 
 IMAGE = "ami-03cf127a"
 SMALL = (VMType("t3.micro", cores=1),)
@@ -167,18 +158,3 @@ def ec2_cloud(name: str, site: str, url: str, creds: Path) -> Ec2Cloud:
         image_id=IMAGE, endpoint_url=url, credentials_file=str(creds), api_attempts=1
     )
     return Ec2Cloud.connect(name, site, options)
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    """moto's EC2 server, one for the module's tests (each site tags its own instances)."""
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture
-def proxy(endpoint: str) -> Iterator[FaultyEc2]:
-    """A proxy in front of ``endpoint`` that refuses or holds the calls a test names."""
-    faulty = FaultyEc2(endpoint)
-    yield faulty
-    faulty.close()

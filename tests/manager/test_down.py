@@ -11,7 +11,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.cli import argv, site_file
+from tests.cli import argv, local_cloud, site_file, site_toml
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import InstanceState
@@ -21,31 +21,12 @@ from elasticsite.model import JobState
 
 from .conftest import wait_for
 
-CONFIG = """
-[manager]
-site_id = "downsite"
-state_dir = "{state}"
-interval = 0.2
-retry_backoff = 0.2
-on_shutdown = "leave"
-
-[policy]
-name = "on_demand"
-
-[[clouds]]
-name = "one"
-max_instances = 2
-boot_time = 0.5
-shutdown_time = 0.1
-options = {{ boot_jitter = 0.1, poll_interval = 0.1, seed = 3 }}
-
-[[clouds]]
-name = "two"
-max_instances = 2
-boot_time = 0.5
-shutdown_time = 0.1
-options = {{ boot_jitter = 0.1, poll_interval = 0.1, seed = 4 }}
-"""
+CONFIG = site_toml(
+    "downsite",
+    local_cloud("one", 2, boot_time=0.5, seed=3),
+    local_cloud("two", 2, boot_time=0.5, seed=4),
+    on_shutdown="leave",
+)
 
 
 def live_instances(state: Path) -> int:

@@ -19,11 +19,14 @@ from elasticsite.batch.local import LocalBatch
 from elasticsite.config import ManagerConfig
 from elasticsite.manager.loop import Manager
 from elasticsite.manager.store import StateStore
-from elasticsite.model import CloudSpec, VMType, WorkerState
+from elasticsite.model import CloudSpec, VMType, Worker, WorkerState
 
 from .conftest import SMALL, AtOnce, ec2_cloud
 
 pytest.importorskip("moto")
+
+TWO_TYPES = (VMType("t3.micro", cores=1), VMType("t3.small", cores=1))
+"""Two one-core types: the second one for when the first runs out."""
 
 
 class Site:
@@ -68,6 +71,13 @@ class Site:
         self.manager.step()
         self.now += seconds
 
+    def steps(self, n: int) -> None:
+        for _ in range(n):
+            self.step()
+
+    def live_workers(self) -> list[Worker]:
+        return [r.worker for r in self.store.load() if r.worker.state.live]
+
     def live(self, cloud: str) -> int:
         return sum(1 for i in self.drivers[cloud].describe() if i.state.value != "terminated")
 
@@ -78,8 +88,7 @@ def test_capacity_refusals_fall_back_to_the_second_cloud(
     proxy.fail("RunInstances", "InsufficientInstanceCapacity")
     site = Site(tmp_path, "fallback", {"cheap": proxy.url, "dear": endpoint})
     site.submit(3)
-    for _ in range(3):
-        site.step()
+    site.steps(3)
     assert site.live("dear") == 3 and proxy.seen.count("RunInstances") >= 1
     health = site.store.cloud_health()
     assert health["cheap"]["kind"] == "capacity"
@@ -92,12 +101,10 @@ def test_a_vm_type_out_of_capacity_falls_back_to_the_clouds_next_type(
     tmp_path: Path, endpoint: str, proxy: FaultyEc2
 ) -> None:
     proxy.fail("RunInstances", "InsufficientInstanceCapacity", matching="InstanceType=t3.micro")
-    types = (VMType("t3.micro", cores=1), VMType("t3.small", cores=1))
-    site = Site(tmp_path, "typeback", {"cheap": proxy.url, "dear": endpoint}, vm_types=types)
+    site = Site(tmp_path, "typeback", {"cheap": proxy.url, "dear": endpoint}, vm_types=TWO_TYPES)
     site.submit(3)
-    for _ in range(3):
-        site.step()
-    live = [r.worker for r in site.store.load() if r.worker.state.live]
+    site.steps(3)
+    live = site.live_workers()
     # (both clouds are one moto account here, so the workers say where they went)
     assert [(w.cloud, w.vm_type) for w in live] == [("cheap", "t3.small")] * 3
     health = site.store.cloud_health()
@@ -105,8 +112,7 @@ def test_a_vm_type_out_of_capacity_falls_back_to_the_clouds_next_type(
     site.now += 400.0  # after the cool-down the first type is tried again
     proxy.clear()
     site.submit(1)
-    for _ in range(2):
-        site.step()
+    site.steps(2)
     assert any(r.worker.vm_type == "t3.micro" and r.worker.state.live for r in site.store.load())
 
 
@@ -114,12 +120,10 @@ def test_every_type_out_of_capacity_closes_the_cloud(
     tmp_path: Path, endpoint: str, proxy: FaultyEc2
 ) -> None:
     proxy.fail("RunInstances", "InsufficientInstanceCapacity")
-    types = (VMType("t3.micro", cores=1), VMType("t3.small", cores=1))
-    site = Site(tmp_path, "allgone", {"cheap": proxy.url, "dear": endpoint}, vm_types=types)
+    site = Site(tmp_path, "allgone", {"cheap": proxy.url, "dear": endpoint}, vm_types=TWO_TYPES)
     site.submit(2)
-    for _ in range(4):
-        site.step()
-    live = [r.worker for r in site.store.load() if r.worker.state.live]
+    site.steps(4)
+    live = site.live_workers()
     assert [w.cloud for w in live] == ["dear"] * 2
     health = site.store.cloud_health()
     assert {"cheap/t3.micro", "cheap/t3.small"} <= set(health)
@@ -131,8 +135,7 @@ def test_throttling_is_retried_and_then_launches(
     proxy.fail("RunInstances", "RequestLimitExceeded", times=1)
     site = Site(tmp_path, "throttled", {"cheap": proxy.url})
     site.submit(1)
-    for _ in range(4):
-        site.step()
+    site.steps(4)
     assert site.live("cheap") == 1
     (rec,) = site.store.load()
     assert rec.worker.state is not WorkerState.FAILED
@@ -145,8 +148,7 @@ def test_refused_credentials_stop_a_cloud_until_reset(
     proxy.fail("RunInstances", "AuthFailure")
     site = Site(tmp_path, "blocked", {"cheap": proxy.url})
     site.submit(2)
-    for _ in range(5):
-        site.step()
+    site.steps(5)
     calls = proxy.seen.count("RunInstances")
     for _ in range(5):
         site.step(600.0)  # long after any cool-down: still closed
@@ -162,8 +164,7 @@ def test_refused_credentials_stop_a_cloud_until_reset(
 def test_the_spend_cap_holds_across_clouds(tmp_path: Path, endpoint: str) -> None:
     site = Site(tmp_path, "capped", {"dear": endpoint}, spend_cap_per_hour=1.0)
     site.submit(4)
-    for _ in range(3):
-        site.step()
+    site.steps(3)
     assert site.live("dear") == 2  # 2 x 0.5 per hour
 
 
@@ -175,13 +176,11 @@ def test_a_cloud_whose_workers_never_join_is_protected_and_launches_nothing(
         manager={"protect_after": 2, "protect_cooldown": 3600.0}, stall_timeout=30.0,
     )  # fmt: skip
     site.submit(1)  # moto's instances boot but never join the batch system: they stall
-    for _ in range(12):
-        site.step()
+    site.steps(12)
     assert site.store.cloud_health()["cheap"]["kind"] == "protected"
     launched = proxy.seen.count("RunInstances")
     assert launched == 2
-    for _ in range(10):
-        site.step()
+    site.steps(10)
     assert proxy.seen.count("RunInstances") == launched  # closed: nothing more
     stalled = [r.worker for r in site.store.load(include_done=True)]
     assert [w.state for w in stalled] == [WorkerState.FAILED] * 2

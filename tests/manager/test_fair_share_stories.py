@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.cli import local_cloud, site_toml
 from tests.users import real_users
 
 from elasticsite.batch.local import LocalBatch
@@ -35,29 +36,7 @@ from .conftest import Running, kill_workers, wait_for
 # after the parallel part of the suite (scripts/test.sh).
 pytestmark = pytest.mark.serial
 
-CONFIG = """
-[manager]
-site_id = "fair"
-state_dir = "{state}"
-interval = 0.2
-stall_timeout = 30.0
-heartbeat_timeout = 5.0
-retry_backoff = 0.2
-on_shutdown = "drain"
-shutdown_timeout = 30.0
-
-[policy]
-name = "cloud_scheduler"
-rebalance = "{mode}"
-
-[[clouds]]
-name = "local"
-max_instances = {limit}
-boot_time = 0.3
-shutdown_time = 0.1
-vm_types = [{{ name = "small", cores = 1 }}, {{ name = "large", cores = 2 }}]
-options = {{ poll_interval = 0.1 }}
-"""
+SIZES = [{"name": "small", "cores": 1}, {"name": "large", "cores": 2}]
 
 
 class Site:
@@ -65,7 +44,18 @@ class Site:
 
     def __init__(self, tmp_path: Path, limit: int, mode: str) -> None:
         self.config = tmp_path / "site.toml"
-        self.config.write_text(CONFIG.format(state=tmp_path / "state", mode=mode, limit=limit))
+        self.config.write_text(
+            site_toml(
+                "fair",
+                local_cloud("local", limit, jitter=None, vm_types=SIZES),
+                state_dir=str(tmp_path / "state"),
+                policy={"name": "cloud_scheduler", "rebalance": mode},
+                stall_timeout=30.0,
+                heartbeat_timeout=5.0,
+                on_shutdown="drain",
+                shutdown_timeout=30.0,
+            )
+        )
         self.site = open_site(load_config(self.config))
         self.running = Running(self.site, self.site.manager())
         batch = self.site.batch

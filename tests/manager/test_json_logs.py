@@ -10,32 +10,19 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.cli import argv, site_file
+from tests.cli import argv, local_cloud, site_file, site_toml
 from tests.context.conftest import BrokerProcess, free_port, node_info
 
 from elasticsite.logs import JsonFormatter, ids
 
 from .conftest import wait_for
 
-CONFIG = """
-[manager]
-site_id = "jsonsite"
-state_dir = "{state}"
-interval = 0.2
-retry_backoff = 0.2
-on_shutdown = "drain"
-shutdown_timeout = 30.0
-
-[policy]
-name = "on_demand"
-
-[[clouds]]
-name = "lab"
-max_instances = 2
-boot_time = 0.3
-shutdown_time = 0.1
-options = {{ boot_jitter = 0.1, poll_interval = 0.1, seed = 5 }}
-"""
+CONFIG = site_toml(
+    "jsonsite",
+    local_cloud("lab", 2, seed=5),
+    on_shutdown="drain",
+    shutdown_timeout=30.0,
+)
 
 
 def lines(text: str) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.cli import local_cloud, site_toml
 from tests.context.conftest import free_port
 
 from elasticsite.batch.base import JobRequest
@@ -18,29 +19,18 @@ from elasticsite.model import JobState
 
 from .conftest import Started, kill_workers, wait_for
 
-SITE = """\
-[manager]
-site_id = "metered"
-state_dir = "state"
-interval = 0.2
-retry_backoff = 0.2
-on_shutdown = "drain"
-shutdown_timeout = 30.0
-metrics_port = {port}
 
-[policy]
-name = "on_demand"
-spend_cap_per_hour = 5.0
-
-[[clouds]]
-name = "lab"
-max_instances = 2
-price_per_hour = 0.5
-billing_increment = 1
-boot_time = 0.3
-shutdown_time = 0.1
-options = {{boot_jitter = 0.1, poll_interval = 0.1, seed = 9}}
-"""
+def metered_site(port: int) -> str:
+    """A site whose manager serves its metrics on ``port``, with one paid-for cloud."""
+    return site_toml(
+        "metered",
+        local_cloud("lab", 2, seed=9, price_per_hour=0.5, billing_increment=1),
+        state_dir="state",
+        on_shutdown="drain",
+        shutdown_timeout=30.0,
+        metrics_port=port,
+        policy={"name": "on_demand", "spend_cap_per_hour": 5.0},
+    )
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -58,7 +48,7 @@ def value(samples: dict, name: str, **labels: str) -> float:  # type: ignore[typ
 
 def test_metrics_follow_workers_as_they_come_and_go(tmp_path: Path) -> None:
     port = free_port()
-    (tmp_path / "site.toml").write_text(SITE.format(port=port))
+    (tmp_path / "site.toml").write_text(metered_site(port))
     site = open_site(load_config(tmp_path / "site.toml"), tmp_path)
     running = Started(site, port)
     try:
@@ -90,7 +80,7 @@ def test_metrics_follow_workers_as_they_come_and_go(tmp_path: Path) -> None:
 
 def test_the_metrics_address_must_be_an_address(tmp_path: Path) -> None:
     cfg = tmp_path / "site.toml"
-    cfg.write_text(SITE.format(port=9100).replace('metrics_port = 9100',
+    cfg.write_text(metered_site(9100).replace('metrics_port = 9100',
                    'metrics_port = 9100\nmetrics_address = "0.0.0.0; rm -rf /"'))  # fmt: skip
     with pytest.raises(ConfigError, match=r"manager\.metrics_address: must be an IP address"):
         load_config(cfg)
@@ -137,7 +127,7 @@ def test_what_was_spent_is_a_counter_in_the_sites_currency_that_a_restart_keeps(
 ) -> None:
     port = free_port()
     text = (
-        SITE.format(port=port)
+        metered_site(port)
         .replace(
             "spend_cap_per_hour = 5.0", "spend_cap_per_hour = 500.0\nbudget = { amount = 1e6 }"
         )

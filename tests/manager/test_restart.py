@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.cli import argv, site_file, start_run
+from tests.cli import argv, local_cloud, site_file, site_toml, start_run
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, InstanceState
@@ -17,25 +17,12 @@ from elasticsite.model import Cause, JobState, VMType, WorkerState
 
 from .conftest import Running, wait_for
 
-CONFIG = """
-[manager]
-site_id = "restart"
-state_dir = "{state}"
-interval = 0.2
-heartbeat_timeout = 5.0
-retry_backoff = 0.2
-on_shutdown = "drain"
-
-[policy]
-name = "on_demand"
-
-[[clouds]]
-name = "local"
-max_instances = 4
-boot_time = 1.5
-shutdown_time = 0.1
-options = {{ boot_jitter = 0.3, poll_interval = 0.1, seed = 7 }}
-"""
+CONFIG = site_toml(
+    "restart",
+    local_cloud("local", 4, boot_time=1.5, jitter=0.3, seed=7),
+    heartbeat_timeout=5.0,
+    on_shutdown="drain",
+)
 
 
 def test_sigkill_during_scale_up_then_restart(tmp_path: Path) -> None:

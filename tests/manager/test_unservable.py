@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.cli import run_cli
+from tests.cli import local_cloud, run_cli, site_toml
 from tests.context.conftest import free_port
 
 from elasticsite.batch.base import JobRequest
@@ -27,37 +27,25 @@ from elasticsite.model import CloudSpec, JobState
 
 from .conftest import Started, kill_workers, wait_for
 
-# examples/local.toml's clouds (one-core VM types), at test speed.
-SITE = """\
-[manager]
-site_id = "tight"
-state_dir = "state"
-interval = 0.2
-retry_backoff = 0.2
-history_interval = 0.2
-on_shutdown = "leave"
-metrics_port = {port}
 
-[policy]
-name = "bursts"
+def tight_site(port: int) -> str:
+    """examples/local.toml's clouds (one-core VM types) at test speed, with metrics
+    served on ``port``."""
+    public = {"name": "m1.small", "cores": 1, "memory_mb": 1740}
+    return site_toml(
+        "tight",
+        local_cloud("private", 4, seed=5),
+        local_cloud(
+            "public", 16, seed=6, price_per_hour=0.10, billing_increment=1, vm_types=[public]
+        ),
+        state_dir="state",
+        history_interval=0.2,
+        on_shutdown="leave",
+        metrics_port=port,
+        policy="bursts",
+    )
 
-[[clouds]]
-name = "private"
-max_instances = 4
-boot_time = 0.3
-shutdown_time = 0.1
-options = {{ boot_jitter = 0.1, poll_interval = 0.1, seed = 5 }}
 
-[[clouds]]
-name = "public"
-max_instances = 16
-price_per_hour = 0.10
-billing_increment = 1
-boot_time = 0.3
-shutdown_time = 0.1
-vm_types = [{{ name = "m1.small", cores = 1, memory_mb = 1740 }}]
-options = {{ boot_jitter = 0.1, poll_interval = 0.1, seed = 6 }}
-"""
 REASON = "needs 64 cores; the largest VM type offers 1"
 ODD = "<i>[bold]gpu"
 """A VM type a user asked for, which every surface must show as written."""
@@ -91,7 +79,7 @@ def test_a_job_no_cloud_can_run_gets_no_worker_and_is_explained(
     caplog.set_level(logging.INFO, logger="elasticsite")
     port = free_port()
     config = tmp_path / "site.toml"
-    config.write_text(SITE.format(port=port))
+    config.write_text(tight_site(port))
     site = open_site(load_config(config), tmp_path)
     running = Started(site, port)
     try:

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.cli import local_cloud, site_toml
+
 from elasticsite.batch.local import LocalBatch
 from elasticsite.manager.store import StateStore
 from elasticsite.model import JobState
@@ -23,43 +25,22 @@ from .conftest import wait_for
 
 # examples/local.toml at test speed, its public (hourly) cloud filled first; a paid-for
 # idle worker is kept until 3590 s before its hour ends: ten seconds after its request.
-SITE = """\
-[site]
-currency = "USD"
-
-[manager]
-site_id = "story"
-state_dir = "state"
-interval = 0.2
-retry_backoff = 0.2
-on_shutdown = "leave"
-
-[policy]
-name = "bursts"
-cloud_rule = "ordered"
-billing_margin = 3590.0
-
-[batch]
-type = "local"
-path = "batch.db"
-
-[[clouds]]
-name = "public"
-max_instances = 16
-price_per_hour = 0.10
-billing_increment = 3600
-boot_time = 0.3
-shutdown_time = 0.1
-vm_types = [{ name = "m1.small", cores = 1, memory_mb = 1740 }]
-options = { boot_jitter = 0.1, poll_interval = 0.1, seed = 6 }
-
-[[clouds]]
-name = "private"
-max_instances = 4
-boot_time = 0.3
-shutdown_time = 0.1
-options = { boot_jitter = 0.1, poll_interval = 0.1, seed = 5 }
-"""
+SITE = site_toml(
+    "story",
+    local_cloud(
+        "public",
+        16,
+        seed=6,
+        price_per_hour=0.10,
+        billing_increment=3600,
+        vm_types=[{"name": "m1.small", "cores": 1, "memory_mb": 1740}],
+    ),
+    local_cloud("private", 4, seed=5),
+    state_dir="state",
+    on_shutdown="leave",
+    policy={"name": "bursts", "cloud_rule": "ordered", "billing_margin": 3590.0},
+    extra='[site]\ncurrency = "USD"\n\n[batch]\ntype = "local"\npath = "batch.db"\n',
+)
 WHY = "job 1: no cloud can run it: needs 64 cores; the largest VM type offers 1"
 
 

@@ -1,11 +1,12 @@
 """Bursts (paper 000): boot queued walltime // (2 x waste time) workers, at least one.
 
 The default cloud's waste time is 60 s, so one worker per 120 s of queued walltime.
+Idle workers go as on demand's do: test_on_demand.py checks both policies for that.
 """
 
 from __future__ import annotations
 
-from elasticsite.model import Cause, Decision, Drain, Launch, Undrain
+from elasticsite.model import Cause, Decision, Launch, Undrain
 
 from .conftest import S, cloud, decide, job, jobs, snap, worker
 
@@ -36,13 +37,6 @@ def test_busy_workers_do_not_count_towards_the_burst():
 def test_more_idle_workers_than_wanted_are_kept_while_jobs_wait():
     site = snap([job(100)], [worker(f"i{k}") for k in range(5)])
     assert decide("bursts", site) == Decision()
-
-
-def test_empty_queue_releases_idle_workers_only():
-    site = snap([], [worker("i1"), worker("b", S.BUSY), worker("i2"), worker("p", S.BOOTING)])
-    assert decide("bursts", site) == Decision(
-        drain=[Drain("i1", Cause.IDLE), Drain("i2", Cause.IDLE)]
-    )
 
 
 def test_bursts_factor_setting():

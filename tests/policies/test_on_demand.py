@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from elasticsite.model import Cause, Decision, Drain, Launch, Undrain
 
 from .conftest import S, cloud, decide, jobs, snap, worker
@@ -30,9 +32,10 @@ def test_enough_idle_workers_means_no_launch_and_no_release_while_jobs_wait():
     assert decide("on_demand", site) == Decision()
 
 
-def test_empty_queue_releases_every_idle_worker_and_no_busy_one():
+@pytest.mark.parametrize("policy", ["on_demand", "bursts"])  # bursts releases alike
+def test_empty_queue_releases_every_idle_worker_and_no_busy_one(policy: str):
     site = snap([], [worker("i1"), worker("b", S.BUSY), worker("i2"), worker("p", S.BOOTING)])
-    assert decide("on_demand", site) == Decision(
+    assert decide(policy, site) == Decision(
         drain=[Drain("i1", Cause.IDLE), Drain("i2", Cause.IDLE)]
     )
 

@@ -1,5 +1,6 @@
 """What the paper modules' tests share: the quick reproduction, computed once per
-module; the verdict each claim must come to; and the ``reproduce`` command line."""
+module; the verdict each claim must come to, and the tests that check them; and the
+``reproduce`` command line."""
 
 from __future__ import annotations
 
@@ -45,6 +46,23 @@ def assert_verdict(
             assert listed[claim.key] in claim.note
             return
     assert claim.verdict is Verdict.HOLDS, claim
+
+
+def claim_tests(
+    keys: tuple[str, ...], *, fails: Mapping[str, str] = {}, unchecked: Mapping[str, str] = {}
+) -> tuple[Callable[[Reproduction], None], Callable[[Reproduction, str], None]]:
+    """The tests every paper module binds as ``test_every_claim_is_checked_in_order`` and
+    ``test_claim``: the paper's claims ``keys`` are all checked, in order, on the module's
+    ``quick`` fixture, and each comes to its verdict (see :func:`assert_verdict`)."""
+
+    def in_order(quick: Reproduction) -> None:
+        assert_in_order(quick, keys)
+
+    @pytest.mark.parametrize("key", keys)
+    def claim(quick: Reproduction, key: str) -> None:
+        assert_verdict(quick.claim(key), fails=fails, unchecked=unchecked)
+
+    return in_order, claim
 
 
 def run_reproduce(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

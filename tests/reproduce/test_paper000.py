@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction
+from tests.reproduce.quick import claim_tests, quick_reproduction
 
 from elasticsite.reproduce import PAPER000_CLAIMS, Reproduction, reproduce_paper000
 
@@ -25,13 +25,7 @@ EXCEPTIONS: dict[str, str] = {}
 quick = quick_reproduction(reproduce_paper000)
 
 
-def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
-    assert_in_order(quick, PAPER000_CLAIMS)
-
-
-@pytest.mark.parametrize("key", PAPER000_CLAIMS)
-def test_claim(quick: Reproduction, key: str) -> None:
-    assert_verdict(quick.claim(key), fails=EXCEPTIONS)
+test_every_claim_is_checked_in_order, test_claim = claim_tests(PAPER000_CLAIMS, fails=EXCEPTIONS)
 
 
 def test_the_plots_are_written(quick: Reproduction) -> None:

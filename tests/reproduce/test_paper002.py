@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction, run_reproduce
+from tests.reproduce.quick import claim_tests, quick_reproduction, run_reproduce
 
 from elasticsite.reproduce import PAPER002_CLAIMS, Reproduction, reproduce_paper002
 
@@ -25,13 +25,7 @@ SMALL_SWF = Path(__file__).parents[1] / "sim" / "data" / "small.swf"
 quick = quick_reproduction(reproduce_paper002)
 
 
-def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
-    assert_in_order(quick, PAPER002_CLAIMS)
-
-
-@pytest.mark.parametrize("key", PAPER002_CLAIMS)
-def test_claim(quick: Reproduction, key: str) -> None:
-    assert_verdict(quick.claim(key), fails=EXCEPTIONS)
+test_every_claim_is_checked_in_order, test_claim = claim_tests(PAPER002_CLAIMS, fails=EXCEPTIONS)
 
 
 def test_the_plots_and_tables_are_there(quick: Reproduction) -> None:

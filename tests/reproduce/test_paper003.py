@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction, run_reproduce
+from tests.reproduce.quick import claim_tests, quick_reproduction, run_reproduce
 
 from elasticsite.reproduce import PAPER003_CLAIMS, Reproduction, reproduce_paper003
 from elasticsite.reproduce.paper003_live import restart_run
@@ -19,13 +19,7 @@ pytestmark = pytest.mark.xdist_group("paper003")
 quick = quick_reproduction(reproduce_paper003)
 
 
-def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
-    assert_in_order(quick, PAPER003_CLAIMS)
-
-
-@pytest.mark.parametrize("key", PAPER003_CLAIMS)
-def test_claim(quick: Reproduction, key: str) -> None:
-    assert_verdict(quick.claim(key))
+test_every_claim_is_checked_in_order, test_claim = claim_tests(PAPER003_CLAIMS)
 
 
 def test_the_report_shows_the_shares_beside_the_papers(quick: Reproduction) -> None:

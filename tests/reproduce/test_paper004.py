@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.reproduce.quick import assert_in_order, assert_verdict, quick_reproduction, run_reproduce
+from tests.reproduce.quick import claim_tests, quick_reproduction, run_reproduce
 
 from elasticsite.history.observations import PROBE
 from elasticsite.reproduce import PAPER004_CLAIMS, Reproduction, reproduce_paper004
@@ -28,13 +28,9 @@ UNCHECKED = {"slurm_order": "--slurm"}
 quick = quick_reproduction(reproduce_paper004)
 
 
-def test_every_claim_is_checked_in_order(quick: Reproduction) -> None:
-    assert_in_order(quick, PAPER004_CLAIMS)
-
-
-@pytest.mark.parametrize("key", PAPER004_CLAIMS)
-def test_claim(quick: Reproduction, key: str) -> None:
-    assert_verdict(quick.claim(key), fails=FAILS, unchecked=UNCHECKED)
+test_every_claim_is_checked_in_order, test_claim = claim_tests(
+    PAPER004_CLAIMS, fails=FAILS, unchecked=UNCHECKED
+)
 
 
 def test_the_report_says_what_is_real_and_what_is_synthesised(quick: Reproduction) -> None:

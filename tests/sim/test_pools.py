@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from elasticsite.batch import scheduling
 from elasticsite.batch.backfill import edf_key
-from elasticsite.batch.pools import SCHEDULERS, BackfillPool, EasyPool, make_pool
+from elasticsite.batch.pools import SCHEDULERS, BackfillPool, EasyPool, Pool, make_pool
 from elasticsite.batch.selective import Categories
 
 
@@ -161,6 +161,38 @@ jobs_st = st.lists(
 )
 
 
+Events = list[tuple[float, int, int]]
+"""A heap of (time, kind, job): kind 0, the job's finish, comes before kind 1, an
+arrival, at the same time."""
+
+
+def arrivals(jobs: list[tuple[int, int, int, int, int | None]]) -> Events:
+    """The events of the jobs' submissions."""
+    events = [(float(s), 1, i) for i, (s, *_) in enumerate(jobs)]
+    heapq.heapify(events)
+    return events
+
+
+def next_instant(
+    pool: Pool, jobs: list[tuple[int, int, int, int, int | None]], events: Events, keyed: bool
+) -> tuple[float, list[int]]:
+    """Take the earliest time's events off ``events``: the jobs that finish then leave
+    ``pool`` and those that arrive join it (with an EDF key if ``keyed``). That time, and
+    the jobs that finished."""
+    now = events[0][0]
+    finished = []
+    while events and events[0][0] == now:
+        _, kind, i = heapq.heappop(events)
+        submit, procs, requested, _, deadline = jobs[i]
+        if kind == 0:
+            pool.finish(i, now)
+            finished.append(i)
+        else:
+            key = edf_key(deadline, submit) if keyed else None
+            pool.submit(i, procs, float(requested), now, key)
+    return now, finished
+
+
 @settings(max_examples=150, deadline=None)
 @given(jobs=jobs_st, name=st.sampled_from(SCHEDULERS), keyed=st.booleans())
 def test_pools_never_over_allocate_and_start_every_job_once(
@@ -168,21 +200,12 @@ def test_pools_never_over_allocate_and_start_every_job_once(
 ) -> None:
     capacity = 6
     pool = make_pool(name, capacity)
-    events: list[tuple[float, int, int]] = [(float(s), 1, i) for i, (s, *_) in enumerate(jobs)]
-    heapq.heapify(events)  # kind 0 finish before kind 1 arrival at the same time
+    events = arrivals(jobs)
     busy = 0
     start: dict[int, float] = {}
     while events:
-        now = events[0][0]
-        while events and events[0][0] == now:
-            _, kind, i = heapq.heappop(events)
-            submit, procs, requested, _, deadline = jobs[i]
-            if kind == 0:
-                pool.finish(i, now)
-                busy -= procs
-            else:
-                key = edf_key(deadline, submit) if keyed else None
-                pool.submit(i, procs, float(requested), now, key)
+        now, finished = next_instant(pool, jobs, events, keyed)
+        busy -= sum(jobs[i][1] for i in finished)
         if isinstance(pool, EasyPool):  # each pass equals the pure pass on one node
             queue = [_Q(str(j), *pool.waiting_job(j)[:2]) for j in pool.waiting_ids()]
             running = [("n", p, end) for p, end in pool.running.values()]
@@ -213,21 +236,11 @@ def test_plan_predicts_the_schedule_when_jobs_use_their_requested_time(
     for its requested time."""
     pool = EasyPool(6, backfill=backfill)
     last = max(s for s, *_ in jobs)
-    events: list[tuple[float, int, int]] = [(float(s), 1, i) for i, (s, *_) in enumerate(jobs)]
-    heapq.heapify(events)
+    events = arrivals(jobs)
     plan: dict[int, float] | None = None
     start: dict[int, float] = {}
     while events:
-        now = events[0][0]
-        while events and events[0][0] == now:
-            _, kind, i = heapq.heappop(events)
-            submit, procs, requested, _, deadline = jobs[i]
-            if kind == 0:
-                pool.finish(i, now)
-            else:
-                pool.submit(
-                    i, procs, float(requested), now, edf_key(deadline, submit) if keyed else None
-                )
+        now, _ = next_instant(pool, jobs, events, keyed)
         for i in pool.start_now(now):
             start[i] = now
             heapq.heappush(events, (now + jobs[i][2], 0, i))

@@ -18,7 +18,7 @@ def _instances(site) -> list:  # type: ignore[no-untyped-def]
 
 
 def test_an_urgent_job_gets_a_worker_past_max_instances(tmp_path: Path) -> None:
-    with running_site(tmp_path, policy="urgent_extra_instances = 1") as (site, _, cfg):
+    with running_site(tmp_path, policy={"urgent_extra_instances": 1}) as (site, _, cfg):
         done = urgent(cfg, "yellow", "sleep", "1")  # yellow: priority, nothing preempted
         assert done.returncode == 0, done.stderr
         job = done.stdout.strip()
@@ -30,7 +30,7 @@ def test_an_urgent_job_gets_a_worker_past_max_instances(tmp_path: Path) -> None:
 
 
 def test_at_the_clouds_quota_a_non_urgent_worker_makes_room(tmp_path: Path) -> None:
-    with running_site(tmp_path, policy="urgent_extra_instances = 1", cloud="quota = 2") as (
+    with running_site(tmp_path, policy={"urgent_extra_instances": 1}, cloud={"quota": 2}) as (
         site, _, cfg,
     ):  # fmt: skip
         done = urgent(cfg, "yellow", "sleep", "1")
@@ -51,6 +51,6 @@ def test_at_the_clouds_quota_a_non_urgent_worker_makes_room(tmp_path: Path) -> N
 
 
 def test_a_site_can_volunteer_its_workers_as_targets(tmp_path: Path) -> None:
-    with running_site(tmp_path, cloud="volunteer = true") as (site, _, _):
+    with running_site(tmp_path, cloud={"volunteer": True}) as (site, _, _):
         found = _instances(site)
         assert found and all(i.tags.get(VOLUNTEER_TAG) == "yes" for i in found)

@@ -10,11 +10,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
+from tests.cli import local_cloud, site_toml, toml_table
 from tests.manager.conftest import kill_workers, wait_for
 
 from elasticsite.batch.base import JobRequest
@@ -29,31 +31,6 @@ from .test_routes import Site as Server
 
 ME = getpass.getuser()
 CAROL = {"account": "carol"}
-SITE = """\
-[manager]
-site_id = "lab"
-state_dir = "{state}"
-interval = 0.2
-retry_backoff = 0.2
-on_shutdown = "leave"
-
-[policy]
-name = "on_demand"
-{policy}
-
-[[clouds]]
-name = "lab"
-max_instances = 2
-{cloud}
-boot_time = 0.3
-shutdown_time = 0.1
-options = {{boot_jitter = 0.1, poll_interval = 0.1, seed = 2}}
-
-[urgent]
-server = "https://127.0.0.1:{port}"
-ca = "{ca}"
-key_file = "{key}"
-"""
 
 
 @pytest.fixture
@@ -81,9 +58,13 @@ def until(gate: Path) -> list[str]:
 
 @contextmanager
 def running_site(
-    tmp_path: Path, policy: str = "", cloud: str = "", carol_runs: float | None = None
+    tmp_path: Path,
+    policy: Mapping[str, object] = MappingProxyType({}),
+    cloud: Mapping[str, object] = MappingProxyType({}),
+    carol_runs: float | None = None,
 ) -> Iterator[tuple[EmbeddedSite, Server, Path]]:
-    """The site of :func:`full`, with ``policy`` and ``cloud`` lines added to its config;
+    """The site of :func:`full`, with the settings ``policy`` and ``cloud`` added to its
+    policy and its cloud;
     carol's jobs run ``carol_runs`` seconds, or by default until :func:`carol_gate`."""
     (tmp_path / "server").mkdir()
     server = Server(tmp_path / "server")
@@ -97,8 +78,17 @@ def running_site(
     server.store.add_member(token.id, "me", {"lab": ME}, server.clock(), "manager")
     server.store.activate(token, server.clock(), "manager")
     cfg = tmp_path / "site.toml"
-    cfg.write_text(SITE.format(state=tmp_path / "state", port=server.port, ca=server.cert,
-                               key=key_file, policy=policy, cloud=cloud))  # fmt: skip
+    urgent = {"server": f"https://127.0.0.1:{server.port}", "ca": str(server.cert),
+              "key_file": str(key_file)}  # fmt: skip
+    text = site_toml(
+        "lab",
+        local_cloud("lab", 2, seed=2, **cloud),
+        state_dir=str(tmp_path / "state"),
+        on_shutdown="leave",
+        policy={"name": "on_demand", **policy},
+        extra=toml_table("urgent", urgent),
+    )
+    cfg.write_text(text)
     site = open_site(load_config(cfg), tmp_path)
     manager = site.manager()
     thread = threading.Thread(target=manager.run, daemon=True)

@@ -17,12 +17,12 @@ import itertools
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
 import pytest
+from tests import waiting
 
 from elasticsite.batch.base import BatchView, JobRequest, Node
 from elasticsite.batch.slurm import SlurmBatch
@@ -142,14 +142,7 @@ def slurm_cluster() -> Iterator[Path]:
 
 def wait_for(check: Callable[[], T | None], timeout: float = 20.0, what: str = "") -> T:
     """Poll ``check`` every 0.2 s until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what or check}")
-        time.sleep(0.2)
+    return waiting.wait_for(check, timeout, what or str(check), every=0.2)
 
 
 def node(view: BatchView, name: str) -> Node | None:

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,18 @@ options = {{ boot_delay = 0.5, shutdown_delay = 0.2, poll_interval = 0.2 }}
     return config
 
 
+@contextmanager
+def _live_site(tmp_path: Path, site_id: str, batch: str, dynamic_nodes: bool) -> Iterator[LiveSite]:
+    """The site of :func:`_write_site`, opened; closed, and the power hook unset, after."""
+    config = _write_site(tmp_path, site_id, batch)
+    live = LiveSite(open_site(load_config(config)), dynamic_nodes=dynamic_nodes)
+    try:
+        yield live
+    finally:
+        (RUN_DIR / "power.env").unlink(missing_ok=True)
+        live.close()
+
+
 @pytest.fixture
 def external_site(slurm_cluster: Path, tmp_path: Path) -> Iterator[LiveSite]:
     if shutil.which("ip") is None or shutil.which("nsenter") is None:
@@ -111,13 +124,8 @@ def external_site(slurm_cluster: Path, tmp_path: Path) -> Iterator[LiveSite]:
         '[batch]\ntype = "slurm"\n'
         'options = { partition = "elastic", demand_partitions = ["elastic"] }'
     )
-    config = _write_site(tmp_path, "slurm-external", batch)
-    live = LiveSite(open_site(load_config(config)), dynamic_nodes=True)
-    try:
+    with _live_site(tmp_path, "slurm-external", batch, dynamic_nodes=True) as live:
         yield live
-    finally:
-        (RUN_DIR / "power.env").unlink(missing_ok=True)
-        live.close()
 
 
 def test_external_manager_runs_a_queued_job_on_a_new_dynamic_node_then_removes_it(
@@ -154,13 +162,10 @@ def test_external_manager_runs_a_queued_job_on_a_new_dynamic_node_then_removes_i
 @pytest.fixture
 def power_save_site(slurm_cluster: Path, tmp_path: Path) -> Iterator[LiveSite]:
     batch = '[batch]\ntype = "slurm"\nmode = "power_save"\noptions = { partition = "cloud" }'
-    config = _write_site(tmp_path, "slurm-native", batch)
-    live = LiveSite(open_site(load_config(config)), dynamic_nodes=False)
     try:
-        yield live
+        with _live_site(tmp_path, "slurm-native", batch, dynamic_nodes=False) as live:
+            yield live
     finally:
-        (RUN_DIR / "power.env").unlink(missing_ok=True)
-        live.close()
         subprocess.run(
             ["scontrol", "update", "nodename=cloud[1-4]", "state=power_down_force"],
             capture_output=True,

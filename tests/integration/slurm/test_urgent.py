@@ -29,6 +29,11 @@ def fill_localhost(slurm: SlurmBatch, cores: int) -> str:
     return blocker
 
 
+def queue_behind(slurm: SlurmBatch, cores: int, n: int) -> list[str]:
+    """``n`` jobs of ``cores`` cores each, which wait while localhost is full."""
+    return [slurm.submit(JobRequest(["sleep", "30"], cores=cores, walltime=60)) for _ in range(n)]
+
+
 def queued_ids(slurm: SlurmBatch) -> list[str]:
     """This test's queued jobs, in queue order (another user's jobs may wait too)."""
     return [j.id for j in slurm.snapshot().queued if j.id in TrackedSlurm.submitted]
@@ -47,9 +52,7 @@ def test_higher_priority_reorders_the_queue_and_runs_first(
     slurm: SlurmBatch, local_cores: int
 ) -> None:
     blocker = fill_localhost(slurm, local_cores)
-    jobs = [
-        slurm.submit(JobRequest(["sleep", "30"], cores=local_cores, walltime=60)) for _ in range(3)
-    ]
+    jobs = queue_behind(slurm, local_cores, 3)
     assert queued_ids(slurm) == jobs
     slurm.set_priority(jobs[2], 10)
     assert queued_ids(slurm) == [jobs[2], jobs[0], jobs[1]]
@@ -59,9 +62,7 @@ def test_higher_priority_reorders_the_queue_and_runs_first(
 
 def test_move_to_front_makes_a_job_the_next_to_run(slurm: SlurmBatch, local_cores: int) -> None:
     blocker = fill_localhost(slurm, local_cores)
-    jobs = [
-        slurm.submit(JobRequest(["sleep", "30"], cores=local_cores, walltime=60)) for _ in range(3)
-    ]
+    jobs = queue_behind(slurm, local_cores, 3)
     slurm.move_to_front(jobs[1])
     assert queued_ids(slurm)[0] == jobs[1]
     slurm.move_to_front(jobs[1])  # already first: no-op
@@ -104,9 +105,7 @@ def test_an_urgent_job_next_to_run_goes_ahead_of_every_waiting_job(
     slurm: SlurmBatch, local_cores: int
 ) -> None:
     blocker = fill_localhost(slurm, local_cores)
-    waiting = [
-        slurm.submit(JobRequest(["sleep", "30"], cores=local_cores, walltime=60)) for _ in range(2)
-    ]
+    waiting = queue_behind(slurm, local_cores, 2)
     job = slurm.submit(
         JobRequest(["sleep", "5"], local_cores, 60, attributes={"urgency": "orange"})
     )
