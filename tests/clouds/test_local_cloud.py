@@ -16,7 +16,8 @@ import pytest
 from elasticsite.batch.base import JobRequest, NodeState
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, InstanceState
-from elasticsite.clouds.local import LocalCloud
+from elasticsite.clouds.local import LocalCloud, cloud_db
+from elasticsite.clouds.local_registry import process_alive
 from elasticsite.model import JobState, VMType
 
 from .conftest import SITE, wait_for
@@ -263,3 +264,95 @@ def test_a_worker_whose_cloud_vanished_exits(make_cloud: MakeCloud, batch: Local
         Path(f"{cloud.db_path}{suffix}").unlink(missing_ok=True)
     assert proc.wait(timeout=10) == 1
     assert not cloud.db_path.exists()  # the worker did not recreate it
+
+
+def test_a_long_launch_keeps_its_instances_pending_until_each_worker_starts(
+    make_cloud: MakeCloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a busy machine starting a hundred workers takes longer than the grace a row
+    without a pid gets: while the launch runs, its instances are pending, not failed."""
+    cloud = make_cloud(boot_delay=30.0)
+    other = make_cloud(boot_delay=30.0)  # another view of the registry, as a describe thread
+    seen: list[dict[str, InstanceState]] = []
+    spawn = LocalCloud._spawn
+
+    def slow_spawn(self: LocalCloud, instance_id: str, *args: object) -> int:
+        with cloud_db(self.db_path) as db:  # the launch has been going on for an hour
+            db.execute("UPDATE instances SET created_at = created_at - 3600")
+        seen.append(states(other))
+        return spawn(self, instance_id, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LocalCloud, "_spawn", slow_spawn)
+    launch(cloud, "w1", "w2", "w3")
+    assert seen == [dict.fromkeys(("w1", "w2", "w3"), InstanceState.PENDING)] * 3
+    assert set(states(other).values()) == {InstanceState.PENDING}
+
+
+def test_an_instance_whose_launcher_died_before_starting_it_is_an_error(
+    make_cloud: MakeCloud, tmp_path: Path
+) -> None:
+    """A row without a worker pid is pending while the process launching it lives (a
+    manager in another process), and an error once that process is gone."""
+    cloud = make_cloud()
+    launcher = subprocess.Popen(["sleep", "300"])
+    try:
+        with cloud_db(cloud.db_path) as db:
+            for name, pid in (("alive", launcher.pid), ("dead", 2**22 + 1)):
+                db.execute(
+                    "INSERT INTO instances (id, name, site, state, tags, vm_type, cores, "
+                    "created_at, updated_at, launcher) VALUES (?, ?, ?, 'pending', ?, "
+                    "'small', 1, ?, ?, ?)",
+                    (f"i-{name}", name, SITE, json.dumps({SITE_TAG: SITE}), time.time(),
+                     time.time(), pid),
+                )  # fmt: skip
+        assert states(cloud) == {"alive": InstanceState.PENDING, "dead": InstanceState.ERROR}
+    finally:
+        launcher.kill()
+        launcher.wait()
+    assert states(cloud)["alive"] is InstanceState.ERROR
+
+
+def test_a_worker_between_fork_and_exec_counts_as_alive() -> None:
+    """Just started, a worker process still shows its launcher's command line, not its
+    instance's: the child of the instance's launcher is its worker; another process
+    that lacks the instance's id is not (a reused pid)."""
+    child = subprocess.Popen(["sleep", "300"])
+    try:
+        assert process_alive(child.pid, "i-0123", launcher=os.getpid())
+        assert not process_alive(child.pid, "i-0123")
+        assert not process_alive(child.pid, "i-0123", launcher=1)
+    finally:
+        child.kill()
+        child.wait()
+    assert not process_alive(child.pid, "i-0123", launcher=os.getpid())
+
+
+def test_a_describe_that_read_a_row_before_its_worker_started_does_not_end_it(
+    make_cloud: MakeCloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A describe reads the registry, then the launch records the worker's pid and ends:
+    the row the describe read (no pid, no launch running) is stale, not failed."""
+    cloud = make_cloud()
+    worker = subprocess.Popen(["sleep", "300"])
+    try:
+        with cloud_db(cloud.db_path) as db:
+            db.execute(
+                "INSERT INTO instances (id, name, site, state, tags, vm_type, cores, created_at, "
+                "updated_at, launcher) VALUES ('i-late', 'late', ?, 'pending', ?, 'small', 1, ?, "
+                "?, ?)",
+                (SITE, json.dumps({SITE_TAG: SITE}), time.time(), time.time(), os.getpid()),
+            )
+        live = LocalCloud._live
+
+        def launch_ends_meanwhile(self: LocalCloud, instance_id: str, *args: object) -> bool:
+            with cloud_db(self.db_path) as db:
+                db.execute("UPDATE instances SET pid = ? WHERE id = 'i-late'", (worker.pid,))
+            return live(self, instance_id, *args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(LocalCloud, "_live", launch_ends_meanwhile)
+        assert states(cloud) == {"late": InstanceState.PENDING}
+        with cloud_db(cloud.db_path) as db:
+            assert db.execute("SELECT state FROM instances").fetchall() == [("pending",)]
+    finally:
+        worker.kill()
+        worker.wait()

@@ -43,7 +43,13 @@ def test_hundred_workers_run_a_burst_and_leave(start_site: Callable[..., Running
     )
     r.stop()
     records = r.site.store.load(include_done=True)
-    assert len(records) == 100
+    # If more were launched: why the last one was, and why an earlier one went.
+    last = max(records, key=lambda rec: rec.worker.requested_at).worker.id
+    unusual = [t for t in r.site.store.transitions() if t.worker_id == last or t.cause not in (
+        "demand", "joined", "job-started", "job-finished", "idle", "drained", "booted", "shutdown",
+        "cloud-reported",
+    )]  # fmt: skip
+    assert len(records) == 100, unusual
     assert all(rec.worker.state is WorkerState.TERMINATED for rec in records)
     jobs = r.site.batch.jobs()
     assert all(j.exit_code == 0 for j in jobs)

@@ -29,6 +29,7 @@ from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceStat
 from elasticsite.clouds.local_capacity import Effect, HostCapacity
 from elasticsite.clouds.local_registry import (
     CloudStateError,
+    being_started,
     cloud_db,
     process_alive,
     set_instance_state,
@@ -52,8 +53,9 @@ _STATES = {s.value: s for s in InstanceState}
 _LIVE_ROW_STATES = ("pending", "running", "stopping")
 TERMINATED_RETENTION = 3600.0
 """Seconds a terminated instance still shows in :meth:`LocalCloud.describe`."""
-SPAWN_GRACE = 10.0
-"""Seconds a pending row may lack a worker pid before it counts as failed (launcher died)."""
+_LAUNCHING: set[str] = set()
+"""Instances this process is starting the worker processes of right now (any
+:class:`LocalCloud` object of it)."""
 
 
 class LocalCloud:
@@ -145,38 +147,45 @@ class LocalCloud:
         fresh: list[tuple[str, str]] = []
         boots: list[tuple[float, bool]] = []
         effects: list[Effect] = []
-        with cloud_db(self.db_path) as db:
-            for name in dict.fromkeys(names):
-                if db.execute("SELECT 1 FROM instances WHERE name = ?", (name,)).fetchone():
-                    continue
-                instance_id = f"i-{os.urandom(8).hex()}"
-                delay, never_join = self._draw()
-                rest = max(0.0, delay - self.boot_path.transfer)  # after its image transfer
-                db.execute(
-                    "INSERT INTO instances (id, name, site, state, tags, vm_type, cores, "
-                    "created_at, updated_at, boot_rest) "
-                    "VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
-                    (instance_id, name, all_tags[SITE_TAG], json.dumps(all_tags), vm_type.name,
-                     vm_type.cores, now, now, rest),
-                )  # fmt: skip
-                if self.capacity is not None:  # raises, rolling back, when there is no room
-                    effects += self.capacity.reserve(db, instance_id, name, vm_type, all_tags)
-                fresh.append((instance_id, name))
-                boots.append((rest, never_join))
-        if self.capacity is not None:
-            self.capacity.signal(effects)
         pids: list[tuple[int, str]] = []
         try:
+            with cloud_db(self.db_path) as db:
+                for name in dict.fromkeys(names):
+                    if db.execute("SELECT 1 FROM instances WHERE name = ?", (name,)).fetchone():
+                        continue
+                    instance_id = f"i-{os.urandom(8).hex()}"
+                    # Pending without a pid while this call starts it: so any describe from
+                    # the moment the row is seen.
+                    _LAUNCHING.add(instance_id)
+                    fresh.append((instance_id, name))
+                    delay, never_join = self._draw()
+                    rest = max(0.0, delay - self.boot_path.transfer)  # after its image transfer
+                    db.execute(
+                        "INSERT INTO instances (id, name, site, state, tags, vm_type, cores, "
+                        "created_at, updated_at, boot_rest, launcher) "
+                        "VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+                        (instance_id, name, all_tags[SITE_TAG], json.dumps(all_tags),
+                         vm_type.name, vm_type.cores, now, now, rest, os.getpid()),
+                    )  # fmt: skip
+                    if self.capacity is not None:  # raises, rolling back, if there is no room
+                        effects += self.capacity.reserve(db, instance_id, name, vm_type, all_tags)
+                    boots.append((rest, never_join))
+            if self.capacity is not None:
+                self.capacity.signal(effects)
             for k, (instance_id, name) in enumerate(fresh):
                 pid = self._spawn(instance_id, name, vm_type.cores, userdata, *boots[k])
                 pids.append((pid, instance_id))
         finally:
-            unstarted = [(time.time(), i) for i, _ in fresh[len(pids) :]]
-            with cloud_db(self.db_path) as db:
-                db.executemany("UPDATE instances SET pid = COALESCE(pid, ?) WHERE id = ?", pids)
-                db.executemany(
-                    "UPDATE instances SET state = 'error', updated_at = ? WHERE id = ?", unstarted
-                )
+            try:
+                unstarted = [(time.time(), i) for i, _ in fresh[len(pids) :]]
+                with cloud_db(self.db_path) as db:
+                    db.executemany("UPDATE instances SET pid = COALESCE(pid, ?) WHERE id = ?", pids)
+                    db.executemany(
+                        "UPDATE instances SET state = 'error', updated_at = ? WHERE id = ?",
+                        unstarted,
+                    )
+            finally:
+                _LAUNCHING.difference_update(i for i, _ in fresh)
         found = {i.name: i for i in self._describe(None, names)}
         return [found[n] for n in dict.fromkeys(names) if n in found]
 
@@ -266,7 +275,7 @@ class LocalCloud:
 
     def _describe(self, site: str | None, names: Sequence[str] = ()) -> list[Instance]:
         now = time.time()
-        query = "SELECT id, name, state, tags, created_at, pid FROM instances"
+        query = "SELECT id, name, state, tags, created_at, pid, launcher FROM instances"
         params: list[str | float] = []
         if site is not None:
             query += " WHERE site = ? AND (state != 'terminated' OR updated_at >= ?)"
@@ -278,18 +287,22 @@ class LocalCloud:
             rows = db.execute(query + " ORDER BY created_at, name", params).fetchall()
             notices = reclaims(db)
         result: list[Instance] = []
-        fixes: list[tuple[str, str]] = []
-        for instance_id, name, state, tags, created_at, pid in rows:
+        fixes: list[tuple[str, str, int | None, str]] = []
+        """(new state, id, pid as read, state as read) of the rows this look ends."""
+        for instance_id, name, state, tags, created_at, pid, launcher in rows:
             reclaim_at = notices.get(instance_id)
             taken = reclaim_at is not None and reclaim_at <= now
             if taken and state in _LIVE_ROW_STATES:
                 pull_plug(pid)
                 log.info("cloud %s: %s taken back (spot)", self.name, name)
+                fixes.append(("terminated", instance_id, pid, "terminated"))
                 state = "terminated"
-                fixes.append((state, instance_id))
-            elif state in _LIVE_ROW_STATES and not self._live(instance_id, pid, created_at, now):
-                state = "terminated" if state == "stopping" else "error"
-                fixes.append((state, instance_id))
+            elif state in _LIVE_ROW_STATES and not self._live(
+                instance_id, pid, launcher, created_at, now
+            ):
+                fixes.append(("terminated" if state == "stopping" else "error", instance_id, pid,
+                              state))  # fmt: skip
+                state = fixes[-1][0]
             translated = _STATES.get(state, InstanceState.UNKNOWN)
             if translated is InstanceState.UNKNOWN:
                 log.warning("cloud %s: instance %s has unknown state %r", self.name, name, state)
@@ -297,20 +310,29 @@ class LocalCloud:
             inst.reclaim_at = reclaim_at
             inst.reclaimed = taken and translated is InstanceState.TERMINATED
             result.append(inst)
-        if fixes:
+        if fixes:  # only rows as they were read: a launch may have given one its pid since
+            by_id = {i.id: i for i in result}
             with cloud_db(self.db_path) as db:
-                db.executemany(
-                    "UPDATE instances SET state = ?, updated_at = ? WHERE id = ? AND state IN "
-                    "('pending', 'running', 'stopping')",
-                    [(state, now, instance_id) for state, instance_id in fixes],
-                )
+                for state, instance_id, pid, read in fixes:
+                    if not db.execute(
+                        "UPDATE instances SET state = ?, updated_at = ? WHERE id = ? AND pid IS ? "
+                        "AND state IN ('pending', 'running', 'stopping')",
+                        (state, now, instance_id, pid),
+                    ).rowcount:
+                        by_id[instance_id].state = _STATES[read]
         return result
 
-    def _live(self, instance_id: str, pid: int | None, created_at: float, now: float) -> bool:
+    def _live(
+        self, instance_id: str, pid: int | None, launcher: int | None, created_at: float,
+        now: float,
+    ) -> bool:  # fmt: skip
+        """Whether a pending or running instance still has (or will have) its worker. One
+        without a pid yet is being started while the launch that created it runs: in
+        this process, while that call lasts; in another, while that process lives."""
         if pid is None:
-            return now - created_at < SPAWN_GRACE
+            return being_started(launcher, instance_id in _LAUNCHING, now - created_at)
         self._reap(pid)
-        return process_alive(pid, instance_id)
+        return process_alive(pid, instance_id, launcher)
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
         """Ask these instances to shut down (SIGTERM to the worker); unknown ids are ignored."""

@@ -104,6 +104,9 @@ def cloud_db(
                 conn.execute("ALTER TABLE instances ADD COLUMN boot_done REAL")
                 conn.execute(_BOOT_DONE)
                 conn.execute("PRAGMA user_version = 4")
+            if version < 5:  # from before a pending row named the process launching it
+                conn.execute("ALTER TABLE instances ADD COLUMN launcher INTEGER")
+                conn.execute("PRAGMA user_version = 5")
             yield conn
     except StateFileError as exc:
         raise CloudStateError(exc.path, exc.cause) from exc
@@ -138,8 +141,10 @@ def set_instance_state(
         return str(row[0])
 
 
-def process_alive(pid: int, instance_id: str) -> bool:
-    """Whether ``pid`` is a live (non-zombie) worker process of ``instance_id``."""
+def process_alive(pid: int, instance_id: str, launcher: int | None = None) -> bool:
+    """Whether ``pid`` is a live (non-zombie) worker process of ``instance_id``: its
+    command line names the instance, or it is a child of ``launcher`` (the process that
+    started it) that has not yet replaced the launcher's command line with its own."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -149,8 +154,46 @@ def process_alive(pid: int, instance_id: str) -> bool:
     if not HAVE_PROC:
         return True
     try:  # a zombie has an empty command line; a reused pid has another one
-        return instance_id.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        if instance_id.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return True
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return launcher is not None and stat[0] != "Z" and int(stat[1]) == launcher
+
+
+SPAWN_GRACE = 10.0
+"""Seconds a pending row naming no launcher (an older registry's) may lack a worker pid."""
+LAUNCH_BOUND = 600.0
+"""Seconds a pending row may lack a worker pid while its launcher runs: a launch call
+starting many workers on a busy machine takes a while, one stuck takes no longer."""
+
+
+def being_started(launcher: int | None, launching_here: bool, age: float) -> bool:
+    """Whether an instance whose row has no worker pid yet, ``age`` seconds old, is still
+    being started by the launch that created it: in this process, while that call lasts
+    (``launching_here``); in another, while that process lives."""
+    if launcher is None:
+        return age < SPAWN_GRACE
+    if launcher == os.getpid():
+        return launching_here
+    return launcher_alive(launcher) and age < LAUNCH_BOUND
+
+
+def launcher_alive(pid: int) -> bool:
+    """Whether process ``pid`` (one launching instances) still runs: not gone, not a
+    zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not HAVE_PROC:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
         return False
 
 
