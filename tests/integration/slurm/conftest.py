@@ -145,6 +145,21 @@ def wait_for(check: Callable[[], T | None], timeout: float = 20.0, what: str = "
     return waiting.wait_for(check, timeout, what or str(check), every=0.2)
 
 
+def powered_down_cloud_node(timeout: float = 150.0) -> str:
+    """A node of the ``cloud`` partition that is powered down (``idle~``), waited for: one
+    an earlier test powered up is powered down after SuspendTime (30 s) idle and is
+    ``idle%`` for SuspendTimeout (30 s) more, when Slurm gives it no job."""
+
+    def down() -> str | None:
+        shown = subprocess.run(
+            ["sinfo", "-h", "-N", "-p", "cloud", "-o", "%N %t"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        return next((ln.split()[0] for ln in shown.splitlines() if ln.endswith(" idle~")), None)
+
+    return wait_for(down, timeout, "a powered-down cloud node")
+
+
 def node(view: BatchView, name: str) -> Node | None:
     return next((n for n in view.nodes if n.name == name), None)
 

@@ -7,7 +7,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.integration.slurm.conftest import TrackedSlurm, fresh_node_name, node, tracked, wait_for
+from tests.integration.slurm.conftest import (
+    TrackedSlurm,
+    fresh_node_name,
+    node,
+    powered_down_cloud_node,
+    tracked,
+    wait_for,
+)
 
 from elasticsite.batch.base import BatchError, JobRequest, NodeState, UnknownJob, UnknownNode
 from elasticsite.batch.slurm import SlurmBatch
@@ -164,14 +171,7 @@ def test_native_power_saving_starts_a_cloud_node_for_a_job(slurm: SlurmBatch) ->
     (``idle~``); while it is powering down (``idle%``) Slurm cannot give it a job.
     """
 
-    def powered_down() -> str | None:
-        shown = subprocess.run(
-            ["sinfo", "-h", "-N", "-p", "cloud", "-o", "%N %t"],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-        return next((ln.split()[0] for ln in shown.splitlines() if ln.endswith(" idle~")), None)
-
-    cloud = wait_for(powered_down, 150, "a powered-down cloud node")
+    cloud = powered_down_cloud_node()
     assert getattr(node(slurm.snapshot(), cloud), "state", None) is NodeState.DOWN
     sbatch = ["sbatch", "--parsable", "--partition=cloud", f"--nodelist={cloud}",
               "--time=10", "--output=/dev/null", "--wrap", "sleep 600"]  # fmt: skip
