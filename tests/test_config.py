@@ -240,6 +240,12 @@ def test_selective_categories_and_thresholds_are_checked_at_load() -> None:
     for params, message in bad:
         with pytest.raises(ConfigError, match=r"<config>: policy.params: .*" + message):
             parse_config({"policy": {"name": "selective", "params": params}, **CLOUD})
+    # selective_global has one category, whatever the cuts: one threshold in a list
+    one = {"name": "selective_global", "params": {"selective_threshold": [2]}}
+    assert parse_config({"policy": one, **CLOUD}).policy_settings().params == one["params"]
+    two = {"name": "selective_global", "params": {"selective_threshold": [2, 3]}}
+    with pytest.raises(ConfigError, match=r"policy.params: .*in this order: any run any w; "):
+        parse_config({"policy": two, **CLOUD})
 
 
 def test_cloud_scheduler_mode_is_refused_on_a_batch_system_without_per_user_nodes() -> None:

@@ -45,7 +45,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from elasticsite.attributes import PARTITION, Selector
 from elasticsite.batch.pools import BackfillPool, EasyPool, Key, make_pool
@@ -333,7 +333,8 @@ REDIRECTING: dict[str, Callable[[], Strategy]] = {
 class RedirectOptions(PluginOptions):
     """What the redirecting policies read in ``[policy]``: the partition the cloud
     workers serve, the policy that sizes them, and ``selective``'s categories and
-    thresholds in ``params`` (checked here, before any step runs)."""
+    thresholds in ``params`` (checked here, before any step runs: against the one
+    category of ``selective_global`` when the validation context's ``policy`` names it)."""
 
     redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     provision: str = "on_demand"
@@ -341,8 +342,12 @@ class RedirectOptions(PluginOptions):
 
     @field_validator("params")
     @classmethod
-    def _selective(cls, value: dict[str, Any]) -> dict[str, Any]:
-        selective_thresholds(value, selective_categories(value))
+    def _selective(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        policy = (info.context or {}).get("policy") or {}
+        categories = selective_categories(value)
+        if policy.get("name") == "selective_global":
+            categories = Categories.single()
+        selective_thresholds(value, categories)
         return value
 
 
