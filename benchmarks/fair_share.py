@@ -125,7 +125,7 @@ def run(scn: Scenario, policy: Policy, rebalance: str, seed: int) -> Measured:
     cores = {t.name: t.cores for t in TYPES}
     sim = Watched(
         [(at, cores[t], r, r * 1.2) for at, _, t, r in jobs], [cloud], policy,
-        policies.PolicySettings(rebalance=rebalance), INTERVAL, "easy", seed,
+        policies.settings_for("cloud_scheduler", rebalance=rebalance), INTERVAL, "easy", seed,
         users=[u for _, u, _, _ in jobs], attributes=[{"vm_type": t} for _, _, t, _ in jobs],
     )  # fmt: skip
     sim.sim.run()

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from elasticsite.attributes import EMPTY, EVERY_JOB, Selector
 from elasticsite.model import Cause, CloudSpec, Job, VMType, Worker, WorkerState
-from elasticsite.policies import PolicySettings, available, evaluate, get
+from elasticsite.policies import PolicySettings, available, evaluate, get, settings_for
 from elasticsite.policies.planning import paid_time_left
 from elasticsite.snapshot import SiteSnapshot
 
@@ -115,7 +115,8 @@ def sites(draw: st.DrawFn) -> SiteSnapshot:
 
 
 policy_settings = st.builds(
-    PolicySettings,
+    # every built-in's thresholds (on_demand's model is the built-ins' joined)
+    lambda **values: settings_for("on_demand", **values),
     steady_min_workers=st.integers(1, 3),
     dedicated_workers=st.integers(0, 6),
     spend_cap_per_hour=st.none() | st.sampled_from([0.5, 2.0, 5.0]),

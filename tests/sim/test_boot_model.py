@@ -16,7 +16,7 @@ from elasticsite.boottime import PAPER000, BootPath, replay
 from elasticsite.config import ConfigError, load_config
 from elasticsite.core import estimates
 from elasticsite.model import Job, VMType, WorkerState
-from elasticsite.policies import PolicySettings
+from elasticsite.policies import PolicySettings, settings_for
 from elasticsite.policies.bursts import wanted
 from elasticsite.sim.cloud import CloudModel, Durations, SimCloud, sim_cloud
 from elasticsite.sim.elastic import ElasticRun, simulate_elastic
@@ -201,7 +201,7 @@ def observed(model: CloudModel, workers: int, seed: int = 0) -> ElasticRun:
     """A dedicated pool of ``workers`` booted at once, one short job, and the end."""
     run = ElasticRun(
         [(0.0, 1, 10.0, 60.0)], [model], policies.get("dedicated"),
-        PolicySettings(dedicated_workers=workers), 10.0, "easy", seed,
+        settings_for("dedicated", dedicated_workers=workers), 10.0, "easy", seed,
     )  # fmt: skip
     run.sim.run()
     return run

@@ -8,22 +8,27 @@ More arrive through the ``elasticsite.policies`` entry-point group.
 from elasticsite.policies.base import (
     CLOUD_RULES,
     ENTRY_POINT_GROUP,
+    SHARED_SETTINGS,
     Decide,
     Policy,
     PolicySettings,
     UnknownPolicy,
     available,
     get,
+    options_of,
     preboot_done,
     preboot_workers,
     register,
     registry,
+    settings_for,
+    with_options,
 )
 from elasticsite.policies.engine import evaluate
 
 __all__ = [
     "CLOUD_RULES",
     "ENTRY_POINT_GROUP",
+    "SHARED_SETTINGS",
     "Decide",
     "Policy",
     "PolicySettings",
@@ -31,8 +36,11 @@ __all__ = [
     "available",
     "evaluate",
     "get",
+    "options_of",
     "preboot_done",
     "preboot_workers",
     "register",
     "registry",
+    "settings_for",
+    "with_options",
 ]

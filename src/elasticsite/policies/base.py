@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Protocol, TypeVar
 
 from elasticsite.model import Decision
 from elasticsite.plugins import POLICY_GROUP, PluginOptions, PolicyPlugin, Registry, UnknownPlugin
@@ -27,14 +27,18 @@ from elasticsite.spend import Budget
 __all__ = [
     "CLOUD_RULES",
     "ENTRY_POINT_GROUP",
+    "SHARED_SETTINGS",
     "Decide",
     "Policy",
     "PolicySettings",
     "UnknownPolicy",
     "available",
     "get",
+    "options_of",
     "register",
     "registry",
+    "settings_for",
+    "with_options",
 ]
 
 ENTRY_POINT_GROUP = POLICY_GROUP
@@ -89,6 +93,55 @@ class PolicySettings:
     after its current job, or terminate it now (the batch system requeues the job)."""
     params: Mapping[str, Any] = field(default_factory=dict)
     options: PluginOptions = field(default_factory=PluginOptions)
+
+
+OptionsT = TypeVar("OptionsT", bound=PluginOptions)
+
+
+def options_of(settings: PolicySettings, model: type[OptionsT]) -> OptionsT:
+    """The options of ``model`` that ``settings`` carry: ``settings.options`` when it is
+    one (a site's always is, for every built-in policy's model: see
+    :func:`options_model`), else ``model``'s defaults."""
+    given = settings.options
+    return given if isinstance(given, model) else _defaults(model)
+
+
+@functools.cache
+def _defaults(model: type[OptionsT]) -> OptionsT:
+    return model()
+
+
+def settings_for(name: str, /, **values: Any) -> PolicySettings:
+    """The settings policy ``name`` decides with, as a site file's ``[policy]`` would
+    give them: the keys :class:`PolicySettings` names are the limits every policy obeys,
+    the others (and ``params``) options validated by ``name``'s model
+    (:func:`options_model`: its own joined with the built-ins'). Raises
+    :class:`UnknownPolicy`, or pydantic's ``ValidationError`` naming a bad option."""
+    shared = {k: values.pop(k) for k in SHARED_SETTINGS & values.keys()}
+    options = options_model(name).model_validate(values, context={"policy": {"name": name}})
+    return with_options(options, **shared)
+
+
+def with_options(options: PluginOptions, /, **shared: Any) -> PolicySettings:
+    """:class:`PolicySettings` of the limits ``shared`` and the validated ``options``,
+    whose ``params`` table (if it has one) is also ``params``."""
+    copied = {f: getattr(options, f) for f in _COPIED if hasattr(options, f)}
+    return PolicySettings(**shared, **copied, options=options)
+
+
+_COPIED = (
+    "steady_up_factor",
+    "steady_down_factor",
+    "steady_min_workers",
+    "bursts_factor",
+    "dedicated_workers",
+    "redirect_to",
+    "provision",
+    "rebalance",
+    "params",
+)
+SHARED_SETTINGS = frozenset(f.name for f in fields(PolicySettings)) - {*_COPIED, "options"}
+"""The names of the settings every policy obeys, beside its own options."""
 
 
 def preboot_workers(policy: str, settings: PolicySettings) -> int:

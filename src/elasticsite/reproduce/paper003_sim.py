@@ -134,10 +134,10 @@ def simulate(rebalance: Rebalance, *, errors: int = 0, scale: float = 1.0, seed:
         vm_types=TYPES,
     )
     cores = {t.name: t.cores for t in TYPES}
+    settings = policies.settings_for("cloud_scheduler", rebalance=rebalance)
     sim = Watched(
         [(at, cores[vm], run, run * 1.2) for at, _, vm, run in jobs], [cloud],
-        policies.get("cloud_scheduler"), policies.PolicySettings(rebalance=rebalance),
-        INTERVAL, "easy", seed,
+        policies.get("cloud_scheduler"), settings, INTERVAL, "easy", seed,
         users=[u for _, u, _, _ in jobs], attributes=[{"vm_type": vm} for _, _, vm, _ in jobs],
     )  # fmt: skip
     requeue = sim.batch._requeue
