@@ -234,7 +234,7 @@ def test_a_published_plugin_declares_its_options_and_capabilities(plugin_dist):
                 {"policy": {"name": "capped", "bursts_factor": 3}, "clouds": [{"name": "a"}]}
             )
             .policy_settings()
-            .bursts_factor
+            .options.bursts_factor  # type: ignore[attr-defined]
             == 3
         )
     finally:
