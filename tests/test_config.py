@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from elasticsite.config import ConfigError, load_config, parse_config
+from elasticsite.policies import options_of
+from elasticsite.policies.dedicated import DedicatedOptions
+from elasticsite.policies.redirect import RedirectOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,7 +187,9 @@ def test_a_redirecting_policy_needs_a_provisioning_one() -> None:
     from elasticsite.config import ConfigError, parse_config
 
     ok = parse_config({"policy": {"name": "selective", "provision": "bursts"}, **CLOUD})
-    assert (ok.policy_settings().provision, ok.policy_settings().redirect_to) == (
+    own = ok.policy_settings().options
+    assert isinstance(own, RedirectOptions)
+    assert (own.provision, own.redirect_to) == (
         "bursts",
         "cloud",
     )
@@ -214,7 +219,7 @@ def test_a_cloud_serves_the_jobs_its_selector_names() -> None:
 def test_a_policys_options_may_also_go_in_their_own_table() -> None:
     table = parse_config({"policy": {"name": "dedicated", "options": {"dedicated_workers": 4}},
                           "clouds": [{"name": "a"}]})  # fmt: skip
-    assert table.policy_settings().dedicated_workers == 4
+    assert options_of(table.policy_settings(), DedicatedOptions).dedicated_workers == 4
     with pytest.raises(ConfigError, match=r"dedicated_workers: given both in \[policy\] and"):
         parse_config({"policy": {"dedicated_workers": 1, "options": {"dedicated_workers": 4}},
                       "clouds": [{"name": "a"}]})  # fmt: skip
@@ -240,6 +245,12 @@ def test_selective_categories_and_thresholds_are_checked_at_load() -> None:
     for params, message in bad:
         with pytest.raises(ConfigError, match=r"<config>: policy.params: .*" + message):
             parse_config({"policy": {"name": "selective", "params": params}, **CLOUD})
+    # selective_global has one category, whatever the cuts: one threshold in a list
+    one = {"name": "selective_global", "params": {"selective_threshold": [2]}}
+    assert parse_config({"policy": one, **CLOUD}).policy_settings().params == one["params"]
+    two = {"name": "selective_global", "params": {"selective_threshold": [2, 3]}}
+    with pytest.raises(ConfigError, match=r"policy.params: .*in this order: any run any w; "):
+        parse_config({"policy": two, **CLOUD})
 
 
 def test_cloud_scheduler_mode_is_refused_on_a_batch_system_without_per_user_nodes() -> None:

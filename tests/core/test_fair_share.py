@@ -73,7 +73,7 @@ class Scenario:
         )
 
     def settings(self) -> policies.PolicySettings:
-        return policies.PolicySettings(rebalance=self.rebalance)
+        return policies.settings_for("cloud_scheduler", rebalance=self.rebalance)
 
 
 @dataclass

@@ -15,8 +15,8 @@ import pytest
 
 from elasticsite.attributes import EMPTY
 from elasticsite.model import CloudSpec, Decision, Job, VMType, Worker, WorkerState
-from elasticsite.policies import PolicySettings, evaluate, get
 from elasticsite.policies import base as registry
+from elasticsite.policies import evaluate, get, settings_for
 from elasticsite.snapshot import SiteSnapshot
 
 S = WorkerState
@@ -111,12 +111,12 @@ def snap(
 
 def decide(policy: str, snapshot: SiteSnapshot, **settings: object) -> Decision:
     """Run one registered policy on ``snapshot`` (no engine lifecycle rules)."""
-    return get(policy)(snapshot, PolicySettings(**settings))  # type: ignore[arg-type]
+    return get(policy)(snapshot, settings_for(policy, **settings))
 
 
 def run(policy: str, snapshot: SiteSnapshot, **settings: object) -> Decision:
     """One full evaluation, as the manager and the simulator do it."""
-    return evaluate(get(policy), snapshot, PolicySettings(**settings))  # type: ignore[arg-type]
+    return evaluate(get(policy), snapshot, settings_for(policy, **settings))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from elasticsite.model import (
     Worker,
     WorkerState,
 )
-from elasticsite.policies import PolicySettings, get
+from elasticsite.policies import PolicySettings, get, settings_for
 from elasticsite.policies.cloud_scheduler import fair_shares
 from elasticsite.snapshot import SiteSnapshot
 
@@ -45,7 +45,7 @@ def worker(i: int, state: WorkerState, owner: str, vm_type: str = "small") -> Wo
 
 
 def decide(snap: SiteSnapshot, rebalance: str = "graceful") -> Decision:
-    return get("cloud_scheduler")(snap, PolicySettings(rebalance=rebalance))
+    return get("cloud_scheduler")(snap, settings_for("cloud_scheduler", rebalance=rebalance))
 
 
 def full_of(user: str, n: int = 4, started: float = 100.0) -> tuple[list[Worker], list[Job]]:
@@ -88,7 +88,7 @@ def test_a_newcomer_makes_the_user_over_share_hold_and_drain_gracefully() -> Non
     assert [j.id for j in d.hold] == ["alice9"]
     assert len(d.drain) == 2 and all(x.cause == Cause.FAIR_SHARE for x in d.drain)
     assert not d.launch and not d.terminate  # the site is full until those retire
-    d = get("cloud_scheduler")(snap, PolicySettings(rebalance="immediate"))
+    d = get("cloud_scheduler")(snap, settings_for("cloud_scheduler", rebalance="immediate"))
     assert len(d.terminate) == 2 and not d.drain
 
 

@@ -24,8 +24,11 @@ from hypothesis import strategies as st
 
 from elasticsite.attributes import EMPTY, EVERY_JOB, Selector
 from elasticsite.model import Cause, CloudSpec, Job, VMType, Worker, WorkerState
-from elasticsite.policies import PolicySettings, available, evaluate, get
+from elasticsite.policies import PolicySettings, available, evaluate, get, options_of, settings_for
+from elasticsite.policies.dedicated import DedicatedOptions
 from elasticsite.policies.planning import paid_time_left
+from elasticsite.policies.redirect import redirect_target
+from elasticsite.policies.steady_stream import SteadyStreamOptions
 from elasticsite.snapshot import SiteSnapshot
 
 S = WorkerState
@@ -115,7 +118,8 @@ def sites(draw: st.DrawFn) -> SiteSnapshot:
 
 
 policy_settings = st.builds(
-    PolicySettings,
+    # every built-in's thresholds (on_demand's model is the built-ins' joined)
+    lambda **values: settings_for("on_demand", **values),
     steady_min_workers=st.integers(1, 3),
     dedicated_workers=st.integers(0, 6),
     spend_cap_per_hour=st.none() | st.sampled_from([0.5, 2.0, 5.0]),
@@ -185,7 +189,7 @@ class Oracle:
 
 
 def outcome(policy: str, site: SiteSnapshot, cfg: PolicySettings):
-    redirect = cfg.redirect_to if get(policy).redirects else None
+    redirect = redirect_target(cfg) if get(policy).redirects else None
     return evaluate(get(policy), site, cfg), Oracle(site, redirect, cfg.stall_timeout)
 
 
@@ -210,9 +214,11 @@ def test_no_launch_is_of_a_worker_no_queued_job_could_use(policy, site, cfg):
 
 def floor(policy: str, cfg: PolicySettings) -> int:
     """Idle workers a policy keeps with nothing queued, whatever they are."""
-    return {"steady_stream": cfg.steady_min_workers, "dedicated": cfg.dedicated_workers}.get(
-        policy, 0
-    )
+    if policy == "steady_stream":
+        return options_of(cfg, SteadyStreamOptions).steady_min_workers
+    if policy == "dedicated":
+        return options_of(cfg, DedicatedOptions).dedicated_workers
+    return 0
 
 
 @pytest.mark.parametrize("policy", POLICIES)

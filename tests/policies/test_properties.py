@@ -14,7 +14,17 @@ from hypothesis import strategies as st
 
 from elasticsite import feasibility, servable
 from elasticsite.model import Cause, CloudSpec, Job, VMType, Worker, WorkerState
-from elasticsite.policies import CLOUD_RULES, PolicySettings, available, evaluate, get
+from elasticsite.policies import (
+    CLOUD_RULES,
+    PolicySettings,
+    available,
+    evaluate,
+    get,
+    options_of,
+    settings_for,
+)
+from elasticsite.policies.redirect import redirect_target
+from elasticsite.policies.steady_stream import SteadyStreamOptions
 from elasticsite.snapshot import SiteSnapshot
 
 S = WorkerState
@@ -83,7 +93,9 @@ def sites(draw) -> SiteSnapshot:
 
 
 policy_settings = st.builds(
-    PolicySettings,
+    # on_demand has no options of its own: its model is the built-in policies' joined, so
+    # these settings hold every built-in's thresholds, whichever policy decides with them
+    lambda **values: settings_for("on_demand", **values),
     steady_min_workers=st.integers(1, 3),
     bursts_factor=st.sampled_from([1.0, 2.0, 3.0]),
     dedicated_workers=st.integers(0, 8),
@@ -111,7 +123,7 @@ class Outcome:
         self.view = [w for w in site.workers if w.state.live]
         self.remaining = [w for w in self.view if w.id not in self.terminated]
         # The jobs some cloud (or worker) could serve, and which workers they could use.
-        redirect = cfg.redirect_to if get(policy).redirects else None
+        redirect = redirect_target(cfg) if get(policy).redirects else None
         judged = feasibility.judge(site.clouds, site.closed, redirect)
         self.verdict = servable.split(site, judged)
 
@@ -274,7 +286,8 @@ def test_steady_stream_keeps_its_baseline(site, cfg):
     if serving and o.under_cap():
         # A draining worker put back serves again.
         back = len(o.undrained - o.terminated)
-        assert serving - len(o.drained) + back >= min(serving, cfg.steady_min_workers)
+        floor = options_of(cfg, SteadyStreamOptions).steady_min_workers
+        assert serving - len(o.drained) + back >= min(serving, floor)
     # While jobs some cloud could serve wait, a new worker must be one they could use.
     if not serving and o.has_capacity(for_queue=bool(o.verdict.feasible)):
         assert o.d.launched() + len(o.d.undrain) >= 1

@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import pytest
+from pydantic import ValidationError
 
 from elasticsite.model import Cause, Decision, Launch
 from elasticsite.plugins import PluginOptions, PolicyPlugin
@@ -20,7 +21,9 @@ from elasticsite.policies import (
     evaluate,
     get,
     on_demand,
+    options_of,
     register,
+    settings_for,
     steady_stream,
 )
 
@@ -59,6 +62,29 @@ def test_capabilities_and_options_are_declared_on_the_plugin():
     assert isinstance(get("bursts"), PolicyPlugin)
     # the dedicated baseline's pool boots before the workload; no other built-in has one
     assert get("dedicated").preboot is not None and get("bursts").preboot is None
+
+
+def test_settings_for_puts_the_limits_beside_the_policys_validated_options():
+    s = settings_for("dedicated", dedicated_workers=3, stall_timeout=99.0, cloud_rule="fastest")
+    assert (s.stall_timeout, s.cloud_rule) == (99.0, "fastest")
+    assert isinstance(s.options, dedicated.DedicatedOptions)
+    assert options_of(s, dedicated.DedicatedOptions).dedicated_workers == 3
+    # as in a site file, every built-in's thresholds are taken whatever the policy named
+    # (a redirecting policy sizes the cloud's workers with its provision policy) ...
+    naive = settings_for("naive", provision="steady_stream", steady_up_factor=9.0)
+    assert options_of(naive, steady_stream.SteadyStreamOptions).steady_up_factor == 9.0
+    # ... each checked by its own model
+    with pytest.raises(ValidationError, match="dedicated_workers"):
+        settings_for("on_demand", dedicated_workers=-1)
+    with pytest.raises(ValidationError, match="steady_down_factor"):
+        settings_for("steady_stream", steady_up_factor=2.0)
+    with pytest.raises(ValidationError, match="dedicated_worker\n"):
+        settings_for("dedicated", dedicated_worker=1)
+    with pytest.raises(UnknownPolicy):
+        settings_for("nope")
+    # settings without a model's options read as its defaults
+    assert options_of(PolicySettings(), dedicated.DedicatedOptions).dedicated_workers == 10
+    assert options_of(s, steady_stream.SteadyStreamOptions).steady_min_workers == 1
 
 
 def test_unknown_policy_names_every_available_one():
@@ -208,7 +234,7 @@ def test_a_published_plugin_declares_its_options_and_capabilities(plugin_dist):
                 {"policy": {"name": "capped", "bursts_factor": 3}, "clouds": [{"name": "a"}]}
             )
             .policy_settings()
-            .bursts_factor
+            .options.bursts_factor  # type: ignore[attr-defined]
             == 3
         )
     finally:

@@ -102,7 +102,8 @@ def test_thresholds_use_the_waste_time_of_the_cloud_the_next_worker_goes_to():
 
 def test_custom_factors():
     site = snap([job(150)], [worker("b", S.BUSY)])
-    assert decide("steady_stream", site, steady_up_factor=2.0).launched() == 1
+    faster = decide("steady_stream", site, steady_up_factor=2.0, steady_down_factor=2.0)
+    assert faster.launched() == 1
     site = snap([job(150)], [worker("b", S.BUSY), worker("i")])
     assert decide("steady_stream", site, steady_down_factor=3.0).drain == [
         Drain("i", Cause.SURPLUS)

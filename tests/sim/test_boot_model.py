@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from elasticsite import policies
 from elasticsite.boottime import PAPER000, BootPath, replay
-from elasticsite.config import ConfigError, load_config
+from elasticsite.config import ConfigError, load_config, parse_config
 from elasticsite.core import estimates
 from elasticsite.model import Job, VMType, WorkerState
-from elasticsite.policies import PolicySettings
+from elasticsite.policies import PolicySettings, settings_for
 from elasticsite.policies.bursts import wanted
 from elasticsite.sim.cloud import CloudModel, Durations, SimCloud, sim_cloud
 from elasticsite.sim.elastic import ElasticRun, simulate_elastic
@@ -201,7 +201,7 @@ def observed(model: CloudModel, workers: int, seed: int = 0) -> ElasticRun:
     """A dedicated pool of ``workers`` booted at once, one short job, and the end."""
     run = ElasticRun(
         [(0.0, 1, 10.0, 60.0)], [model], policies.get("dedicated"),
-        PolicySettings(dedicated_workers=workers), 10.0, "easy", seed,
+        settings_for("dedicated", dedicated_workers=workers), 10.0, "easy", seed,
     )  # fmt: skip
     run.sim.run()
     return run
@@ -244,12 +244,21 @@ def test_bursts_with_the_observed_estimate_boots_paper_000s_handful() -> None:
         assert 4 <= wanted(snap, PolicySettings()) <= 7
 
 
+ONE_CLOUD = {"clouds": [{"name": "a"}]}
+
+
 def test_simulated_dedicated_pool_joins_before_the_first_job_and_is_fastest() -> None:
     work = [(a.at, a.cores, a.runtime, a.walltime) for a in get_workload("workload1", 0)]
     uc = CloudModel.paper000("uchicago")
     ded_settings = PolicySettings()
     pre = policies.preboot_workers("dedicated", ded_settings)
     assert pre == 10 and policies.preboot_workers("on_demand", ded_settings) == 0
+    # the pool a site's [policy] sets, as its options model validated it
+    four = parse_config({"policy": {"name": "dedicated", "dedicated_workers": 4}, **ONE_CLOUD})
+    assert policies.preboot_workers("dedicated", four.policy_settings()) == 4
+    assert (
+        policies.preboot_workers("dedicated", settings_for("dedicated", dedicated_workers=3)) == 3
+    )
     ded = simulate_elastic(work, [uc], "dedicated", ded_settings, preboot=pre)
     first = min(j.submitted_at for j in ded.jobs)
     assert len(ded.workers) == 10

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elasticsite.model import Cause, WorkerState
-from elasticsite.policies import PolicySettings, available
+from elasticsite.policies import PolicySettings, available, settings_for
 from elasticsite.sim.cloud import CloudModel, Durations
 from elasticsite.sim.elastic import simulate_elastic
 from elasticsite.workloads import get_workload
@@ -125,7 +125,7 @@ def test_every_policy_completes_every_job_within_its_caps(
         cores_per_vm=cores,
     )
     r = simulate_elastic(
-        sorted(arrivals), [c], policy, PolicySettings(dedicated_workers=limit), seed=1
+        sorted(arrivals), [c], policy, settings_for(policy, dedicated_workers=limit), seed=1
     )
     # Every job ran exactly once, after its submission, for min(runtime, walltime).
     for job in r.jobs:
@@ -156,7 +156,7 @@ def test_warm_up_boots_a_dedicated_pool_before_the_first_job() -> None:
         [(0.0, 1, 60.0, 120.0)] * 2,
         [cloud()],
         "dedicated",
-        PolicySettings(dedicated_workers=2),
+        settings_for("dedicated", dedicated_workers=2),
         warm_up=50.0,
     )
     assert [j.started_at for j in r.jobs] == [0.0, 0.0]

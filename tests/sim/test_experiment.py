@@ -108,6 +108,13 @@ def test_elastic_names_are_checked() -> None:
         parse_spec({"kind": "elastic"})
     with pytest.raises(SpecError, match="policy_settings: unknown setting"):
         parse_spec({**base, "policy_settings": {"warp": 9}})
+    # a policy's thresholds are checked by its options model when the spec is read
+    with pytest.raises(SpecError, match=r"<spec>: policy_settings: bursts_factor: .*than 0"):
+        parse_spec({**base, "policy_settings": {"bursts_factor": 0}})
+    spec = parse_spec({**base, "policy_settings": {"bursts_factor": 3, "billing_margin": 60}})
+    assert isinstance(spec, ElasticSpec)
+    settings = spec.settings("bursts")
+    assert settings.billing_margin == 60 and settings.options.bursts_factor == 3  # type: ignore[attr-defined]
 
 
 def test_load_spec_names_the_file(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from elasticsite.config.urgent import UrgentConfig
 from elasticsite.model import CloudSpec
 from elasticsite.plugins import BASE_DIR
 from elasticsite.policies.base import PolicySettings
+from elasticsite.policies.redirect import RedirectOptions
 
 __all__ = [
     "AdvisorConfig",
@@ -132,21 +133,21 @@ def parse_config(
             "nodes); use slurm, htcondor or local"
         )
     if chosen.redirects:
-        settings = config.policy_settings()
+        own = policies.options_of(config.policy_settings(), RedirectOptions)
         try:
-            provision = policies.get(settings.provision)
+            provision = policies.get(own.provision)
         except policies.UnknownPolicy as exc:
             raise ConfigError(f"{source}: policy.provision: {exc}") from None
         if provision.redirects:
             raise ConfigError(
-                f"{source}: policy.provision: {settings.provision!r} redirects jobs "
+                f"{source}: policy.provision: {own.provision!r} redirects jobs "
                 "itself; name a provisioning policy (on_demand, bursts, core_demand ...)"
             )
         said = plugins.batch_systems.get(config.batch.type).cloud_partition
         partition = None if said is None else said(config.batch.options)
-        if partition is not None and partition != settings.redirect_to:
+        if partition is not None and partition != own.redirect_to:
             raise ConfigError(
-                f"{source}: policy.redirect_to: {settings.redirect_to!r} is not the "
+                f"{source}: policy.redirect_to: {own.redirect_to!r} is not the "
                 f"partition of the cloud workers' nodes ({partition!r}, as [batch] sets it):"
                 " redirected jobs would never run; make them the same"
             )

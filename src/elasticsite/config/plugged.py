@@ -6,7 +6,6 @@ option is reported under its own field.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
@@ -27,7 +26,14 @@ from elasticsite.config.common import DAY, NAME, Strict
 from elasticsite.config.sections import BudgetConfig
 from elasticsite.model import CloudSpec, VMType, WasteEstimate
 from elasticsite.plugins import PluginOptions, Registry
-from elasticsite.policies.base import CloudRule, PolicySettings, UnknownPolicy, get, options_model
+from elasticsite.policies.base import (
+    CloudRule,
+    PolicySettings,
+    UnknownPolicy,
+    get,
+    options_model,
+    with_options,
+)
 
 __all__ = ["BatchConfig", "CloudConfig", "PolicyConfig", "VMTypeConfig"]
 
@@ -266,15 +272,22 @@ class PolicyConfig(_InlineOptions):
         return _plugin_options(options_model(name), v, {"policy": dict(info.data)})
 
     def settings(self, **more: Any) -> PolicySettings:
-        """What the policy is given: the limits above, and the values of its options that
-        :class:`~elasticsite.policies.base.PolicySettings` names (the built-in policies'
-        thresholds), the options themselves in ``options``; ``more`` adds the rest
+        """What the policy is given: the limits above and the policy's validated options
+        (:func:`~elasticsite.policies.base.with_options`); ``more`` adds the rest
         (``stall_timeout``)."""
-        known = {f.name for f in dataclasses.fields(PolicySettings)} - {"options"}
-        own = {k: getattr(self, k) for k in type(self).model_fields if k in known}
-        own["budget"] = None if self.budget is None else self.budget.budget()
-        given = {k: v for k, v in self.options if k in known}
-        return PolicySettings(**own, **given, options=self.options, **more)
+        budget = None if self.budget is None else self.budget.budget()
+        own = {k: getattr(self, k) for k in _LIMITS}
+        return with_options(self.options, **own, budget=budget, **more)
+
+
+_LIMITS = (
+    "spend_cap_per_hour",
+    "urgent_extra_instances",
+    "urgent_extra_spend_per_hour",
+    "cloud_rule",
+    "billing_margin",
+)
+"""The limits of ``[policy]`` every policy obeys, as :class:`PolicySettings` names them."""
 
 
 def _inline(

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Protocol, TypeVar
 
 from elasticsite.model import Decision
 from elasticsite.plugins import POLICY_GROUP, PluginOptions, PolicyPlugin, Registry, UnknownPlugin
@@ -27,14 +27,18 @@ from elasticsite.spend import Budget
 __all__ = [
     "CLOUD_RULES",
     "ENTRY_POINT_GROUP",
+    "SHARED_SETTINGS",
     "Decide",
     "Policy",
     "PolicySettings",
     "UnknownPolicy",
     "available",
     "get",
+    "options_of",
     "register",
     "registry",
+    "settings_for",
+    "with_options",
 ]
 
 ENTRY_POINT_GROUP = POLICY_GROUP
@@ -52,20 +56,17 @@ CLOUD_RULES: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class PolicySettings:
-    """Every threshold the built-in policies and the shared planning read.
+    """What a policy decides with: the limits every policy obeys, which the shared
+    planning and the engine read, and the policy's own options.
 
-    Defaults are paper 000's (steady stream at 5x / 3x the waste time, bursts at
-    2x, a dedicated pool of 10) and paper 001's (10 minute stall timeout).
-    ``options`` is the chosen policy's own options, as its model validated them (a
-    third-party policy reads its settings there); ``params`` carries a free table of
-    settings untouched.
+    ``options`` is the chosen policy's options as its model validated them; each
+    policy reads its thresholds there, typed, with :func:`options_of` (the built-ins'
+    defaults are paper 000's: steady stream at 5x / 3x the waste time, bursts at 2x, a
+    dedicated pool of 10). ``params`` is the options' free ``params`` table, for a
+    policy published as a bare function. The stall timeout defaults to paper 001's
+    10 minutes. :func:`settings_for` builds them as a site file's ``[policy]`` would.
     """
 
-    steady_up_factor: float = 5.0
-    steady_down_factor: float = 3.0
-    steady_min_workers: int = 1
-    bursts_factor: float = 2.0
-    dedicated_workers: int = 10
     spend_cap_per_hour: float | None = None
     urgent_extra_instances: int = 0
     """Workers urgent jobs may add past the clouds' ``max_instances`` (0: none), up to
@@ -78,17 +79,46 @@ class PolicySettings:
     cloud_rule: CloudRule = "cheapest"
     billing_margin: float = 120.0
     stall_timeout: float = 600.0
-    redirect_to: str = "cloud"
-    """The partition (queue) the redirection policies send jobs to: the one cloud
-    workers serve."""
-    provision: str = "on_demand"
-    """The policy the redirection policies size the cloud's workers with, over the
-    jobs sent to the cloud."""
-    rebalance: Literal["graceful", "immediate"] = "graceful"
-    """How ``cloud_scheduler`` takes VMs from a user over their fair share: retire each
-    after its current job, or terminate it now (the batch system requeues the job)."""
     params: Mapping[str, Any] = field(default_factory=dict)
     options: PluginOptions = field(default_factory=PluginOptions)
+
+
+OptionsT = TypeVar("OptionsT", bound=PluginOptions)
+
+
+def options_of(settings: PolicySettings, model: type[OptionsT]) -> OptionsT:
+    """The options of ``model`` that ``settings`` carry: ``settings.options`` when it is
+    one (a site's always is, for every built-in policy's model: see
+    :func:`options_model`), else ``model``'s defaults."""
+    given = settings.options
+    return given if isinstance(given, model) else _defaults(model)
+
+
+@functools.cache
+def _defaults(model: type[OptionsT]) -> OptionsT:
+    return model()
+
+
+def settings_for(name: str, /, **values: Any) -> PolicySettings:
+    """The settings policy ``name`` decides with, as a site file's ``[policy]`` would
+    give them: the keys :class:`PolicySettings` names are the limits every policy obeys,
+    the others (and ``params``) options validated by ``name``'s model
+    (:func:`options_model`: its own joined with the built-ins'). Raises
+    :class:`UnknownPolicy`, or pydantic's ``ValidationError`` naming a bad option."""
+    shared = {k: values.pop(k) for k in SHARED_SETTINGS & values.keys()}
+    options = options_model(name).model_validate(values, context={"policy": {"name": name}})
+    return with_options(options, **shared)
+
+
+def with_options(options: PluginOptions, /, **shared: Any) -> PolicySettings:
+    """:class:`PolicySettings` of the limits ``shared`` and the validated ``options``,
+    whose ``params`` table (if it has one) is also ``params``."""
+    params = getattr(options, "params", None)
+    return PolicySettings(**shared, params={} if params is None else params, options=options)
+
+
+SHARED_SETTINGS = frozenset(f.name for f in fields(PolicySettings)) - {"params", "options"}
+"""The names of the settings every policy obeys, beside its own options."""
 
 
 def preboot_workers(policy: str, settings: PolicySettings) -> int:
@@ -190,7 +220,14 @@ def options_model(name: str) -> type[PluginOptions]:
     Raises :class:`UnknownPolicy`.
     """
     own = get(name).options
-    return _joined((own, *(m for m in _BUILTIN_OPTIONS if m is not own)))
+    others = sorted((m for m in _BUILTIN_OPTIONS if m is not own), key=_by_module)
+    return _joined((own, *others))
+
+
+def _by_module(model: type[PluginOptions]) -> tuple[str, str]:
+    # The same order whichever module happened to register first: a joined model's
+    # fields, and so the order its errors are told in, do not depend on imports.
+    return model.__module__, model.__qualname__
 
 
 @functools.cache

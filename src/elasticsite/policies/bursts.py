@@ -16,7 +16,7 @@ from pydantic import Field
 
 from elasticsite.model import Cause, Decision
 from elasticsite.plugins import PluginOptions
-from elasticsite.policies.base import PolicySettings, register
+from elasticsite.policies.base import PolicySettings, options_of, register
 from elasticsite.policies.planning import Census, census, preferred_cloud, scale_down, scale_up
 from elasticsite.snapshot import SiteSnapshot
 
@@ -31,7 +31,8 @@ def wanted(snapshot: SiteSnapshot, settings: PolicySettings, cen: Census | None 
     usable = -(-snapshot.queued_cores // per)  # workers the queued jobs can fill
     if waste <= 0:
         return usable
-    return min(usable, max(1, int(snapshot.queued_walltime // (settings.bursts_factor * waste))))
+    factor = options_of(settings, BurstsOptions).bursts_factor
+    return min(usable, max(1, int(snapshot.queued_walltime // (factor * waste))))
 
 
 class BurstsOptions(PluginOptions):

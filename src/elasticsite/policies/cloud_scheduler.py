@@ -54,7 +54,7 @@ from elasticsite.model import (
     WorkerState,
 )
 from elasticsite.plugins import PluginOptions
-from elasticsite.policies.base import PolicySettings, register
+from elasticsite.policies.base import PolicySettings, options_of, register
 from elasticsite.policies.fair_share import Book, Fit, by_user, fair_shares
 from elasticsite.policies.planning import census, rank_clouds
 from elasticsite.snapshot import SiteSnapshot
@@ -85,6 +85,7 @@ def vm_type_of(job: Job, offered: set[str]) -> str | None:
 
 
 def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
+    immediate = options_of(settings, CloudSchedulerOptions).rebalance == "immediate"
     decision = Decision()
     offered = offered_types(snapshot.clouds)
     types = {
@@ -103,7 +104,7 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     _undrain_own(decision, book, fit, moved)
     _hand_over(decision, book, fit, moved, (S.IDLE, S.REQUESTED, S.BOOTING))
     _launch(decision, snapshot, settings, book, fit)
-    late = (S.DRAINING, S.BUSY) if settings.rebalance == "graceful" else (S.DRAINING,)
+    late = (S.DRAINING,) if immediate else (S.DRAINING, S.BUSY)
     _hand_over(decision, book, fit, moved, late)
     jobs = by_user((*served, *held), types)
     given_back = _release_idle(decision, book, moved, dict(jobs))
@@ -111,7 +112,7 @@ def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     over = book.over()
     if unmet and over:
         waiting = sum(unmet.values()) - given_back
-        _rebalance(decision, book, snapshot.now, settings, moved, over, waiting, jobs)
+        _rebalance(decision, book, snapshot.now, immediate, moved, over, waiting, jobs)
     # Held while above their share and someone waits, unless a VM of theirs would idle;
     # and only a job a VM could start now (its user's, or nobody's, of its type):
     # holding one nothing could run frees nothing, and it would be released and held
@@ -246,7 +247,7 @@ def _rebalance(
     decision: Decision,
     book: Book,
     now: float,
-    settings: PolicySettings,
+    immediate: bool,
     moved: set[str],
     over: dict[str, int],
     waiting: int,
@@ -256,7 +257,8 @@ def _rebalance(
     the VMs of the users above theirs go, beyond what is already leaving; never one
     still booting or on its first job (:meth:`Book.young`). One no job runs on any
     more, of a type none of its user's jobs (``jobs``, by user and type) waits for, is
-    drained as idle, not killed."""
+    drained as idle, not killed; the others are terminated if ``immediate``, else
+    drained."""
     leaving = sum(1 for w in book.workers.values() if w.state is S.DRAINING and w.id not in moved)
     need = waiting - leaving
     for user, excess in sorted(over.items(), key=lambda x: (-x[1], x[0])):
@@ -265,8 +267,7 @@ def _rebalance(
         mine = [w for w in book.of_user(user) if w.id not in moved]
         wanted = Counter(vm for (u, vm), n in jobs.items() if u == user and n)
         going = sum(1 for w in mine if w.state is S.DRAINING)
-        killing = settings.rebalance == "immediate"
-        victims = [w for w in mine if w.state in _JOINED and not book.young(w, now, killing)]
+        victims = [w for w in mine if w.state in _JOINED and not book.young(w, now, immediate)]
         victims.sort(  # idle first, then busy ones no job runs on, then the oldest job's
             key=lambda w: (
                 _FREE_FIRST.get(w.state, 2),
@@ -280,7 +281,7 @@ def _rebalance(
             # and none of its user's waits for it: nothing is taken from them.
             done = w.state is S.BUSY and w.id not in book.started and not wanted[w.vm_type]
             cause = Cause.IDLE if done else Cause.FAIR_SHARE
-            if settings.rebalance == "immediate" and cause is Cause.FAIR_SHARE:
+            if immediate and cause is Cause.FAIR_SHARE:
                 decision.terminate.append(Terminate(w.id, cause))
             else:
                 decision.drain.append(Drain(w.id, cause))

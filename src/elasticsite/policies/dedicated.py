@@ -6,7 +6,7 @@ from pydantic import Field
 
 from elasticsite.model import Cause, Decision
 from elasticsite.plugins import PluginOptions
-from elasticsite.policies.base import PolicySettings, register
+from elasticsite.policies.base import PolicySettings, options_of, register
 from elasticsite.policies.planning import census, scale_down, scale_up
 from elasticsite.snapshot import SiteSnapshot
 
@@ -18,13 +18,13 @@ class DedicatedOptions(PluginOptions):
 
 
 def _pool(settings: PolicySettings) -> int:
-    return settings.dedicated_workers
+    return options_of(settings, DedicatedOptions).dedicated_workers
 
 
 @register("dedicated", options=DedicatedOptions, preboot=_pool)
 def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
     cen = census(snapshot)
-    target = settings.dedicated_workers
+    target = _pool(settings)
     if cen.serving < target:
         return scale_up(snapshot, settings, target - cen.serving, Cause.BASELINE, counted=cen)
     if cen.serving > target:

@@ -31,6 +31,7 @@ from elasticsite import feasibility
 from elasticsite.model import Cause, Decision, Drain, Launch, Terminate, Worker, WorkerState
 from elasticsite.policies.base import Policy, PolicySettings
 from elasticsite.policies.budget import within_budget
+from elasticsite.policies.redirect import redirect_target
 from elasticsite.policies.urgent import enabled as urgent_enabled
 from elasticsite.policies.urgent import urgent_burst, urgent_jobs
 from elasticsite.servable import QueueVerdict, split
@@ -119,7 +120,7 @@ def _servable(
     as no capacity for the queue: busy (still counted against every cap and floor), or
     leaving for a draining one (never put back for a job it cannot run). With nothing
     servable queued, idle workers are idle as far as any policy knows: nothing to hide."""
-    redirect = settings.redirect_to if policy.redirects else None
+    redirect = redirect_target(settings) if policy.redirects else None
     extra = settings.urgent_extra_instances if urgent_enabled(settings) else 0
     judged = feasibility.judge(view.clouds, view.closed, redirect, extra)
     verdict = split(view, judged)

@@ -4,11 +4,11 @@
 ``selective_global`` decide, like the
 replay's strategy sets (:mod:`elasticsite.policies.strategies`, the same code), which of
 the site's waiting jobs go to the cloud, and return them as
-:class:`~elasticsite.model.Redirect`\\ s to ``settings.redirect_to``, the partition
-(or queue) the cloud workers serve. The workers for the jobs bound to the cloud
-(those already in that partition, and those redirected now) are sized by the
-policy named ``settings.provision`` (``on_demand`` by default), run on a snapshot
-holding only those jobs.
+:class:`~elasticsite.model.Redirect`\\ s to ``redirect_to``, the partition (or queue)
+the cloud workers serve. The workers for the jobs bound to the cloud (those already in
+that partition, and those redirected now) are sized by the policy named ``provision``
+(``on_demand`` by default), run on a snapshot holding only those jobs. Both are
+:class:`RedirectOptions`, read from ``settings.options``.
 
 Each step rebuilds the two pools the strategies reason on from the snapshot:
 
@@ -27,7 +27,7 @@ Where the live site differs from the paper's model:
 * A job that can never run on the site (larger than its processors, or a site
   without nodes of its own) goes to the cloud whenever it fits there.
 * ``selective`` is Selective-Differential-Adaptive, as in the replay: a threshold
-  per job category, the categories from ``params["selective_categories"]``
+  per job category, the categories from the options' ``params["selective_categories"]``
   (``{runtime_cuts = [3600], width_cuts = [8]}`` by default: seconds of walltime
   and cores). A pool rebuilt each step has no completed job to learn from, so every
   category's threshold is 1 unless ``params["selective_threshold"]`` sets them: one
@@ -45,14 +45,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from elasticsite.attributes import PARTITION, Selector
 from elasticsite.batch.pools import BackfillPool, EasyPool, Key, make_pool
 from elasticsite.batch.selective import Categories
 from elasticsite.model import Decision, Job, Redirect
 from elasticsite.plugins import PluginOptions
-from elasticsite.policies.base import Decide, PolicySettings, get, register
+from elasticsite.policies.base import Decide, PolicySettings, get, options_of, register
 from elasticsite.policies.strategies import (
     Naive,
     Selective,
@@ -63,7 +63,14 @@ from elasticsite.policies.strategies import (
 )
 from elasticsite.snapshot import SiteSnapshot
 
-__all__ = ["REDIRECTING", "plan_redirects", "selective_categories", "selective_thresholds"]
+__all__ = [
+    "REDIRECTING",
+    "RedirectOptions",
+    "plan_redirects",
+    "redirect_target",
+    "selective_categories",
+    "selective_thresholds",
+]
 
 Pool = EasyPool | BackfillPool
 
@@ -202,7 +209,8 @@ def plan_redirects(
     snapshot: SiteSnapshot, strategy: Strategy, settings: PolicySettings
 ) -> list[Job]:
     """The queued jobs ``strategy`` sends to the cloud now, in the order it chose them."""
-    target = settings.redirect_to
+    own = options_of(settings, RedirectOptions)
+    target = own.redirect_to
     now = snapshot.now
     bound = Selector.of({PARTITION: [target]})
     serving = [c for c in snapshot.clouds if not c.serves or c.serves.matches({PARTITION: target})]
@@ -246,7 +254,7 @@ def plan_redirects(
     _occupy(site_pool, site_running, now)
     ctx.site = site_pool
     if isinstance(strategy, Selective):
-        thresholds = selective_thresholds(settings.params, strategy.categories)
+        thresholds = selective_thresholds(own.params, strategy.categories)
         if thresholds is not None:
             ctx.site = _Thresholds(site_pool, strategy.categories, thresholds)
     for i in runnable:
@@ -264,17 +272,18 @@ def _cores(jobs: Sequence[tuple[int, Job]]) -> int:
 
 def _policy(make: Callable[[], Strategy]) -> Decide:
     def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
-        provision = get(settings.provision)
+        own = options_of(settings, RedirectOptions)
+        provision = get(own.provision)
         if provision.redirects:
             raise ValueError(
-                f"policy.provision = {settings.provision!r} redirects jobs itself; "
+                f"policy.provision = {own.provision!r} redirects jobs itself; "
                 "name a provisioning policy (on_demand, bursts, ...)"
             )
         strategy = make()
         if isinstance(strategy, Selective) and not isinstance(strategy, SelectiveGlobal):
-            strategy = Selective(selective_categories(settings.params))
+            strategy = Selective(selective_categories(own.params))
         chosen = plan_redirects(snapshot, strategy, settings)
-        target = settings.redirect_to
+        target = own.redirect_to
         bound = Selector.of({PARTITION: [target]})
         moved = {job.id for job in chosen}
         # A job sent to the cloud is sized there as it will be: in the target partition.
@@ -326,7 +335,8 @@ REDIRECTING: dict[str, Callable[[], Strategy]] = {
 class RedirectOptions(PluginOptions):
     """What the redirecting policies read in ``[policy]``: the partition the cloud
     workers serve, the policy that sizes them, and ``selective``'s categories and
-    thresholds in ``params`` (checked here, before any step runs)."""
+    thresholds in ``params`` (checked here, before any step runs: against the one
+    category of ``selective_global`` when the validation context's ``policy`` names it)."""
 
     redirect_to: str = Field("cloud", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     provision: str = "on_demand"
@@ -334,9 +344,18 @@ class RedirectOptions(PluginOptions):
 
     @field_validator("params")
     @classmethod
-    def _selective(cls, value: dict[str, Any]) -> dict[str, Any]:
-        selective_thresholds(value, selective_categories(value))
+    def _selective(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        policy = (info.context or {}).get("policy") or {}
+        categories = selective_categories(value)
+        if policy.get("name") == "selective_global":
+            categories = Categories.single()
+        selective_thresholds(value, categories)
         return value
+
+
+def redirect_target(settings: PolicySettings) -> str:
+    """The partition a redirecting policy deciding with ``settings`` sends jobs to."""
+    return options_of(settings, RedirectOptions).redirect_to
 
 
 for _name, _make in REDIRECTING.items():

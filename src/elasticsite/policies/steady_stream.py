@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from elasticsite.model import Cause, Decision
 from elasticsite.plugins import PluginOptions
-from elasticsite.policies.base import PolicySettings, register
+from elasticsite.policies.base import PolicySettings, options_of, register
 from elasticsite.policies.planning import census, preferred_cloud, scale_down, scale_up
 from elasticsite.snapshot import SiteSnapshot
 
@@ -41,16 +41,17 @@ class SteadyStreamOptions(PluginOptions):
 
 @register("steady_stream", options=SteadyStreamOptions)
 def decide(snapshot: SiteSnapshot, settings: PolicySettings) -> Decision:
+    own = options_of(settings, SteadyStreamOptions)
     cen = census(snapshot)
-    floor = settings.steady_min_workers
+    floor = own.steady_min_workers
     if cen.serving < floor:
         return scale_up(snapshot, settings, floor - cen.serving, Cause.BASELINE, counted=cen)
     cloud = preferred_cloud(snapshot, settings, counted=cen)
     waste = cloud.waste_time if cloud is not None else 0.0
     demand = snapshot.queued_walltime
-    if demand > settings.steady_up_factor * waste and cen.pending == 0:
+    if demand > own.steady_up_factor * waste and cen.pending == 0:
         return scale_up(snapshot, settings, 1, Cause.DEMAND, counted=cen)
-    if demand < settings.steady_down_factor * waste:
+    if demand < own.steady_down_factor * waste:
         cause = Cause.IDLE if not snapshot.queued else Cause.SURPLUS
         return scale_down(snapshot, settings, cen.serving - floor, cause, keep=floor, counted=cen)
     return Decision()

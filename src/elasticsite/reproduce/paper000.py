@@ -33,6 +33,7 @@ import numpy as np
 from elasticsite import policies
 from elasticsite.boottime import PAPER000_EC2_LAUNCH_THREADS
 from elasticsite.metrics import Timeline, WorkloadMetrics, timeline
+from elasticsite.policies.steady_stream import SteadyStreamOptions
 from elasticsite.reproduce.claims import Claim, Reproduction, check, markdown_table
 from elasticsite.sim.cloud import CloudModel
 from elasticsite.sim.elastic import ElasticResult, RunStatus, simulate_elastic
@@ -234,7 +235,7 @@ def _reactivity(out: Path, seed: int, status: Status) -> tuple[list[Claim], list
     kept = first_join is not None and bool(
         (tl.joined_workers[(t >= first_join - tl.origin) & (t <= last_submit)] >= 1).all()
     )
-    minimum = settings.steady_min_workers
+    minimum = policies.options_of(settings, SteadyStreamOptions).steady_min_workers
     claims.append(check(
         "steady_keeps_minimum", "Figure 10",
         "Steady stream keeps a minimum of VMs processing jobs throughout, and boots more "

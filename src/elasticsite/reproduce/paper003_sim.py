@@ -143,7 +143,7 @@ def watched_run(
     cores = {t.name: t.cores for t in TYPES}
     return Watched(
         [(at, cores[vm], run, run * 1.2) for at, _, vm, run in jobs], [cloud], policy,
-        policies.PolicySettings(rebalance=rebalance), INTERVAL, "easy", seed,
+        policies.settings_for("cloud_scheduler", rebalance=rebalance), INTERVAL, "easy", seed,
         users=[u for _, u, _, _ in jobs], attributes=[{"vm_type": vm} for _, _, vm, _ in jobs],
     )  # fmt: skip
 

@@ -29,6 +29,7 @@ from elasticsite.core import CoreState, Outcome, Plan
 from elasticsite.core.runner import CommandRunner
 from elasticsite.metrics import WorkloadMetrics, workload_metrics
 from elasticsite.model import Decision, Job, Transition, Worker, WorkerState
+from elasticsite.policies.redirect import redirect_target
 from elasticsite.sim.batch import SimBatch
 from elasticsite.sim.cloud import CloudModel, SimCloud
 from elasticsite.sim.engine import Simulation
@@ -130,7 +131,7 @@ class ElasticRun:
         first = min((a[0] for a in arrivals), default=0.0)
         self.sim = Simulation(start=first - warm_up)
         # A redirecting policy sends jobs to the cloud workers' partition: theirs.
-        partition = settings.redirect_to if policy.redirects else ""
+        partition = redirect_target(settings) if policy.redirects else ""
         self.batch = SimBatch(self.sim, scheduler, node_partition=partition)
         if site_cores:
             self.batch.add_site_node(SITE_NODE, site_cores)

@@ -193,7 +193,6 @@ class _ElasticTask:
 def _elastic_task(task: _ElasticTask) -> RunOutput:
     """Run one workload under one policy for one round; draw its timeline if asked
     (the CSV and the plot come back as bytes, for ``timelines/`` under ``--out``)."""
-    from elasticsite import policies
     from elasticsite.sim.elastic import simulate_elastic
     from elasticsite.sim.workload import load_workload
 
@@ -201,7 +200,7 @@ def _elastic_task(task: _ElasticTask) -> RunOutput:
     seed = round_seed(spec.seed, task.round)
     work = load_workload(run.workload, seed=seed)
     cloud = (run.cloud or spec.cloud).model()
-    settings = policies.PolicySettings(**spec.policy_settings)  # type: ignore[arg-type]
+    settings = spec.settings(run.policy)
     warm_up = cloud.boot.high + 2 * spec.interval if run.policy in spec.prewarm else 0.0
     result = simulate_elastic(
         work.arrivals(), [cloud], run.policy, settings,

@@ -10,13 +10,13 @@ examples.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from elasticsite.config import explain
+from elasticsite.policies.base import SHARED_SETTINGS, PolicySettings, options_model, settings_for
 from elasticsite.policies.strategies import (
     STRATEGIES,
     Aggressive,
@@ -241,11 +241,24 @@ class ElasticSpec(Strict):
         keys = [(r.workload, r.policy) for r in self.all_runs()]
         if len(set(keys)) != len(keys):
             raise ValueError("runs: a (workload, policy) pair appears twice")
-        names = {f.name for f in fields(policies.PolicySettings)}
+        chosen = {r.policy for r in self.all_runs()}
+        names = SHARED_SETTINGS.union(*(options_model(p).model_fields for p in chosen))
         bad = sorted(set(self.policy_settings) - names)
         if bad:
             raise ValueError(f"policy_settings: unknown setting(s) {', '.join(bad)}")
+        for p in sorted(chosen):
+            try:
+                self.settings(p)
+            except ValidationError as exc:
+                raise ValueError(explain(exc, "policy_settings")) from None
         return self
+
+    def settings(self, policy: str) -> PolicySettings:
+        """What ``policy`` decides with: the ``policy_settings`` it knows (the limits
+        every policy obeys and its options), validated by its options model."""
+        known = SHARED_SETTINGS | options_model(policy).model_fields.keys()
+        given = {k: v for k, v in self.policy_settings.items() if k in known}
+        return settings_for(policy, **given)
 
     def all_runs(self) -> list[ElasticRun]:
         """The cross product of ``workloads`` and ``policies``, then the explicit ``runs``."""
