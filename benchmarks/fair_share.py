@@ -132,8 +132,27 @@ def peer(rev: str) -> tuple[Policy | None, str]:
     source = re.sub(r"^@register\(.*\)$|^register\(.*\)\(\w+\)$", "", source, flags=re.M)
     module = types.ModuleType("cloud_scheduler_peer")
     exec(compile(source, f"{rev}:{POLICY}", "exec"), module.__dict__)
-    policy: Policy = dataclasses.replace(policies.get("cloud_scheduler"), decide=module.decide)
+    decide = module.decide
+
+    def as_then(snapshot: Any, settings: policies.PolicySettings) -> Any:
+        return decide(snapshot, _Flat(settings))
+
+    policy: Policy = dataclasses.replace(policies.get("cloud_scheduler"), decide=as_then)
     return policy, f"{rev} ({shown})"
+
+
+class _Flat:
+    """These settings as an older commit's policy reads them: its own options (such as
+    ``rebalance``) were fields of the settings then."""
+
+    def __init__(self, settings: policies.PolicySettings) -> None:
+        self._settings = settings
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return getattr(self._settings, name)
+        except AttributeError:
+            return getattr(self._settings.options, name)
 
 
 def report(label: str, m: Measured) -> None:
