@@ -7,6 +7,7 @@ capacity, prices and billing, random settings (cap, cloud rule, margin, stall).
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -123,9 +124,12 @@ class Outcome:
         self.view = [w for w in site.workers if w.state.live]
         self.remaining = [w for w in self.view if w.id not in self.terminated]
         # The jobs some cloud (or worker) could serve, and which workers they could use.
+        # The engine judges them with the stalled workers leaving, as the policy sees them.
         redirect = redirect_target(cfg) if get(policy).redirects else None
         judged = feasibility.judge(site.clouds, site.closed, redirect)
-        self.verdict = servable.split(site, judged)
+        leaving = [replace(w, state=S.TERMINATING) if w.id in self.stalled else w
+                   for w in site.workers]  # fmt: skip
+        self.verdict = servable.split(site.with_workers(leaving), judged)
 
     def usable(self, w: Worker) -> bool:
         """Some queued job the clouds could serve could run on ``w``."""
@@ -333,7 +337,7 @@ def test_core_demand_never_releases_cores_queued_jobs_need(site, cfg):
     o = Outcome("core_demand", site, cfg)
     released = [o.by_id[x.worker_id] for x in o.d.drain if x.cause is not Cause.SPEND_CAP]
     # Idle workers no queued job the clouds could serve could use are no capacity for it.
-    useful = [w for w in o.view if w.state is not S.IDLE or o.usable(w)]
+    useful = [w for w in o.remaining if w.state is not S.IDLE or o.usable(w)]
     released = [w for w in released if o.usable(w)]
     if released:
         wanted = sum(j.cores for j in o.verdict.feasible)
