@@ -189,8 +189,7 @@ def test_native_power_saving_starts_a_cloud_node_for_a_job(slurm: SlurmBatch) ->
     # The job outlives the test (cleanup cancels it): it is still running when looked at
     # however slowly the node came up.
     booting = wait_for(waiting_for_node, what="the job to be given a powered-down cloud node")
-    assert booting == cloud
-    assert getattr(node(slurm.snapshot(), booting), "state", None) is NodeState.DOWN
+    assert booting == cloud  # (the node may have registered already: its boot is quick)
     # slurmctld runs ResumeProgram at once and re-checks configuring jobs every 30 s: a
     # node that registers just before ResumeTimeout (60 s) runs the job up to 30 s later.
     wait_for(lambda: running_job(slurm, job_id), 100, "the cloud node to power up and run it")
