@@ -8,14 +8,17 @@ bash scripts/test-deps.sh
 # pytest process, of which this script starts several, then does not compile every
 # module and rewrite every test's asserts again.
 unset PYTHONDONTWRITEBYTECODE
-# Tests marked `serial` run one at a time in a process of their own, from now on beside
-# the lint and the parallel part (the real-Slurm ones share the one slurmctld and
-# mostly wait on it; the hundred-worker ones wait for states), their output shown once
-# that part ends. Those marked `alone`, which count on time, run last by themselves.
-serial_log=$(mktemp)
-.venv/bin/pytest -m "serial and not alone" -p no:cacheprovider "$@" >"$serial_log" 2>&1 &
-serial_pid=$!
-trap 'kill "$serial_pid" 2>/dev/null || true; rm -f "$serial_log"' EXIT
+# Tests marked `serial` run one at a time: the real-Slurm ones (`slurm`: they share the
+# one slurmctld and mostly wait on it) in a process of their own from now on, beside
+# the lint and the parallel part, their output shown once that part ends; the
+# hundred-worker ones, which load the machine on their own, at the end.
+slurm_log=$(mktemp)
+slurm_args=("$@")
+[ $# -eq 0 ] && slurm_args=(tests/integration/slurm)   # collect only what it runs
+.venv/bin/pytest -m "serial and slurm" -p no:cacheprovider "${slurm_args[@]}" \
+    >"$slurm_log" 2>&1 &
+slurm_pid=$!
+trap 'kill "$slurm_pid" 2>/dev/null || true; rm -f "$slurm_log"' EXIT
 # Meanwhile one collection compiles the tests for the parallel part's workers.
 .venv/bin/pytest --collect-only -q -p no:cacheprovider "$@" >/dev/null 2>&1 &
 warm_pid=$!
@@ -29,14 +32,14 @@ wait "$warm_pid" || true
 # build carry one xdist_group). ELASTICSITE_TEST_WORKERS=0 runs them in-process.
 rc=0
 .venv/bin/pytest -n "${ELASTICSITE_TEST_WORKERS:-4}" --dist loadgroup -m "not serial" "$@" || rc=$?
+slurm=0
+wait "$slurm_pid" || slurm=$?
+cat "$slurm_log"
 serial=0
-wait "$serial_pid" || serial=$?
-cat "$serial_log"
-alone=0
-.venv/bin/pytest -m alone "$@" || alone=$?
-for part in rc serial alone; do    # 5: every test of that part was deselected (-k ...)
+.venv/bin/pytest -m "serial and not slurm" "$@" || serial=$?
+for part in rc slurm serial; do    # 5: every test of that part was deselected (-k ...)
     [ "${!part}" -eq 5 ] && declare "$part=0"
 done
 [ "$rc" -ne 0 ] && exit "$rc"
-[ "$serial" -ne 0 ] && exit "$serial"
-exit "$alone"
+[ "$slurm" -ne 0 ] && exit "$slurm"
+exit "$serial"

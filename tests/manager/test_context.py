@@ -20,7 +20,7 @@ from elasticsite.manager.site import Site, open_site
 
 from .conftest import Running, kill_workers, site_config, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.alone]  # agents report on time
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # a real agent per worker, on time
 
 
 @pytest.fixture
