@@ -141,22 +141,33 @@ def set_instance_state(
         return str(row[0])
 
 
-def process_alive(pid: int, instance_id: str, launcher: int | None = None) -> bool:
-    """Whether ``pid`` is a live (non-zombie) worker process of ``instance_id``: its
-    command line names the instance, or it is a child of ``launcher`` (the process that
-    started it) that has not yet replaced the launcher's command line with its own."""
+def _exists(pid: int) -> bool | None:
+    """False if there is no process ``pid``; True if there is one this machine cannot
+    look into (not ours, or no /proc); None when /proc can say more."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    if not HAVE_PROC:
-        return True
+    return None if HAVE_PROC else True
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command name (state, parent, ...)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def process_alive(pid: int, instance_id: str, launcher: int | None = None) -> bool:
+    """Whether ``pid`` is a live (non-zombie) worker process of ``instance_id``: its
+    command line names the instance, or it is a child of ``launcher`` (the process that
+    started it) that has not yet replaced the launcher's command line with its own."""
+    if (known := _exists(pid)) is not None:
+        return known
     try:  # a zombie has an empty command line; a reused pid has another one
         if instance_id.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
             return True
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        stat = _stat(pid)
     except (OSError, IndexError):
         return False
     return launcher is not None and stat[0] != "Z" and int(stat[1]) == launcher
@@ -183,16 +194,10 @@ def being_started(launcher: int | None, launching_here: bool, age: float) -> boo
 def launcher_alive(pid: int) -> bool:
     """Whether process ``pid`` (one launching instances) still runs: not gone, not a
     zombie."""
+    if (known := _exists(pid)) is not None:
+        return known
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not HAVE_PROC:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return _stat(pid)[0] != "Z"
     except (OSError, IndexError):
         return False
 
