@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests import waiting
+from tests.cli import run_command
 from tests.manager.conftest import kill_workers
 
 from elasticsite.batch.identity import own_account
@@ -48,10 +49,8 @@ ENV = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "HOME": "/"}
 
 
 def cli(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", args[0], "-c", str(cwd / "site.toml"), *args[1:]],
-        cwd=cwd, capture_output=True, text=True, timeout=120, check=check, env=ENV,
-    )  # fmt: skip
+    config = str(cwd / "site.toml")
+    return run_command(args[0], "-c", config, *args[1:], cwd=cwd, env=ENV, check=check)
 
 
 def wait_for(what: str, check: Callable[[], str | None]) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 import typer
 import typer.main
+from tests.cli import run_command
 
 from elasticsite.cli import app
 from elasticsite.cli.common import (
@@ -105,14 +105,8 @@ def test_every_numeric_option_refuses_nonsense(
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200", "ELASTICSITE_BROKER_TOKEN": ""},
-    )
+    env = {**os.environ, "COLUMNS": "200", "ELASTICSITE_BROKER_TOKEN": ""}
+    return run_command(*args, cwd=cwd, env=env, timeout=60)
 
 
 @pytest.mark.parametrize(

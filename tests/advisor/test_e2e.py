@@ -8,12 +8,11 @@ advisor ranks the batch queue and the cloud against a deadline from that history
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from tests.cli import local_cloud, site_toml
+from tests.cli import local_cloud, run_cli, site_toml
 from tests.manager.conftest import kill_workers, wait_for
 
 from elasticsite.batch.base import JobRequest
@@ -52,14 +51,7 @@ SITE = site_toml(
 
 
 def advise(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", "advise", *args, "-c", "site.toml"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )
+    return run_cli("advise", *args, "-c", "site.toml", cwd=cwd, timeout=120)
 
 
 @pytest.mark.slow

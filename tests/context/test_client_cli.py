@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from tests.cli import run_command
 
 from elasticsite.context.client import (
     AdminClient,
@@ -36,13 +37,8 @@ def cli(broker: BrokerProcess, *args: str, token: bool = True) -> subprocess.Com
     extra = ["--broker", broker.url, "--ca", str(broker.cert)]
     if token:
         extra += ["--token-file", str(broker.token_file)]
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", "context", *args, *extra],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "200", "ELASTICSITE_BROKER_TOKEN": ""},
-    )
+    env = {**os.environ, "COLUMNS": "200", "ELASTICSITE_BROKER_TOKEN": ""}
+    return run_command("context", *args, *extra, timeout=60, env=env)
 
 
 def test_broker_prints_where_it_listens_and_keeps_keys_private(
@@ -154,10 +150,9 @@ def test_context_commands_fail_with_one_clear_line(
     assert no_token.stderr.startswith("error: no admin token: pass --token-file FILE")
     wrong = tmp_path / "wrong.token"
     wrong.write_text("not-the-token-at-all\n")
-    bad = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "context", "list", "--broker", broker_process.url,
-         "--ca", str(broker_process.cert), "--token-file", str(wrong)],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+    bad = run_command(
+        "context", "list", "--broker", broker_process.url, "--ca", str(broker_process.cert),
+        "--token-file", str(wrong), timeout=60, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert bad.returncode == 2
     assert bad.stderr.strip() == "error: the broker answered 401: invalid or missing credentials"

@@ -10,8 +10,6 @@ kind and the API call.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -19,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli import run_command
 from tests.clouds.ec2_server import FaultyEc2, credentials_file
 
 from elasticsite import policies
@@ -228,10 +227,7 @@ def test_status_says_a_cloud_is_throttled_and_names_the_call(
     mgr.step()  # ... and its outcome settled
 
     def status() -> str:
-        shown = subprocess.run(
-            [sys.executable, "-m", "elasticsite", "status", "-c", str(config)],
-            capture_output=True, text=True, cwd=tmp_path,
-        )  # fmt: skip
+        shown = run_command("status", "-c", str(config), cwd=tmp_path)
         assert shown.returncode == 0, shown.stderr
         return " ".join(shown.stdout.split())
 

@@ -15,14 +15,12 @@ The users are real (jobs run as whom they are for), so these tests run as root.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.cli import local_cloud, site_toml
+from tests.cli import local_cloud, run_command, site_toml
 from tests.users import real_users
 
 from elasticsite.batch.local import LocalBatch
@@ -69,11 +67,10 @@ class Site:
     ) -> None:
         """``count`` jobs of ``user`` sleeping ``seconds`` on a VM of ``vm_type`` each."""
         cores = "2" if vm_type == "large" else "1"
-        done = subprocess.run(
-            [sys.executable, "-m", "elasticsite", "submit", "-c", str(self.config),
-             "--user", user, "--attr", f"vm_type={vm_type}", "--cores", cores,
-             "--walltime", str(walltime), "--count", str(count), "--", "sleep", str(seconds)],
-            capture_output=True, text=True, timeout=120,
+        done = run_command(
+            "submit", "-c", str(self.config), "--user", user, "--attr", f"vm_type={vm_type}",
+            "--cores", cores, "--walltime", str(walltime), "--count", str(count),
+            "--", "sleep", str(seconds),
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
 

@@ -8,13 +8,12 @@ part of slurmctld; tests/integration/slurm does the same against a real Slurm.
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.cli import run_cli
 from typer.testing import CliRunner
 
 from elasticsite import policies
@@ -197,10 +196,6 @@ def test_the_hooks_say_what_they_did_and_find_the_state_next_to_the_file(
 
 def _hook(action: str, nodes: str, cfg: Path, cwd: Path) -> str:
     """``elasticsite slurm ACTION NODES`` as slurmctld runs it: what it printed."""
-    done = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "slurm", action, "-c", str(cfg), nodes],
-        cwd=cwd, capture_output=True, text=True, timeout=60,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), "COLUMNS": "80"},
-    )  # fmt: skip
+    done = run_cli("slurm", action, "-c", str(cfg), nodes, cwd=cwd, columns=80, timeout=60)
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     return done.stdout.strip()

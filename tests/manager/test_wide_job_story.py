@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli import local_cloud, site_toml
+from tests.cli import local_cloud, run_cli, site_toml
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.manager.store import StateStore
@@ -45,11 +45,7 @@ WHY = "job 1: no cloud can run it: needs 64 cores; the largest VM type offers 1"
 
 
 def cli(*args: str, cwd: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "elasticsite", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
-    )  # fmt: skip
+    done = run_cli(*args, cwd=cwd, columns=200, timeout=120)
     assert done.returncode == 0, (args, done.stderr)
     return done.stdout
 

@@ -6,17 +6,15 @@ import re
 import ssl
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
+from tests.cli import run_command
 from tests.context.conftest import BrokerProcess, free_port
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "elasticsite", "urgent", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60,
-                          env={"COLUMNS": "200"})  # fmt: skip
+    return run_command("urgent", *args, timeout=60, env={"COLUMNS": "200"})
 
 
 def key_of(out: str) -> str:

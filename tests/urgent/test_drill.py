@@ -4,9 +4,9 @@ the advisor's history, and what a drill that cannot run says."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli import run_command
 
 from elasticsite.batch.base import JobRequest
 from elasticsite.config import load_config
@@ -18,11 +18,10 @@ from .test_embedded_site import running_site
 
 def test_a_drill_per_policy_feeds_the_advisor(tmp_path: Path) -> None:
     with running_site(tmp_path, carol_runs=2) as (_, _, cfg):
-        out = subprocess.run(
-            [sys.executable, "-m", "elasticsite", "urgent", "drill", "-c", str(cfg),
-             "-p", "next_to_run", "-p", "preemption", "--command", "sleep 0.2",
-             "--timeout", "60"],
-            capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
+        out = run_command(
+            "urgent", "drill", "-c", str(cfg), "-p", "next_to_run", "-p", "preemption",
+            "--command", "sleep 0.2", "--timeout", "60",
+            timeout=120, env={**os.environ, "COLUMNS": "200"},
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
         assert "lab next_to_run: job" in out.stdout and "lab preemption: job" in out.stdout

@@ -7,7 +7,6 @@ from __future__ import annotations
 import getpass
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -16,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
-from tests.cli import local_cloud, site_toml, toml_table
+from tests.cli import local_cloud, run_command, site_toml, toml_table
 from tests.manager.conftest import kill_workers, wait_for
 
 from elasticsite.batch.base import JobRequest
@@ -116,10 +115,9 @@ def carols(site: EmbeddedSite) -> list[Job]:
 
 
 def urgent(cfg: Path, urgency: str, *command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", "urgent", "submit", "-c", str(cfg),
-         "--urgency", urgency, "--", *command],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+    return run_command(
+        "urgent", "submit", "-c", str(cfg), "--urgency", urgency, "--", *command,
+        timeout=60, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
 
 

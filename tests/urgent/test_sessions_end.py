@@ -7,11 +7,10 @@ on their portal page. Each through the real server."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
+from tests.cli import run_command
 
 from elasticsite.urgent.tokens import Urgency
 
@@ -41,10 +40,9 @@ def gone(c: httpx.Client, page: str) -> bool:
 
 
 def remove_key(site: Site, name: str, state_dir: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "urgent", "key", "remove", name,
-         "--state-dir", str(state_dir)],
-        capture_output=True, text=True, timeout=60, env={"COLUMNS": "200"},
+    done = run_command(
+        "urgent", "key", "remove", name, "--state-dir", str(state_dir),
+        timeout=60, env={"COLUMNS": "200"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
 
