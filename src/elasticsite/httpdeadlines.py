@@ -20,6 +20,7 @@ Written against uvicorn 0.54 (``HttpToolsProtocol``: ``connection_made``,
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import h11
@@ -39,6 +40,35 @@ class Slot(Protocol):
     def release(self) -> None: ...
 
     def overdue(self, part: Literal["headers", "body"], client: tuple[str, int] | None) -> None: ...
+
+
+class _Clock:
+    """One deadline of a connection: started, stopped, and its ``expired`` called if it
+    passes first. Only a running clock refers to the connection (through its timer),
+    so a connection and its clocks make no lasting reference cycle."""
+
+    __slots__ = ("_timer",)
+
+    def __init__(self) -> None:
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._timer is not None
+
+    def start_at(
+        self, loop: asyncio.AbstractEventLoop, when: float, expired: Callable[[], None]
+    ) -> None:
+        self._timer = loop.call_at(when, self._expire, expired)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self, expired: Callable[[], None]) -> None:
+        self._timer = None
+        expired()
 
 
 class Deadlines(asyncio.Protocol):
@@ -61,8 +91,8 @@ class Deadlines(asyncio.Protocol):
     _header_timeout = 10.0
     _body_timeout = 30.0
     _request_timeout = b""
-    _header_timer: asyncio.TimerHandle | None = None
-    _body_timer: asyncio.TimerHandle | None = None
+    _headers: _Clock
+    _body: _Clock
     _cut_timer: asyncio.TimerHandle | None = None
 
     def attach(
@@ -77,15 +107,16 @@ class Deadlines(asyncio.Protocol):
         self._request_timeout = request_timeout
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._headers, self._body = _Clock(), _Clock()
         super().connection_made(transport)
         deadline = self._first_deadline
         if deadline is None:
             deadline = self.loop.time() + self._header_timeout
-        self._header_timer = self.loop.call_at(deadline, self._headers_overdue)
+        self._headers.start_at(self.loop, deadline, self._headers_overdue)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_header_clock()
-        self._stop_body_clock()
+        self._headers.stop()
+        self._body.stop()
         if self._cut_timer is not None:
             self._cut_timer.cancel()
         try:
@@ -97,30 +128,20 @@ class Deadlines(asyncio.Protocol):
 
     def _start_header_clock(self) -> None:
         if not self.transport.is_closing():
-            self._header_timer = self.loop.call_later(self._header_timeout, self._headers_overdue)
+            when = self.loop.time() + self._header_timeout
+            self._headers.start_at(self.loop, when, self._headers_overdue)
 
-    def _stop_header_clock(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
+    def _start_body_clock(self) -> None:
+        if not self._body.running and not self.transport.is_closing():
+            when = self.loop.time() + self._body_timeout
+            self._body.start_at(self.loop, when, self._body_overdue)
 
     def _headers_overdue(self) -> None:
-        self._header_timer = None
         if self._slot is not None:
             self._slot.overdue("headers", self.client)
         self.transport.abort()  # nothing to flush; no TLS goodbye to wait for
 
-    def _start_body_clock(self) -> None:
-        if self._body_timer is None and not self.transport.is_closing():
-            self._body_timer = self.loop.call_later(self._body_timeout, self._body_overdue)
-
-    def _stop_body_clock(self) -> None:
-        if self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
-
     def _body_overdue(self) -> None:
-        self._body_timer = None
         if self._slot is not None:
             self._slot.overdue("body", self.client)
         cycle = self.cycle
@@ -152,11 +173,11 @@ class GuardedHttpToolsProtocol(Deadlines, HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self._header_timer is None and (
+        if not self._headers.running and (
             self._awaiting_headers or (cycle := self.cycle) is None or cycle.response_complete
         ):
             self._start_header_clock()
-        if self._awaiting_body and self._body_timer is None and not self.pipeline:
+        if self._awaiting_body and not self._body.running and not self.pipeline:
             self._start_body_clock()
 
     def on_message_begin(self) -> None:
@@ -165,20 +186,18 @@ class GuardedHttpToolsProtocol(Deadlines, HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._awaiting_headers = False
-        if self._header_timer is not None:
-            self._stop_header_clock()
+        self._headers.stop()
         super().on_headers_complete()
         self._awaiting_body = True
 
     def on_message_complete(self) -> None:
         self._awaiting_body = False
-        if self._body_timer is not None:
-            self._stop_body_clock()
+        self._body.stop()
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if self._awaiting_body and self._body_timer is None and not self.pipeline:
+        if self._awaiting_body and not self._body.running and not self.pipeline:
             self._start_body_clock()  # a pipelined request, now served, still sending
 
 
@@ -191,10 +210,10 @@ class GuardedH11Protocol(Deadlines, H11Protocol):
         super().data_received(data)
         state = self.conn.their_state
         if state is h11.IDLE:
-            if self._header_timer is None:
+            if not self._headers.running:
                 self._start_header_clock()
-        elif self._header_timer is not None:
-            self._stop_header_clock()
+        else:
+            self._headers.stop()
         self._check_body_clock(state)
 
     def on_response_complete(self) -> None:
@@ -204,5 +223,5 @@ class GuardedH11Protocol(Deadlines, H11Protocol):
     def _check_body_clock(self, state: object) -> None:
         if state is h11.SEND_BODY:
             self._start_body_clock()
-        elif self._body_timer is not None:
-            self._stop_body_clock()
+        else:
+            self._body.stop()

@@ -26,11 +26,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from elasticsite.files import StateFileError, private_sqlite, state_file_error
 
-__all__ = ["Connection", "PerThread", "Synchronous", "connect"]
+__all__ = ["Connection", "PerThread", "Synchronous", "Table", "connect"]
 
 Synchronous = Literal["FULL", "NORMAL"]
 """``FULL``: every commit is on disk; ``NORMAL``: a power loss may undo the last ones."""
@@ -74,6 +74,25 @@ class Connection(sqlite3.Connection):
             if state is None:
                 raise
             raise state from exc
+
+    def create(self, schema: str) -> None:
+        """Run the ``;``-separated statements of ``schema``, each on its own and deferred:
+        one that finds its table (``IF NOT EXISTS``) takes no write lock, so opening a file
+        to read works while another process writes."""
+        for statement in filter(str.strip, schema.split(";")):
+            with self.transaction(immediate=False):
+                self.execute(statement)
+
+
+class Table:
+    """Tables that share a state file's connection with others: ``schema`` (the
+    ``CREATE ... IF NOT EXISTS`` statements) is run when one is made."""
+
+    schema: ClassVar[str]
+
+    def __init__(self, db: Connection) -> None:
+        self.db = db
+        db.create(self.schema)
 
 
 def connect(
@@ -137,13 +156,8 @@ class PerThread:
         return db
 
     def create(self, schema: str) -> None:
-        """Run the ``;``-separated statements of ``schema``, each on its own and deferred:
-        one that finds its table (``IF NOT EXISTS``) takes no write lock, so opening a file
-        to read works while another process writes."""
-        db = self.get()
-        for statement in filter(str.strip, schema.split(";")):
-            with db.transaction(immediate=False):
-                db.execute(statement)
+        """:meth:`Connection.create` on this thread's connection."""
+        self.get().create(schema)
 
     def read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         """All rows of one query, read from one snapshot."""

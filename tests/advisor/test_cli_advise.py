@@ -53,10 +53,16 @@ def heading(deadline: str) -> str:
     )
 
 
+def advice(site: Path, *args: str, exit_code: int) -> list[str]:
+    """What ``advise`` run with ``args`` at ``site`` prints, having checked its exit code
+    and that it said nothing on stderr."""
+    out = run("advise", *args, "-c", "site.toml", cwd=site)
+    assert (out.returncode, out.stderr) == (exit_code, "")
+    return lines(out.stdout)
+
+
 def test_the_ranking_as_a_person_sees_it(site: Path) -> None:
-    out = run("advise", "--deadline", "6h", "-c", "site.toml", cwd=site)
-    assert (out.returncode, out.stderr) == (0, "")
-    assert lines(out.stdout) == [
+    assert advice(site, "--deadline", "6h", exit_code=0) == [
         heading("6h (21,600 s)"),
         "likely enough (probability >= 0.5); per phase: quantile bound",
         "resource  nodes  repository  policy       probability  bound   allocation   execution",
@@ -73,9 +79,7 @@ def test_the_ranking_as_a_person_sees_it(site: Path) -> None:
 
 
 def test_a_deadline_nothing_can_meet_exits_1(site: Path) -> None:
-    out = run("advise", "-d", "1h", "-c", "site.toml", cwd=site)
-    assert (out.returncode, out.stderr) == (1, "")
-    assert lines(out.stdout) == [
+    assert advice(site, "-d", "1h", exit_code=1) == [
         heading("1h (3,600 s)"),
         "no configuration is likely enough (probability >= 0.5)",
         "speculative: none (no configuration can meet the deadline)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass, field
+from typing import Self, overload
 
 from elasticsite.context.admission import JoinBudget
 from elasticsite.context.models import ContextPolicy
@@ -26,6 +27,22 @@ _RESPONSE_CACHE_BYTES = 64 * 1024 * 1024
 every agent starting at once asks for it)."""
 
 
+class _Recorded:
+    """A member's field as its record (``info``) has it, read-only, as text."""
+
+    __slots__ = ("key",)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    @overload
+    def __get__(self, member: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, member: Member, owner: type) -> str: ...
+    def __get__(self, member: Member | None, owner: type) -> str | Self:
+        return self if member is None else str(member.info[self.key])
+
+
 @dataclass(slots=True)
 class Member:
     """A current member: its record as JSON, and its pre-serialised join entry."""
@@ -37,21 +54,10 @@ class Member:
     join_entry: int
     join_json: bytes
 
-    @property
-    def hostname(self) -> str:
-        return str(self.info["hostname"])
-
-    @property
-    def short_hostname(self) -> str:
-        return str(self.info["short_hostname"])
-
-    @property
-    def address(self) -> str:
-        return str(self.info["address"])
-
-    @property
-    def ssh_host_key(self) -> str:
-        return str(self.info["ssh_host_key"])
+    hostname = _Recorded()
+    short_hostname = _Recorded()
+    address = _Recorded()
+    ssh_host_key = _Recorded()
 
     @property
     def size(self) -> int:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from elasticsite.sqlite import Connection
+from elasticsite.sqlite import Table
 
 __all__ = ["KEY_PREFIX", "Principal", "Principals", "Role", "key_digest"]
 
@@ -58,13 +58,10 @@ class Principal:
     identities: Mapping[str, str] = field(default_factory=dict)
 
 
-class Principals:
+class Principals(Table):
     """The principals of an urgent store (same file, same connection)."""
 
-    def __init__(self, db: Connection) -> None:
-        self.db = db
-        with db.transaction(immediate=False):
-            db.execute(_SCHEMA)
+    schema = _SCHEMA
 
     def add(
         self,

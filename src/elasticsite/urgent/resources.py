@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from elasticsite.decision import URGENCIES
-from elasticsite.sqlite import Connection
+from elasticsite.sqlite import Table
 
 __all__ = ["POLICIES", "ResourcePolicies"]
 
@@ -39,13 +39,10 @@ CREATE TABLE IF NOT EXISTS resource_policies (
 """
 
 
-class ResourcePolicies:
+class ResourcePolicies(Table):
     """The maps of an urgent store (same file, same connection)."""
 
-    def __init__(self, db: Connection) -> None:
-        self.db = db
-        with db.transaction(immediate=False):
-            db.execute(_SCHEMA)
+    schema = _SCHEMA
 
     def set(
         self, resource: str, mapping: Mapping[str, str], now: float, actor: str

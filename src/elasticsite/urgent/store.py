@@ -86,9 +86,7 @@ class UrgentStore:
         self.db: Connection = connect(
             Path(path), synchronous="NORMAL", busy_timeout=30.0, check_same_thread=False
         )
-        for statement in filter(str.strip, ";".join((_SCHEMA, _AUDIT, _REFUSALS)).split(";")):
-            with self.db.transaction(immediate=False):
-                self.db.execute(statement)
+        self.db.create(";".join((_SCHEMA, _AUDIT, _REFUSALS)))
         migrate(self.db)
         self.refusals = Refusals(self.db, max_failures=max_failures, window=failure_window)
 
