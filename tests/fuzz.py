@@ -11,6 +11,7 @@ from typing import Any
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
+from hypothesis.strategies import SearchStrategy
 from schemathesis import APIOperation, Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.transport import Response
@@ -34,6 +35,19 @@ def no_case_key(operation: APIOperation, mode: GenerationMode) -> str:
     return f"{hashlib.sha256(schema.encode()).hexdigest()} {mode.value} {operation.label}"
 
 
+STRATEGIES: dict[tuple[int, GenerationMode], tuple[APIOperation, SearchStrategy[Case]]] = {}
+"""Each operation's strategy in each mode, built once per process and shared by its
+callers (hypothesis and schemathesis cache what a strategy compiles on the strategy
+object), each kept with its operation so that the id stays its own."""
+
+
+def strategy(operation: APIOperation, mode: GenerationMode) -> SearchStrategy[Case]:
+    key = (id(operation), mode)
+    if key not in STRATEGIES:
+        STRATEGIES[key] = (operation, operation.as_strategy(generation_mode=mode))
+    return STRATEGIES[key][1]
+
+
 def fuzz(
     operation: APIOperation, mode: GenerationMode, examples: int, send: Callable[[Case], Response]
 ) -> bool:
@@ -47,7 +61,7 @@ def fuzz(
 
     @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))  # fmt: skip
-    @given(case=operation.as_strategy(generation_mode=mode))
+    @given(case=strategy(operation, mode))
     def run(case: Case) -> None:
         case.validate_response(send(case), checks=[not_a_server_error])
 
