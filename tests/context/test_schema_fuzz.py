@@ -20,7 +20,9 @@ from elasticsite.context.models import ContextCreated
 
 from .conftest import TOKEN, LiveBroker, free_port, node_info
 
-pytestmark = pytest.mark.slow
+# One worker runs the module: its server is built once, and so is what tests.fuzz learns
+# once per process (which operations have no negative case, each operation's strategy).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("broker-schema-fuzz")]
 
 SERIAL = itertools.count(1)
 EXAMPLES = 25
