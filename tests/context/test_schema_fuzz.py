@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+import requests
 from schemathesis import APIOperation, Case, GenerationMode
 from schemathesis.core.transport import Response
 from tests.fuzz import fuzz
@@ -19,7 +20,9 @@ from elasticsite.context.models import ContextCreated
 
 from .conftest import TOKEN, LiveBroker, free_port, node_info
 
-pytestmark = pytest.mark.slow
+# One worker runs the module: its server is built once, and so is what tests.fuzz learns
+# once per process (which operations have no negative case, each operation's strategy).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("broker-schema-fuzz")]
 
 SERIAL = itertools.count(1)
 EXAMPLES = 25
@@ -32,6 +35,13 @@ class Target:
     ctx: ContextCreated
     node_id: str
     node_secret: str
+    session: requests.Session
+    """One client's kept-alive connections: the fuzzing is of what is sent, and a TLS
+    handshake per case was a good part of its CPU (test_broker covers connecting)."""
+
+    def call(self, case: Case, headers: dict[str, str]) -> Response:
+        return case.call(base_url=self.broker.url, session=self.session, headers=headers,
+                         verify=str(self.broker.cert), timeout=10)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +52,8 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         ctx = admin.create("fuzzed")
     node = broker.node(ctx)
     joined = node.join(node_info("anchor", 1))
-    yield Target(broker, ctx, joined.node_id, joined.node_secret)
+    with requests.Session() as session:
+        yield Target(broker, ctx, joined.node_id, joined.node_secret, session)
     broker.stop()
 
 
@@ -87,13 +98,7 @@ def test_no_input_makes_the_broker_fail(
             continue  # deleting the fuzzed context would end the run; test_broker covers it
 
         def send(case: Case) -> Response:
-            headers = prepare(case, target)
-            return case.call(
-                base_url=target.broker.url,
-                headers=headers,
-                verify=str(target.broker.cert),
-                timeout=10,
-            )
+            return target.call(case, prepare(case, target))
 
         if fuzz(operation, mode, EXAMPLES, send):
             fuzzed.add(operation.label)
@@ -137,12 +142,7 @@ def test_no_node_request_makes_the_broker_fail(
                     case.path_parameters["node_id"] = node_id
             if case.query and "wait" in case.query:
                 case.query["wait"] = 0.01
-            response = case.call(
-                base_url=target.broker.url,
-                headers={"Authorization": basic(node_id, secret)},
-                verify=str(target.broker.cert),
-                timeout=10,
-            )
+            response = target.call(case, {"Authorization": basic(node_id, secret)})
             if leaves and response.status_code >= 300:  # refused: take the fresh node out
                 with target.broker.admin() as admin:
                     admin.remove_node(target.ctx.id, node_id)

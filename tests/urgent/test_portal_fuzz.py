@@ -50,6 +50,11 @@ def form(path: str) -> st.SearchStrategy[dict[str, str]]:
     return st.tuples(kept, extra).map(lambda both: {**both[1], **both[0]})
 
 
+FORMS = {path: form(path) for _, path in ROUTES}
+"""Each route's form strategy, built once (not for every example)."""
+ROUTE = st.sampled_from(ROUTES)
+NOW_AND_THEN = st.sampled_from([False, False, False, True])
+MOSTLY = st.sampled_from([True, True, True, False])
 FORM = "application/x-www-form-urlencoded"
 CONTENT_TYPES = [FORM, "application/json", "text/plain", "multipart/form-data", FORM + "; x=1"]
 raw = st.tuples(st.sampled_from(CONTENT_TYPES), st.binary(max_size=300))
@@ -86,16 +91,16 @@ def test_no_input_makes_the_portals_fail(site: tuple[Site, str], kind: str) -> N
               suppress_health_check=list(HealthCheck))  # fmt: skip
     @given(data=st.data())
     def run(data: st.DataObject) -> None:
-        method, path = data.draw(st.sampled_from(ROUTES))
+        method, path = data.draw(ROUTE)
         url = P + path.format(quote(data.draw(part) or "x", safe=""))
         if method == "GET":
             r = c.get(url, params=data.draw(extra))
-        elif data.draw(st.sampled_from([False, False, False, True])):  # now and then no form
+        elif data.draw(NOW_AND_THEN):  # now and then no form
             content_type, payload = data.draw(raw)
             r = c.post(url, content=payload, headers={"Content-Type": content_type})
         else:
-            fields = data.draw(form(path))
-            if data.draw(st.sampled_from([True, True, True, False])):  # mostly the right CSRF
+            fields = data.draw(FORMS[path])
+            if data.draw(MOSTLY):  # mostly the right CSRF
                 fields["csrf"] = csrf
             r = c.post(url, data=fields)
         assert r.status_code < 500, (method, url, r.status_code, r.text[:500])

@@ -21,7 +21,9 @@ from tests.fuzz import operations as schema_operations
 
 from .test_routes import Site, issue
 
-pytestmark = pytest.mark.slow
+# One worker runs the module: its server is built once, and so is what tests.fuzz learns
+# once per process (which operations have no negative case, each operation's strategy).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("urgent-schema-fuzz")]
 EXAMPLES = 12
 """Examples per operation, caller and generation mode: about a minute in all on two cores."""
 ROLES = ("none", "admin", "user", "member", "manager", "resource")
