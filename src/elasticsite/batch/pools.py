@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import math
 from bisect import bisect_left, insort
+from collections.abc import Collection
 from itertools import compress, islice
 from typing import Protocol
 
@@ -315,11 +316,18 @@ class EasyPool(_Waiting):
         return None
 
     def plan(
-        self, now: float, extra: tuple[int, int, float, Key | None] | None = None
+        self,
+        now: float,
+        extra: tuple[int, int, float, Key | None] | None = None,
+        wanted: Collection[int] | None = None,
     ) -> dict[int, float]:
         """Tentative start of every waiting job, and of ``extra = (id, procs, requested,
         key)`` as if submitted now: a copy of this pool run forward, every running and
         started job ending at its planned end. For the deadline-aware aggressive strategy.
+
+        With ``wanted``, the run stops once those jobs have started: the starts it
+        returns then cover them (and whatever started before), each the same as in the
+        whole plan, since a start depends only on what happened before it.
         """
         pool = copy.copy(self)
         pool._queue, pool._qp, pool._keys = list(self._queue), list(self._qp), list(self._keys)
@@ -328,12 +336,18 @@ class EasyPool(_Waiting):
         if extra is not None:
             pool.submit(extra[0], extra[1], extra[2], now, extra[3])
         starts: dict[int, float] = {}
+        left = None if wanted is None else set(wanted)
         t = now
         while True:
-            for job_id in pool.start_now(t):
+            started = pool.start_now(t)
+            for job_id in started:
                 starts[job_id] = t
             if not pool._queue:
                 return starts
+            if left is not None:
+                left.difference_update(started)
+                if not left:
+                    return starts
             ends = pool._ends
             t = ends[0][0]
             while ends and ends[0][0] == t:

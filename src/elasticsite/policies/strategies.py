@@ -317,9 +317,13 @@ def _breaks(
     """Whether queueing ``job`` on ``pool`` makes a met deadline (its own included) late,
     by EDF EASY tentative schedules with and without it; and its tentative start.
 
-    The schedule without it is built only when the one with it has a late job.
+    The schedule without it is built only when the one with it has a late job. Only
+    jobs with a deadline can be late, so each schedule is run forward only until they
+    (and ``job``) have started.
     """
-    after = pool.plan(now, (job, ctx.procs(job), duration, ctx.key(job)))
+    inf = math.inf
+    timed = [j for j in pool.waiting_ids() if ctx.deadline(j) != inf]
+    after = pool.plan(now, (job, ctx.procs(job), duration, ctx.key(job)), (*timed, job))
     late = [
         j
         for j, start in after.items()
@@ -329,7 +333,7 @@ def _breaks(
         return False, after[job]
     if job in late:
         return True, after[job]
-    before = pool.plan(now)
+    before = pool.plan(now, wanted=late)
     broken = any(before[j] + pool.waiting_job(j)[1] <= ctx.deadline(j) for j in late)
     return broken, after[job]
 
