@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import math
 from bisect import bisect_left, insort
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from itertools import compress, islice
 from typing import Protocol
 
@@ -329,25 +329,33 @@ class EasyPool(_Waiting):
         returns then cover them (and whatever started before), each the same as in the
         whole plan, since a start depends only on what happened before it.
         """
+        starts: dict[int, float] = {}
+        left = None if wanted is None else set(wanted)
+        for job_id, t in self.planned_starts(now, extra):
+            starts[job_id] = t
+            if left is not None:
+                left.discard(job_id)
+                if not left:
+                    break
+        return starts
+
+    def planned_starts(
+        self, now: float, extra: tuple[int, int, float, Key | None] | None = None
+    ) -> Iterator[tuple[int, float]]:
+        """:meth:`plan`'s starts one at a time, ``(job, start)`` in the order the plan
+        starts them, computed only as far as they are taken."""
         pool = copy.copy(self)
         pool._queue, pool._qp, pool._keys = list(self._queue), list(self._qp), list(self._keys)
         pool._jobs, pool._running = dict(self._jobs), dict(self._running)
         pool._ends = list(self._ends)
         if extra is not None:
             pool.submit(extra[0], extra[1], extra[2], now, extra[3])
-        starts: dict[int, float] = {}
-        left = None if wanted is None else set(wanted)
         t = now
         while True:
-            started = pool.start_now(t)
-            for job_id in started:
-                starts[job_id] = t
+            for job_id in pool.start_now(t):
+                yield job_id, t
             if not pool._queue:
-                return starts
-            if left is not None:
-                left.difference_update(started)
-                if not left:
-                    return starts
+                return
             ends = pool._ends
             t = ends[0][0]
             while ends and ends[0][0] == t:
