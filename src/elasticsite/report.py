@@ -87,6 +87,9 @@ def write_plot(path: str | Path, timeline: Timeline, title: str, scale: float = 
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
+    # tight_layout leaves a placeholder layout engine, for which savefig lays the
+    # figure out once more before drawing it; the layout is final already
+    fig.set_layout_engine(None)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=_DPI)
     return path

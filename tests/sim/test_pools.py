@@ -73,6 +73,9 @@ def test_easy_edf_key_puts_the_tightest_deadline_at_the_head() -> None:
     assert pool.waiting_ids() == [3, 2, 1]
     assert pool.plan(4.0) == {3: 10.0, 2: 15.0, 1: 20.0}
     assert pool.plan(4.0, (9, 1, 5.0, edf_key(20.0, 4.0))) == {9: 10.0, 3: 10.0, 2: 15.0, 1: 20.0}
+    # asked for some jobs only, the plan stops once they started, with the same starts
+    assert pool.plan(4.0, wanted=[3]) == {3: 10.0}
+    assert pool.plan(4.0, (9, 1, 5.0, edf_key(20.0, 4.0)), [9, 2]) == {9: 10.0, 3: 10.0, 2: 15.0}
     pool.finish(0, 10.0)
     assert pool.start_now(10.0) == [3]
 
@@ -246,5 +249,9 @@ def test_plan_predicts_the_schedule_when_jobs_use_their_requested_time(
             heapq.heappush(events, (now + jobs[i][2], 0, i))
         if now == last:
             plan = pool.plan(now)
+            head = pool.waiting_ids()[:2]
+            partial = pool.plan(now, wanted=head)
+            assert set(head) <= set(partial)
+            assert partial == {i: plan[i] for i in partial}
     assert plan is not None
     assert plan == {i: start[i] for i in plan}

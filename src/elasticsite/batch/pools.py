@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import math
 from bisect import bisect_left, insort
+from collections.abc import Collection, Iterator
 from itertools import compress, islice
 from typing import Protocol
 
@@ -315,25 +316,46 @@ class EasyPool(_Waiting):
         return None
 
     def plan(
-        self, now: float, extra: tuple[int, int, float, Key | None] | None = None
+        self,
+        now: float,
+        extra: tuple[int, int, float, Key | None] | None = None,
+        wanted: Collection[int] | None = None,
     ) -> dict[int, float]:
         """Tentative start of every waiting job, and of ``extra = (id, procs, requested,
         key)`` as if submitted now: a copy of this pool run forward, every running and
         started job ending at its planned end. For the deadline-aware aggressive strategy.
+
+        With ``wanted``, the run stops once those jobs have started: the starts it
+        returns then cover them (and whatever started before), each the same as in the
+        whole plan, since a start depends only on what happened before it.
         """
+        starts: dict[int, float] = {}
+        left = None if wanted is None else set(wanted)
+        for job_id, t in self.planned_starts(now, extra):
+            starts[job_id] = t
+            if left is not None:
+                left.discard(job_id)
+                if not left:
+                    break
+        return starts
+
+    def planned_starts(
+        self, now: float, extra: tuple[int, int, float, Key | None] | None = None
+    ) -> Iterator[tuple[int, float]]:
+        """:meth:`plan`'s starts one at a time, ``(job, start)`` in the order the plan
+        starts them, computed only as far as they are taken."""
         pool = copy.copy(self)
         pool._queue, pool._qp, pool._keys = list(self._queue), list(self._qp), list(self._keys)
         pool._jobs, pool._running = dict(self._jobs), dict(self._running)
         pool._ends = list(self._ends)
         if extra is not None:
             pool.submit(extra[0], extra[1], extra[2], now, extra[3])
-        starts: dict[int, float] = {}
         t = now
         while True:
             for job_id in pool.start_now(t):
-                starts[job_id] = t
+                yield job_id, t
             if not pool._queue:
-                return starts
+                return
             ends = pool._ends
             t = ends[0][0]
             while ends and ends[0][0] == t:

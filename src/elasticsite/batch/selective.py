@@ -128,8 +128,11 @@ class SelectiveBackfill(_Backfill[K]):
         ]
 
     def threshold_of(self, procs: int, requested: float) -> float:
-        """The threshold a waiting job of ``procs`` processors for ``requested`` s must pass."""
-        return self.thresholds[self.categories.of(procs, requested)]
+        """The threshold a waiting job of ``procs`` processors for ``requested`` s must pass
+        (its category's entry of :attr:`thresholds`, without building the others)."""
+        category = self.categories.of(procs, requested)
+        done = self._completed[category]
+        return 1.0 if done == 0 else max(1.0, self._slowdown_sum[category] / done)
 
     def cancel(self, job_id: K, now: float) -> None:
         super().cancel(job_id, now)

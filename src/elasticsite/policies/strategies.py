@@ -317,21 +317,32 @@ def _breaks(
     """Whether queueing ``job`` on ``pool`` makes a met deadline (its own included) late,
     by EDF EASY tentative schedules with and without it; and its tentative start.
 
-    The schedule without it is built only when the one with it has a late job.
+    The schedule with it is followed only until every job with a deadline (only those
+    can be late) has started, or until ``job`` starts late; the one without it is built
+    only when another job is late, and only until those have started.
     """
-    after = pool.plan(now, (job, ctx.procs(job), duration, ctx.key(job)))
-    late = [
-        j
-        for j, start in after.items()
-        if start + (duration if j == job else pool.waiting_job(j)[1]) > ctx.deadline(j)
-    ]
+    deadline = ctx.deadline
+    left = {j for j in pool.waiting_ids() if deadline(j) != math.inf}
+    left.add(job)
+    late: list[int] = []
+    here = math.inf
+    for j, start in pool.planned_starts(now, (job, ctx.procs(job), duration, ctx.key(job))):
+        if j not in left:
+            continue
+        left.discard(j)
+        if j == job:
+            here = start
+            if start + duration > deadline(job):
+                return True, here
+        elif start + pool.waiting_job(j)[1] > deadline(j):
+            late.append(j)
+        if not left:
+            break
     if not late:
-        return False, after[job]
-    if job in late:
-        return True, after[job]
-    before = pool.plan(now)
-    broken = any(before[j] + pool.waiting_job(j)[1] <= ctx.deadline(j) for j in late)
-    return broken, after[job]
+        return False, here
+    before = pool.plan(now, wanted=late)
+    broken = any(before[j] + pool.waiting_job(j)[1] <= deadline(j) for j in late)
+    return broken, here
 
 
 class Aggressive(Strategy):

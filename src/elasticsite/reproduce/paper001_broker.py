@@ -8,8 +8,8 @@ directory and admin token, :mod:`.paper001_rig`) and the nodes are of two kinds:
 * two real ``elasticsite agent`` processes, polling every ``period`` (``--period``),
   whose scripts note when they applied an entry (:mod:`.paper001_rig`);
 * the rest in this process on one event loop (the client library's
-  :class:`~elasticsite.context.client.AsyncNodeClient`, sharing a pool of kept-alive
-  connections, one per request in flight), applying each answer with the agent's own
+  :class:`~elasticsite.context.client.AsyncNodeClient`, each on its own kept-alive
+  connection as a real agent is), applying each answer with the agent's own
   :func:`~elasticsite.context.agent.plan` to its membership, polling every ``period``
   at its own phase as the agent's ``--period`` does, or long polling as the agent
   does by default.
@@ -138,13 +138,11 @@ class _Measurement:
         self.plan = rig.plan
         self.say = say
         self.tls = ssl.create_default_context(cafile=str(rig.cert))
-        self.http = httpx.AsyncClient(
-            verify=self.tls,
-            timeout=30,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
-        )
-        """Every node's requests share one pool of kept-alive connections, unbounded: a
-        long poll holds its connection while it waits (joins are bounded by JOINING)."""
+        self.http = httpx.AsyncClient(verify=self.tls, timeout=30)
+        """The admin's requests (the broker's metrics). Each node has a client, and a
+        connection, of its own: in one shared pool, httpx matches every request to a
+        connection by scanning all requests against all connections, which with a
+        long poll held per node costs the square of the nodes in this process's CPU."""
         self.nodes: list[_Node] = []
         self.gone: list[_Node] = []
         """Nodes that left: closed once their last poll is over."""
@@ -203,8 +201,7 @@ class _Measurement:
             await asyncio.sleep(0.1)
 
     def _client(self) -> AsyncNodeClient:
-        return AsyncNodeClient(self.ctx.uri, self.ctx.key, self.ctx.secret, ca=self.tls,
-                               http=self.http)  # fmt: skip
+        return AsyncNodeClient(self.ctx.uri, self.ctx.key, self.ctx.secret, ca=self.tls)
 
     async def _grow(self, count: int) -> list[_Node]:
         """In-process agents join until there are ``count``; returns the new ones.

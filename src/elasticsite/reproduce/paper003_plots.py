@@ -35,5 +35,8 @@ def plot_shares(runs: Mapping[str, Run], path: Path) -> Path:
         ax.set_title(f"{mode} re-balancing", fontsize=10)
         ax.legend(fontsize=8, loc="center right")
     fig.tight_layout()
+    # tight_layout leaves a placeholder layout engine, for which savefig lays the
+    # figure out once more before drawing it; the layout is final already
+    fig.set_layout_engine(None)
     fig.savefig(path, dpi=100)
     return path

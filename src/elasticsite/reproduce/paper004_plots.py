@@ -46,6 +46,9 @@ def plot_bounds(rows: Mapping[tuple[str, str], Row], path: Path) -> Path:
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
+    # tight_layout leaves a placeholder layout engine, for which savefig lays the
+    # figure out once more before drawing it; the layout is final already
+    fig.set_layout_engine(None)
     fig.savefig(path, dpi=100)
     return path
 
@@ -69,5 +72,8 @@ def plot_clouds(rows: Mapping[str, tuple[float, float, float, float]], path: Pat
     ax.set_title("one urgent c1.xlarge, each policy in the paper's condition", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
+    # tight_layout leaves a placeholder layout engine, for which savefig lays the
+    # figure out once more before drawing it; the layout is final already
+    fig.set_layout_engine(None)
     fig.savefig(path, dpi=100)
     return path

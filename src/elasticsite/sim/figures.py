@@ -46,6 +46,9 @@ def _figure(size: tuple[float, float] = (6.4, 4.2)) -> tuple[Any, Any]:
 
 def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
+    # tight_layout leaves a placeholder layout engine, for which savefig lays the
+    # figure out once more before drawing it; the layout is final already
+    fig.set_layout_engine(None)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=_DPI, metadata={"Software": None})
     return path
