@@ -57,7 +57,7 @@ def moto_server() -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a bound on a hang, not a measurement
         while True:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -69,7 +69,11 @@ def moto_server() -> Iterator[str]:
         yield url
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(60)  # a bound on a hang: a busy machine may take its time
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def credentials_file(directory: Path) -> Path:

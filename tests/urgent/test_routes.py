@@ -52,14 +52,16 @@ class Site:
         self.server = build_server(app, host="127.0.0.1", port=self.port, certfile=cert,
                                    keyfile=key, log_level="warning")  # fmt: skip
         self.thread = serve_in_thread(self.server)
-        self.http = httpx.Client(base_url=f"https://127.0.0.1:{self.port}", verify=self.ca)
+        self.http = httpx.Client(  # a bound on a hang: a busy machine answers late
+            base_url=f"https://127.0.0.1:{self.port}", verify=self.ca, timeout=60
+        )
         self.clients = [self.http]
 
     def client(self, source: str | None = None) -> httpx.Client:
         """A new client, its connections made from ``source`` (an address on the
         loopback range: the server sees it as the caller's address)."""
         transport = httpx.HTTPTransport(verify=self.ca, local_address=source)
-        c = httpx.Client(base_url=f"https://127.0.0.1:{self.port}", transport=transport)
+        c = httpx.Client(base_url=f"https://127.0.0.1:{self.port}", transport=transport, timeout=60)
         self.clients.append(c)
         return c
 
