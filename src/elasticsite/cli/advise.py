@@ -25,6 +25,7 @@ from elasticsite.cli.common import (
     config_path,
     console,
     load_site_config,
+    say,
     setup_logging,
     state_errors,
 )
@@ -192,39 +193,36 @@ def _table(*columns: str, labels: int = 2) -> Table:
 def _print_evaluation(name: str, result: Evaluation) -> None:
     """Paper 004's Tables 3.3 and 3.4 (per resource and policy, per phase and overall)
     and 4.25 (per size class), then what could not be predicted and why."""
-    say = console.print
     phases = [p for p in _PHASE_HEADERS if any(p in row.cells for row in result.rows)]
     shown = [*phases, "overall"] if any(r.trials for r in result.rows) else phases
     heads = [_PHASE_HEADERS.get(p, p) for p in shown]
     say(
         f"{name}: {result.observations:,} observations; bounds on the {result.quantile:g} "
-        f"quantile at {result.confidence:g} confidence",
-        highlight=False,
-        soft_wrap=True,
+        f"quantile at {result.confidence:g} confidence"
     )
-    say(
+    console.print(
         f"predicted {result.predicted:,}, not predicted {result.not_predicted:,} "
         f"(listed last), seeded {result.seeded:,}",
         highlight=False,
     )
-    say("\ncorrectness: the share of delays at or under their bound", highlight=False)
+    console.print("\ncorrectness: the share of delays at or under their bound", highlight=False)
     correct = _table("resource", "policy", "trials", *heads)
     for row in result.rows:
         cells = [row.cells.get(p) for p in shown]
         correct.add_row(row.resource, row.policy, f"{row.trials or '-'}", *map(_share, cells))
-    say(correct)
-    say(
+    console.print(correct)
+    console.print(
         "accuracy: over-prediction, 100 x (sum of bounds - sum of delays) / sum of delays",
         highlight=False,
     )
     accurate = _table("resource", "policy", *heads)
     for row in result.rows:
         accurate.add_row(row.resource, row.policy, *(_over(row.cells.get(p)) for p in shown))
-    say(accurate)
+    console.print(accurate)
     for phase in ("allocation", "execution"):  # staging does not depend on the size
         _print_sizes(result, phase)
     if result.unpredicted:
-        say("not predicted:", highlight=False)
+        console.print("not predicted:", highlight=False)
     for u in result.unpredicted[:20]:
         what = " ".join(
             part
@@ -237,9 +235,9 @@ def _print_evaluation(name: str, result: Evaluation) -> None:
             )
             if part
         )
-        say(f"  {what}: {u.count:,} of {u.of:,} ({u.reason})", highlight=False, soft_wrap=True)
+        say(f"  {what}: {u.count:,} of {u.of:,} ({u.reason})")
     if len(result.unpredicted) > 20:
-        say(f"  ... and {len(result.unpredicted) - 20} more", highlight=False)
+        console.print(f"  ... and {len(result.unpredicted) - 20} more", highlight=False)
 
 
 def _predicted(cell: Cell | None) -> bool:
@@ -279,11 +277,7 @@ def import_history(
     observations = _read(file, fmt, resource, qos)
     store = _site_store(cfg)
     added = store.add(observations)
-    console.print(
-        f"{file}: {added:,} new observations of {len(observations):,} into {store.path}",
-        highlight=False,
-        soft_wrap=True,
-    )
+    say(f"{file}: {added:,} new observations of {len(observations):,} into {store.path}")
 
 
 @advise_app.command("probe")
@@ -331,11 +325,7 @@ def _print_outcome(outcome: ProbeOutcome) -> None:
             highlight=False,
         )
     elif outcome.failure is not None:
-        console.print(
-            f"{outcome.repository}: failed: {outcome.failure.error}{note}",
-            highlight=False,
-            soft_wrap=True,
-        )
+        say(f"{outcome.repository}: failed: {outcome.failure.error}{note}")
 
 
 @advise_app.command("record")

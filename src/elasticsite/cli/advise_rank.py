@@ -15,7 +15,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from elasticsite.cli.common import ConfigOpt, config_path, console, fail, load_site_config
+from elasticsite.cli.common import ConfigOpt, config_path, console, fail, load_site_config, say
 
 if TYPE_CHECKING:
     from elasticsite.advisor.rank import Ranked
@@ -100,12 +100,10 @@ def _duration(seconds: float) -> str:
 
 def _render(advice: Advice, written: str) -> None:
     quantiles = ", ".join(f"{q:g}" for q in advice.quantiles)
-    console.print(
+    say(
         f"deadline {written.strip()} ({advice.deadline:,.0f} s): phase bounds at quantiles "
         f"{quantiles} with {advice.confidence:g} confidence, from "
-        f"{advice.observations:,} observations",
-        highlight=False,
-        soft_wrap=True,
+        f"{advice.observations:,} observations"
     )
     if advice.ranked:
         console.print(_table(advice))
@@ -117,36 +115,24 @@ def _render(advice: Advice, written: str) -> None:
     s = advice.suggestion
     if s is not None:
         assert s.composite is not None
-        console.print(
+        say(
             f"suggested: {s.configuration.label}: probability "
             f"{_probability(s.probability)} of finishing within "
-            f"{_duration(s.composite.bound)}",
-            highlight=False,
-            soft_wrap=True,
+            f"{_duration(s.composite.bound)}"
         )
     spec = advice.speculative
     if spec is not None:
         both = " + ".join(m.configuration.label for m in spec.members)
-        console.print(
+        say(
             f"speculative: {both}: probability {_probability(spec.probability)} that "
-            "one finishes in time",
-            highlight=False,
-            soft_wrap=True,
+            "one finishes in time"
         )
     elif advice.speculative_reason:
-        console.print(
-            f"speculative: none ({advice.speculative_reason})",
-            highlight=False,
-            soft_wrap=True,
-        )
+        say(f"speculative: none ({advice.speculative_reason})")
     if advice.dropped:
         console.print(f"dropped ({len(advice.dropped)}):", highlight=False)
         for r in advice.dropped[:_DROPPED_SHOWN]:
-            console.print(
-                f"  {r.configuration.label}: {r.reason}",
-                highlight=False,
-                soft_wrap=True,
-            )
+            say(f"  {r.configuration.label}: {r.reason}")
         if len(advice.dropped) > _DROPPED_SHOWN:
             console.print(f"  ... and {len(advice.dropped) - _DROPPED_SHOWN} more")
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from elasticsite import logs
-from elasticsite.cli.common import LogFormatOpt, NonNegativeFloat, err, error_line, finite
+from elasticsite.cli.common import LogFormatOpt, NonNegativeFloat, error_line, finite, tell
 
 __all__ = ["agent"]
 
@@ -82,6 +82,6 @@ def agent(
         )
         code = run_agent(settings)
     except AgentError as exc:
-        err.print(error_line(str(exc)), highlight=False, soft_wrap=True)
+        tell(error_line(str(exc)))
         raise typer.Exit(1) from None
     raise typer.Exit(code)

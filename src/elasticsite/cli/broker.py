@@ -30,6 +30,7 @@ from elasticsite.cli.common import (
     err,
     fail,
     finite,
+    say,
 )
 from elasticsite.cli.context import TOKEN_ENV
 from elasticsite.context.limits import BrokerLimits
@@ -345,18 +346,16 @@ def broker(
     def announce() -> None:  # once the socket listens: the URLs printed can be used at once
         console.print(f"broker      {scheme}://{shown_host}:{port}", highlight=False)
         if cert is not None:
-            console.print(f"certificate {cert}", highlight=False, soft_wrap=True)
-            console.print(f"sha256      {fingerprint(cert)}", highlight=False, soft_wrap=True)
+            say(f"certificate {cert}")
+            say(f"sha256      {fingerprint(cert)}")
         else:
             unencrypted = " credentials cross the network unencrypted"
             console.print(Text.assemble(("plain HTTP:", "bold yellow"), unencrypted))
-        console.print(f"admin token {token_source}", highlight=False, soft_wrap=True)
+        say(f"admin token {token_source}")
         if advisor_token_file is not None:
-            console.print(
+            say(
                 f"advisor     {scheme}://{shown_host}:{port}/advisor/advise, "
-                f"token {advisor_token_file}",
-                highlight=False,
-                soft_wrap=True,
+                f"token {advisor_token_file}"
             )
         if board is not None:
             console.print(f"dashboard   {scheme}://{shown_host}:{port}/dashboard", highlight=False)

@@ -1,6 +1,6 @@
-"""What the ``elasticsite`` commands share: the consoles, one-line errors, the
-checked number types of every numeric option, the ``--config`` option, opening the
-configured site, logging and the metrics table.
+"""What the ``elasticsite`` commands share: the consoles and the one way to print a
+plain line on them, one-line errors, the checked number types of every numeric option,
+the ``--config`` option, opening the configured site, logging and the metrics table.
 
 Every failure a person can fix is one line on stderr, ``error: ...``, and exit
 status 2, a value typer refuses included; nothing here decides anything about the
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 import typer
 from pydantic import Field
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -60,8 +60,10 @@ __all__ = [
     "open_configured_site",
     "open_site_manager",
     "print_metrics",
+    "say",
     "setup_logging",
     "state_errors",
+    "tell",
     "urgent_section",
 ]
 
@@ -69,6 +71,18 @@ __all__ = [
 # and keys ("[urgent]", ":CD:") are shown as they are.
 console = Console(emoji=False, markup=False)
 err = Console(stderr=True, emoji=False, markup=False)
+
+
+def say(text: RenderableType) -> None:
+    """Print ``text`` on stdout as written: no highlighting, and a long line is never
+    wrapped, so a path or a command at its end stays whole (and greppable)."""
+    console.print(text, highlight=False, soft_wrap=True)
+
+
+def tell(text: RenderableType) -> None:
+    """:func:`say` on stderr: the notes and warnings that are not the command's output."""
+    err.print(text, highlight=False, soft_wrap=True)
+
 
 # The type of every numeric option: a value out of range, and for floats inf or nan,
 # is refused by typer as ``Invalid value for '--port': ...``, before the command runs.
@@ -115,7 +129,7 @@ class OneLineErrors(TyperGroup):
                 message = exc.format_message().rstrip(".")
                 if ctx is not None:
                     message += f" (see {ctx.command_path} --help)"
-                err.print(error_line(message), highlight=False, soft_wrap=True)
+                tell(error_line(message))
             sys.exit(exc.exit_code)
         except typer.Abort:
             err.print("aborted", highlight=False)
@@ -194,7 +208,7 @@ def announce(text: str, level: int = logging.INFO) -> None:
         logger = logging.getLogger("elasticsite.cli")
         logger.handle(logger.makeRecord(logger.name, level, "", 0, text, (), None))
     else:
-        err.print(text, highlight=False, soft_wrap=True)
+        tell(text)
 
 
 def error_line(message: str) -> Text:
@@ -205,7 +219,7 @@ def error_line(message: str) -> Text:
 def fail(message: str) -> typer.Exit:
     """Print ``error: message`` on stderr (as written: no markup); raise the result to
     end with status 2."""
-    err.print(error_line(message), highlight=False, soft_wrap=True)
+    tell(error_line(message))
     return typer.Exit(2)
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from elasticsite.cli.common import PositiveFloat, PositiveInt, console, fail
+from elasticsite.cli.common import PositiveFloat, PositiveInt, console, fail, say
 
 if TYPE_CHECKING:
     from elasticsite.context.client import AdminClient
@@ -211,7 +211,7 @@ def create(
         return
     console.print(f"context {created.id} created", highlight=False)
     for label, value in (("uri", created.uri), ("key", created.key), ("secret", created.secret)):
-        console.print(f"  {label:<7}{value}", highlight=False, soft_wrap=True)
+        say(f"  {label:<7}{value}")
     console.print(
         "Give workers context_uri, context_key and context_secret in their user data; "
         "the key and secret are not shown again.",
@@ -258,7 +258,7 @@ def show(client: AdminClient, context_id: ContextId) -> None:
         ("max members", c.max_members or "broker default"),
         ("join rate", f"{c.join_rate:g}/s" if c.join_rate else "broker default"),
     ):
-        console.print(f"{label:<12}{value}", highlight=False, soft_wrap=True)
+        say(f"{label:<12}{value}")
 
 
 def _local(loopback: bool, link_local: bool) -> str:

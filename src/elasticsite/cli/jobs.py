@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from elasticsite.cli.common import ConfigOpt, console, err, open_configured_site, state_errors
+from elasticsite.cli.common import ConfigOpt, open_configured_site, say, state_errors, tell
 from elasticsite.logs import escape_control
 
 if TYPE_CHECKING:
@@ -26,9 +26,7 @@ JobIds = Annotated[list[str], typer.Argument(help="Job ids, as `queue` shows the
 
 def _say(text: str, *, error: bool = False) -> None:
     """One line, as plain text."""
-    (err if error else console).print(
-        escape_control(text), markup=False, highlight=False, soft_wrap=True
-    )
+    (tell if error else say)(escape_control(text))
 
 
 def _when(at: float | None) -> str:

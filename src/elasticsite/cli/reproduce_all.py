@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from elasticsite.cli.common import console, fail
+from elasticsite.cli.common import console, fail, say
 from elasticsite.cli.status import StatusLine
 
 if TYPE_CHECKING:
@@ -51,9 +51,9 @@ def reproduce_all(
     with StatusLine(progress) as line:
         line.ticking(lambda: f"{current[0]}: {line.elapsed:,.0f} s")
 
-        def say(name: str, text: str) -> None:
+        def step(name: str, text: str) -> None:
             line.clear()
-            console.print(Text(f"{name}: {text}", style="dim"), highlight=False, soft_wrap=True)
+            say(Text(f"{name}: {text}", style="dim"))
             current[0] = f"{name}: {text.split(':')[0]}"
 
         def done(o: Outcome) -> None:
@@ -64,22 +64,16 @@ def reproduce_all(
                     highlight=False,
                 )
                 return
-            console.print(
-                verdict_line(o.name, o.counts(), o.seconds, o.report, quick=quick),
-                highlight=False,
-                soft_wrap=True,
-            )
+            say(verdict_line(o.name, o.counts(), o.seconds, o.report, quick=quick))
 
-        outcomes = run_all(registry, target, quick=quick, workers=workers, progress=say, done=done)
+        outcomes = run_all(registry, target, quick=quick, workers=workers, progress=step, done=done)
     report = write_summary(outcomes, target, quick=quick)
     console.print("")
-    console.print(summary_table(outcomes), highlight=False, soft_wrap=True)
+    say(summary_table(outcomes))
     console.print("")
-    console.print(
+    say(
         f"all{' (quick)' if quick else ''}: {len(outcomes)} papers in "
-        f"{sum(o.seconds for o in outcomes):,.1f} s; report: {report}",
-        highlight=False,
-        soft_wrap=True,
+        f"{sum(o.seconds for o in outcomes):,.1f} s; report: {report}"
     )
     failed = [o.name for o in outcomes if o.repro is None]
     if failed:

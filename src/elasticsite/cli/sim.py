@@ -16,10 +16,10 @@ from elasticsite.cli.common import (
     NonNegativeInt,
     PositiveInt,
     console,
-    err,
     fail,
     finite,
     print_metrics,
+    tell,
 )
 from elasticsite.cli.status import ProgressOpt, StatusLine
 
@@ -257,7 +257,7 @@ def _simulate_strategy(
 
 
 def _warn(text: str) -> None:
-    err.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
+    tell(f"warning: {text}")
 
 
 def experiment(

@@ -30,6 +30,7 @@ from elasticsite.cli.common import (
     finite,
     open_configured_site,
     open_site_manager,
+    say,
     state_errors,
 )
 
@@ -233,8 +234,7 @@ def _unservable(marks: list[tuple[str, str]], limit: int | None = None) -> None:
     from elasticsite.feasibility import explain
 
     for job_id, why in marks[:limit]:
-        console.print(f"job {job_id}: {explain(why)}", markup=False, highlight=False,
-                      soft_wrap=True)  # fmt: skip
+        say(f"job {job_id}: {explain(why)}")
     if limit is not None and len(marks) > limit:
         console.print(f"... and {len(marks) - limit} more (elasticsite queue lists them)")
 
@@ -289,11 +289,11 @@ def status(
         else:
             continue
         why = f": {record.get('kind')}: {record.get('reason')}" if record.get("kind") else ""
-        console.print(f"cloud {name}: {closed}{why}", highlight=False, soft_wrap=True)
+        say(f"cloud {name}: {closed}{why}")
     for line in last_errors(state.cloud_errors, now):
-        console.print(line, highlight=False, soft_wrap=True)
+        say(line)
     for line in money_lines(state.spending, site.config.policy.spend_cap_per_hour):
-        console.print(line, highlight=False, soft_wrap=True)
+        say(line)
     if state.counters:
         console.print(
             "counters: " + ", ".join(f"{k} {v}" for k, v in sorted(state.counters.items()))
@@ -350,4 +350,4 @@ def list_policies() -> None:
         own = fn.__doc__ if policies.get(name).redirects else None
         doc = (own or module_doc or fn.__doc__ or "").strip().splitlines()
         line = Text.assemble((name, "bold"), f": {doc[0] if doc else ''}")
-        console.print(line, highlight=False, soft_wrap=True)
+        say(line)

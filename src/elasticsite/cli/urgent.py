@@ -23,6 +23,8 @@ from elasticsite.cli.common import (
     fail,
     finite,
     open_configured_site,
+    say,
+    tell,
     urgent_section,
 )
 from elasticsite.cli.urgent_drill import drill as _drill
@@ -89,9 +91,8 @@ def add(
         )
     except ValueError as exc:
         raise fail(str(exc)) from None
-    console.print(f"{principal.role} {principal.name}: {', '.join(sorted(principal.resources))}",
-                  highlight=False, soft_wrap=True)  # fmt: skip
-    console.print(f"key (shown once, keep it secret): {key}", highlight=False, soft_wrap=True)
+    say(f"{principal.role} {principal.name}: {', '.join(sorted(principal.resources))}")
+    say(f"key (shown once, keep it secret): {key}")
 
 
 @key_app.command("list")
@@ -145,7 +146,7 @@ def submit(
         try:
             answer = ask_gate(cfg.socket, ask)
         except GateError as exc:
-            err.print(f"urgent submit refused: {exc}", highlight=False, soft_wrap=True)
+            tell(f"urgent submit refused: {exc}")
             raise typer.Exit(1) from None
         done = Submitted(answer["job_id"], answer["policy"], answer["token_id"],
                          answer.get("preempted", []), note=answer.get("note", ""))  # fmt: skip
@@ -154,17 +155,15 @@ def submit(
         try:
             done = _submit(site, where, JobRequest(list(command), cores, walltime, user), urgency)
         except UrgentRefused as exc:
-            err.print(f"urgent submit refused: {exc}", highlight=False, soft_wrap=True)
+            tell(f"urgent submit refused: {exc}")
             raise typer.Exit(1) from None
         except BatchError as exc:
             raise fail(str(exc)) from None
     console.print(done.job_id, highlight=False)
-    err.print(
+    tell(
         f"urgent job {done.job_id} on {where} as {user}: {urgency}, {done.policy}"
         + (f"; preempted {', '.join(done.preempted)}" if done.preempted else "")
-        + (f"; {done.note}" if done.note else ""),
-        highlight=False,
-        soft_wrap=True,
+        + (f"; {done.note}" if done.note else "")
     )
 
 

@@ -22,19 +22,16 @@ from elasticsite.cli.common import (
     fail,
     finite,
     open_configured_site,
+    tell,
     urgent_section,
 )
 
 __all__ = ["drill"]
 
 
-def _say(line: str) -> None:
-    err.print(line, highlight=False, soft_wrap=True)
-
-
 def _said(before: str, after: str) -> Callable[[str], None]:
     """Say ``before``, the drill's job id and ``after``, once the job is queued."""
-    return lambda job_id: _say(before + job_id + after)
+    return lambda job_id: tell(before + job_id + after)
 
 
 def drill(
@@ -108,7 +105,7 @@ def drill(
                 result = run_drill(site.batch, where, p, argv, cores=cores, timeout=timeout,
                                    start_timeout=wait, on_submitted=said)  # fmt: skip
                 if result.error:
-                    _say(f"drill {result.job_id} ({p}): {result.error}")
+                    tell(f"drill {result.job_id} ({p}): {result.error}")
                     failed += 1
                     continue
                 history.add(result.observations(time.time()))
