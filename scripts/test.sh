@@ -8,22 +8,24 @@ bash scripts/test-deps.sh
 # pytest process, of which this script starts several, then does not compile every
 # module and rewrite every test's asserts again.
 unset PYTHONDONTWRITEBYTECODE
-# Tests marked `serial` run one at a time: the real-Slurm ones (`slurm`: they share the
-# one slurmctld and mostly wait on it) in a process of their own from now on, beside
-# the lint and the parallel part, their output shown once that part ends; the
-# hundred-worker ones, which load the machine on their own, at the end.
-slurm_log=$(mktemp)
-slurm_args=("$@")
-[ $# -eq 0 ] && slurm_args=(tests/integration/slurm)   # collect only what it runs
-.venv/bin/pytest -m "serial and slurm" -p no:cacheprovider "${slurm_args[@]}" \
-    >"$slurm_log" 2>&1 &
-slurm_pid=$!
+# Tests marked `serial` run one at a time, not on the parallel part's workers: most of
+# them (the real-Slurm ones, which share the one slurmctld, and the timed stories of
+# tests/manager) mostly wait, so they run in a process of their own from now on, beside
+# the lint and the parallel part, their output shown once that part ends; those also
+# marked `load` (a hundred worker processes) load the machine on their own and run at
+# the end.
+lane_log=$(mktemp)
+lane_args=("$@")
+[ $# -eq 0 ] && lane_args=(tests/integration/slurm tests/manager)   # collect only those
+.venv/bin/pytest -m "serial and not load" -p no:cacheprovider "${lane_args[@]}" \
+    >"$lane_log" 2>&1 &
+lane_pid=$!
 # The type check and the import layers (one core for about a minute) run beside the
 # compiling collection and the start of the parallel part; they are shown after it.
 types_log=$(mktemp)
 { .venv/bin/mypy && .venv/bin/lint-imports --no-cache; } >"$types_log" 2>&1 &
 types_pid=$!
-trap 'kill "$slurm_pid" "$types_pid" 2>/dev/null || true; rm -f "$slurm_log" "$types_log"' EXIT
+trap 'kill "$lane_pid" "$types_pid" 2>/dev/null || true; rm -f "$lane_log" "$types_log"' EXIT
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/ruff format --check src tests benchmarks
 # One collection compiles the tests for the parallel part's workers.
@@ -36,15 +38,15 @@ rc=0
 types=0
 wait "$types_pid" || types=$?
 cat "$types_log"
-slurm=0
-wait "$slurm_pid" || slurm=$?
-cat "$slurm_log"
+lane=0
+wait "$lane_pid" || lane=$?
+cat "$lane_log"
 serial=0
-.venv/bin/pytest -m "serial and not slurm" "$@" || serial=$?
-for part in rc slurm serial; do    # 5: every test of that part was deselected (-k ...)
+.venv/bin/pytest -m "serial and load" "$@" || serial=$?
+for part in rc lane serial; do    # 5: every test of that part was deselected (-k ...)
     [ "${!part}" -eq 5 ] && declare "$part=0"
 done
 [ "$types" -ne 0 ] && exit "$types"
 [ "$rc" -ne 0 ] && exit "$rc"
-[ "$slurm" -ne 0 ] && exit "$slurm"
+[ "$lane" -ne 0 ] && exit "$lane"
 exit "$serial"

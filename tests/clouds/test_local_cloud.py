@@ -224,6 +224,7 @@ def test_kill_all_leaves_no_worker_behind(make_cloud: MakeCloud) -> None:
 
 @pytest.mark.slow
 @pytest.mark.serial  # a hundred worker processes: a load of its own
+@pytest.mark.load
 @pytest.mark.timeout(180)
 def test_a_hundred_workers_at_once(make_cloud: MakeCloud, batch: LocalBatch) -> None:
     cloud = make_cloud(boot_delay=1.0, poll_interval=0.5, shutdown_delay=0.2)

@@ -31,7 +31,7 @@ from elasticsite.model import Cause, JobState
 from .conftest import Running, kill_workers, wait_for
 
 # Shares are read while some jobs still wait: timed jobs, so these run one at a time,
-# after the parallel part of the suite (scripts/test.sh).
+# beside the parallel part of the suite (scripts/test.sh), not on its workers.
 pytestmark = pytest.mark.serial
 
 SIZES = [{"name": "small", "cores": 1}, {"name": "large", "cores": 2}]

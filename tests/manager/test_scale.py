@@ -14,6 +14,7 @@ from .conftest import Running, fast_cloud, wait_for
 
 @pytest.mark.slow
 @pytest.mark.serial  # a hundred worker processes: a load of its own
+@pytest.mark.load
 def test_hundred_workers_run_a_burst_and_leave(start_site: Callable[..., Running]) -> None:
     r = start_site(
         "on_demand",
