@@ -16,7 +16,14 @@ from tests.integration.slurm.conftest import (
     wait_for,
 )
 
-from elasticsite.batch.base import BatchError, JobRequest, NodeState, UnknownJob, UnknownNode
+from elasticsite.batch.base import (
+    BatchError,
+    BatchView,
+    JobRequest,
+    NodeState,
+    UnknownJob,
+    UnknownNode,
+)
 from elasticsite.batch.slurm import SlurmBatch
 from elasticsite.model import JobState
 
@@ -34,7 +41,15 @@ def test_job_runs_on_localhost_and_the_snapshot_says_so_exactly(
 ) -> None:
     job_id = slurm.submit(JobRequest(SLEEP, cores=1, walltime=120))
     wait_for(lambda: running_job(slurm, job_id), what=f"job {job_id} to run")
-    view = slurm.snapshot()
+
+    def busy() -> BatchView | None:
+        # On a loaded machine slurmd may answer slurmctld's ping late for a while:
+        # localhost then reads as not responding (down), rightly. Wait it out.
+        view = slurm.snapshot()
+        local = node(view, "localhost")
+        return view if local is not None and local.state is NodeState.BUSY else None
+
+    view = wait_for(busy, 120, "localhost to read busy with the job")
     job = next(j for j in view.running if j.id == job_id)
     assert (job.state, job.cores, job.walltime, job.node, job.user) == (
         JobState.RUNNING, 1, 120.0, "localhost", "root"
@@ -44,9 +59,7 @@ def test_job_runs_on_localhost_and_the_snapshot_says_so_exactly(
     assert (info["partition"], info["nodes"], info["name"]) == ("debug", "localhost", "sleep")
     local = node(view, "localhost")
     assert local is not None
-    assert (local.state, local.running_jobs, local.free_cores) == (
-        NodeState.BUSY, 1, local_cores - 1
-    )  # fmt: skip
+    assert (local.running_jobs, local.free_cores) == (1, local_cores - 1)
     assert local.registered_at is not None
 
 
