@@ -33,8 +33,13 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SlurmdError", "SlurmdNode"]
 
-NETNS_RUN_DIR = Path(os.environ.get("ELASTICSITE_NETNS_DIR", "/run/elasticsite-netns"))
-"""Where namespace slots are allocated (one file per slot, under a lock)."""
+
+def _run_dir() -> Path:
+    """Where namespace slots are allocated (one file per slot, under a lock):
+    ``$ELASTICSITE_NETNS_DIR``, read when used, or /run/elasticsite-netns."""
+    return Path(os.environ.get("ELASTICSITE_NETNS_DIR", "/run/elasticsite-netns"))
+
+
 _SLOTS = range(1, 121)
 _SUBNET = 128
 """Third octet base: slot ``i`` uses 169.254.(128+i).1 (host) and .2 (node)."""
@@ -97,7 +102,7 @@ class SlurmdNode:
             argv = [self.slurmd, "-D", "-b", "-N", self.node]
         else:
             self._make_netns()
-            hosts = NETNS_RUN_DIR / f"{self.netns}.hosts"
+            hosts = _run_dir() / f"{self.netns}.hosts"
             conf = f"CPUs={self.cores} Feature={self.feature}"
             # A private mount namespace lets this slurmd alone see the private hosts file.
             argv = [
@@ -148,9 +153,9 @@ class SlurmdNode:
 
     def _make_netns(self) -> None:
         ns = self.netns
-        with _locked(NETNS_RUN_DIR / "slots.lock"):
+        with _locked(_run_dir() / "slots.lock"):
             for i in _SLOTS:
-                slot_file = NETNS_RUN_DIR / f"slot-{i}"
+                slot_file = _run_dir() / f"slot-{i}"
                 owner = slot_file.read_text() if slot_file.exists() else None
                 # A slot is free, or left by an instance killed before it could clean up
                 # (its namespace is gone), or it is this node's own from an earlier life.
@@ -179,7 +184,7 @@ class SlurmdNode:
             _ip("-n", ns, "addr", "add", f"{net}.2/24", "dev", peer)
             _ip("-n", ns, "link", "set", peer, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
-            (NETNS_RUN_DIR / f"{ns}.hosts").write_text(
+            (_run_dir() / f"{ns}.hosts").write_text(
                 f"127.0.0.1 loopback\n{net}.1 {self.controller}\n{net}.2 {self.node}\n"
             )
         except SlurmdError:
@@ -193,7 +198,7 @@ class SlurmdNode:
         subprocess.run(["ip", "netns", "del", self.netns], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", f"esv{self.slot}h"], capture_output=True, check=False)
         with contextlib.suppress(OSError):
-            (NETNS_RUN_DIR / f"{self.netns}.hosts").unlink()
+            (_run_dir() / f"{self.netns}.hosts").unlink()
         with contextlib.suppress(OSError):
-            (NETNS_RUN_DIR / f"slot-{self.slot}").unlink()
+            (_run_dir() / f"slot-{self.slot}").unlink()
         self.slot = None
