@@ -1,6 +1,6 @@
 """``elasticsite`` commands for tests without paying, for each, the half second of CPU
 that starting Python and importing the command line costs: a server process imports
-``elasticsite.cli`` once and forks a child for each command. The child is a process of
+every module of the package once and forks a child for each command. The child is a process of
 its own like any other: it gets the caller's argv, working directory, environment and
 standard streams (passed as file descriptors over a Unix socket), runs the command and
 exits with its status, running its exit handlers as ``python -m elasticsite`` does.
@@ -41,7 +41,7 @@ def enabled() -> bool:
 
 def serve(path: str) -> None:  # pragma: no cover - runs in the server process
     """Listen on ``path`` and fork a command for each connection, until stdin closes."""
-    command = _prepare()
+    prepared = _prepare()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -62,7 +62,7 @@ def serve(path: str) -> None:  # pragma: no cover - runs in the server process
                     for f in [*open_files, conn]:
                         f.close()
                     selector.close()
-                    _child(request, fds, command)  # raises SystemExit
+                    _child(request, fds, prepared)  # raises SystemExit
                 for fd in fds:
                     os.close(fd)
                 conn.sendall(b"%d\n" % pid)
@@ -126,11 +126,6 @@ def _child(request: dict[str, Any], fds: list[int], prepared: Any) -> None:  # p
 
     common.console.__init__(emoji=False, markup=False)  # type: ignore[misc]
     common.err.__init__(stderr=True, emoji=False, markup=False)  # type: ignore[misc]
-    from elasticsite.clouds import local_slurmd
-
-    local_slurmd.NETNS_RUN_DIR = Path(
-        os.environ.get("ELASTICSITE_NETNS_DIR", "/run/elasticsite-netns")
-    )
     # What typer's ``app()`` does, with the command tree built already.
     import typer.main
 

@@ -8,13 +8,7 @@ from pathlib import Path
 
 import pytest
 from tests import forked_cli
-from tests.cli import MINIMAL_SITE, argv
-
-
-def real(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv(*args), cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True
-    )
+from tests.cli import MINIMAL_SITE, run_command
 
 
 @pytest.mark.parametrize(
@@ -28,11 +22,12 @@ def real(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProc
     ],
 )
 def test_a_forked_command_says_and_exits_as_a_real_one(
-    tmp_path: Path, args: tuple[str, ...], columns: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], columns: str
 ) -> None:
     env = {"COLUMNS": columns, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     forked = forked_cli.run(list(args), cwd=tmp_path, env=env, timeout=120)
-    expected = real(*args, cwd=tmp_path, env=env)
+    monkeypatch.setenv("ELASTICSITE_TEST_FORK", "0")  # a real interpreter
+    expected = run_command(*args, cwd=tmp_path, env=env)
     assert (forked.returncode, forked.stdout, forked.stderr) == (
         expected.returncode,
         expected.stdout,
