@@ -122,17 +122,16 @@ class SelectiveBackfill(_Backfill[K]):
     @property
     def thresholds(self) -> list[float]:
         """Each category's threshold: max(1, mean bounded slowdown of its completed jobs)."""
-        return [
-            1.0 if done == 0 else max(1.0, total / done)
-            for total, done in zip(self._slowdown_sum, self._completed, strict=True)
-        ]
+        return [self._threshold(c) for c in range(len(self._completed))]
+
+    def _threshold(self, category: int) -> float:
+        done = self._completed[category]
+        return 1.0 if done == 0 else max(1.0, self._slowdown_sum[category] / done)
 
     def threshold_of(self, procs: int, requested: float) -> float:
         """The threshold a waiting job of ``procs`` processors for ``requested`` s must pass
         (its category's entry of :attr:`thresholds`, without building the others)."""
-        category = self.categories.of(procs, requested)
-        done = self._completed[category]
-        return 1.0 if done == 0 else max(1.0, self._slowdown_sum[category] / done)
+        return self._threshold(self.categories.of(procs, requested))
 
     def cancel(self, job_id: K, now: float) -> None:
         super().cancel(job_id, now)
