@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tests.context.conftest import TOKEN, LiveBroker, running_broker
 
+from elasticsite.batch.base import JobRequest
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.config import ContextConfig, SiteConfig
 from elasticsite.manager.site import Site, open_site
@@ -74,8 +75,13 @@ def test_workers_join_the_sites_context_learn_each_other_and_leave_when_released
         assert shown.name == "test"
         assert shown.allow_loopback, "the local cloud's workers publish 127.x addresses"
         assert not shown.allow_link_local
-        r.submit(3.0, n=3, walltime=20.0)
-        wait_for(lambda: admin.members(context_id).members.__len__() == 3, 60, "3 members")
+        # The jobs hold their workers until the test lets them go: a worker booting late
+        # on a busy machine must not find the first one already released.
+        go = r.site.state_dir / "go"
+        hold = ["sh", "-c", f'while [ ! -e "{go}" ]; do sleep 0.1; done']
+        for _ in range(3):
+            r.site.batch.submit(JobRequest(hold, 1, 300.0))
+        wait_for(lambda: len(admin.members(context_id).members) == 3, 120, "3 members")
         members = admin.members(context_id).members
         names = {m.short_hostname for m in members}
         workers = {rec.worker.id for rec in r.site.store.load()}
@@ -87,9 +93,10 @@ def test_workers_join_the_sites_context_learn_each_other_and_leave_when_released
         def converged() -> bool:
             return all(all(n in hosts_block(r, w) for n in names) for w in workers)
 
-        wait_for(converged, 30, "every hosts file to list every worker")
+        wait_for(converged, 60, "every hosts file to list every worker")
 
         # Jobs end, on_demand releases the workers; they leave the context.
+        go.touch()
         wait_for(lambda: not admin.members(context_id).members, 90, "the context to empty")
     assert r.site.store.departures() == {}, "every departure reached the broker"
 

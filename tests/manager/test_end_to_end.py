@@ -214,12 +214,17 @@ def test_an_unexpected_error_does_not_kill_the_loop(start_site: Callable[..., Ru
     r.thread.start()
     r.submit(0.2, n=2, walltime=5.0)
     wait_for(lambda: all_done(r, 2), 30, "jobs to finish after the errors")
+
+    def joined() -> bool:
+        workers = [rec.worker for rec in r.site.store.load(include_done=True)]
+        return bool(workers) and all(w.joined_at is not None for w in workers)
+
+    # What the launches answered during the failed iterations was not lost: the workers
+    # went on to boot and join (they were left "requested" when it was). The jobs can end
+    # before the manager's next step sees the join, so wait for the step, not the jobs.
+    wait_for(joined, 30, "every worker to be seen joined")
     r.stop()
     assert r.site.store.counters()["loop_errors"] == 2
-    # What the launches answered during the failed iterations was not lost: the workers
-    # went on to boot and join (they were left "requested" when it was).
-    workers = [rec.worker for rec in r.site.store.load(include_done=True)]
-    assert workers and all(w.joined_at is not None for w in workers)
 
 
 def test_second_stop_cuts_a_draining_shutdown_short(start_site: Callable[..., Running]) -> None:
