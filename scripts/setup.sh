@@ -21,4 +21,7 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e "${1:-.}"
+# --no-compile: Python compiles a module when it is first imported and keeps it; compiling
+# every module of every dependency up front (most never imported: moto's hundreds of
+# services, sympy, cfn-lint) took longer than the whole install.
+.venv/bin/python -m pip install -q --no-compile -e "${1:-.}"
