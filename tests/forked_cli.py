@@ -48,7 +48,7 @@ def serve(path: str) -> None:  # pragma: no cover - runs in the server process
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, "listener")
     selector.register(sys.stdin, selectors.EVENT_READ, "stdin")
-    open_files: list[Any] = [listener]
+    running: dict[int, tuple[Any, socket.socket]] = {}  # pid: (its pidfd, its caller)
     print("ready", flush=True)
     while True:
         for key, _ in selector.select():
@@ -59,27 +59,46 @@ def serve(path: str) -> None:  # pragma: no cover - runs in the server process
                 request, fds = _receive(conn)
                 pid = os.fork()
                 if pid == 0:
-                    for f in [*open_files, conn]:
-                        f.close()
+                    listener.close()
+                    for watched, caller in running.values():
+                        watched.close()
+                        caller.close()
+                    conn.close()
                     selector.close()
                     _child(request, fds, prepared)  # raises SystemExit
                 for fd in fds:
                     os.close(fd)
                 conn.sendall(b"%d\n" % pid)
-                pidfd = os.pidfd_open(pid)
-                watched = os.fdopen(pidfd, "rb", buffering=0)
-                open_files += [conn, watched]
-                selector.register(watched, selectors.EVENT_READ, (pid, conn))
+                watched = os.fdopen(os.pidfd_open(pid), "rb", buffering=0)
+                running[pid] = (watched, conn)
+                selector.register(watched, selectors.EVENT_READ, ("ended", pid))
+                selector.register(conn, selectors.EVENT_READ, ("caller", pid))
+            elif key.data[0] == "caller":
+                # A caller sends nothing after its request: this is its end. A command
+                # whose caller was killed is killed too, as it would be in its group.
+                if _closed(key.fileobj):  # type: ignore[arg-type]
+                    selector.unregister(key.fileobj)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(key.data[1], signal.SIGKILL)
             else:
-                pid, conn = key.data
-                selector.unregister(key.fileobj)
-                key.fileobj.close()
+                pid = key.data[1]
+                watched, conn = running.pop(pid)
+                selector.unregister(watched)
+                watched.close()
                 _, status = os.waitpid(pid, 0)
                 with contextlib.suppress(OSError):  # the caller may have given up
                     conn.sendall(b"%d\n" % os.waitstatus_to_exitcode(status))
+                with contextlib.suppress(KeyError, ValueError):
+                    selector.unregister(conn)
                 conn.close()
-                open_files.remove(key.fileobj)
-                open_files.remove(conn)
+
+
+def _closed(conn: socket.socket) -> bool:  # pragma: no cover - in the server
+    """Whether the caller on ``conn`` has closed its end (what it sent is dropped)."""
+    try:
+        return conn.recv(64) == b""
+    except OSError:
+        return True
 
 
 def _prepare() -> Any:  # pragma: no cover - runs in the server process
@@ -177,12 +196,16 @@ class _Server:
 _server: _Server | None = None
 
 
-def _connect() -> socket.socket:
+def _running() -> _Server:
     global _server
     if _server is None or _server.process.poll() is not None:
         _server = _Server()
+    return _server
+
+
+def _connect() -> socket.socket:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(_server.path)
+    conn.connect(_running().path)
     return conn
 
 
@@ -233,3 +256,59 @@ def run(
         out.seek(0)
         err.seek(0)
         return subprocess.CompletedProcess(command, code, _text(out.read()), _text(err.read()))
+
+
+# --- a command for a shell script ---------------------------------------------------------
+
+_FORWARDED = (
+    signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2
+)  # fmt: skip
+
+
+def write_shim(path: Path) -> Path:
+    """An executable ``path`` that runs ``elasticsite ARGS`` as :func:`run` does, for a
+    shell script: the command gets the script's argv, directory, environment and
+    standard streams, every signal the shim gets that a person or a test would send
+    (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2) is passed on to it, the shim's status is
+    the command's, and a shim killed outright takes its command with it."""
+    server = _running()
+    path.write_text(
+        f"#!{sys.executable} -IS\n"
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from tests.forked_cli import client\n"
+        f"sys.exit(client({server.path!r}))\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def client(path: str) -> int:  # pragma: no cover - runs in a shim
+    """The shim's life (:func:`write_shim`): its command's status."""
+    pid: int | None = None
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if pid is None:
+            pending.append(signum)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    for signum in _FORWARDED:
+        signal.signal(signum, forward)
+    payload = json.dumps({"args": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)})
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(path)
+        message = _HEADER.pack(len(payload)) + payload.encode()
+        socket.send_fds(conn, [message], [0, 1, 2])
+        buffer = bytearray()
+        pid = _line(conn, buffer)
+        for signum in pending:
+            os.kill(pid, signum)
+        code = _line(conn, buffer)
+    if code < 0:  # killed by a signal: so is the shim, for its caller to see
+        with contextlib.suppress(OSError, ValueError):  # (SIGKILL keeps its action)
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code

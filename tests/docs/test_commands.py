@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import typer
+from tests import forked_cli
 from tests.docs.blocks import DOCS, ROOT, Block, collect
 from typer.testing import CliRunner
 
@@ -147,7 +148,7 @@ def _free_port() -> int:
 def _workdir(tmp_path: Path) -> Path:
     work = tmp_path / "site"
     work.mkdir()
-    (work / ".venv").symlink_to(Path(sys.prefix))
+    _venv(work / ".venv")
     for name in LINKED:
         if name == "examples":  # copied: a site file's state goes beside it, so each
             # block's state stays in its own directory, never in the checkout
@@ -156,6 +157,25 @@ def _workdir(tmp_path: Path) -> Path:
         else:
             (work / name).symlink_to(ROOT / name)
     return work
+
+
+def _venv(venv: Path) -> None:
+    """This suite's virtual environment at ``venv``: its files as links, but for
+    ``bin/elasticsite``, which forks each command from a process that imported the
+    command line once (:func:`tests.forked_cli.write_shim`; the interpreter start it
+    saves is most of a short block's CPU). ``ELASTICSITE_TEST_FORK=0``: the venv's own."""
+    if not forked_cli.enabled():
+        venv.symlink_to(Path(sys.prefix))
+        return
+    venv.mkdir()
+    for entry in Path(sys.prefix).iterdir():
+        if entry.name != "bin":
+            (venv / entry.name).symlink_to(entry)
+    (venv / "bin").mkdir()
+    for entry in (Path(sys.prefix) / "bin").iterdir():
+        if entry.name != "elasticsite":
+            (venv / "bin" / entry.name).symlink_to(entry)
+    forked_cli.write_shim(venv / "bin" / "elasticsite")
 
 
 def _env(work: Path) -> dict[str, str]:

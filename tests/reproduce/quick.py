@@ -5,12 +5,12 @@ module; the verdict each claim must come to, and the tests that check them; and 
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli import run_command
 
 from elasticsite.reproduce import Claim, Reproduction, Verdict
 
@@ -67,7 +67,4 @@ def claim_tests(
 
 def run_reproduce(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``elasticsite reproduce ARGS`` in ``cwd``, its output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "elasticsite", "reproduce", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300, env={"COLUMNS": "200"},
-    )  # fmt: skip
+    return run_command("reproduce", *args, cwd=cwd, env={"COLUMNS": "200"}, timeout=300)
