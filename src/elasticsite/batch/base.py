@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
 
-from elasticsite.model import Job
+from elasticsite.jobs import Job
 
 __all__ = [
     "COMMAND_CANNOT_RUN",

@@ -31,7 +31,7 @@ from elasticsite.batch.local_schema import (
     job_state,
 )
 from elasticsite.batch.local_workers import WorkerEndpoints, translated
-from elasticsite.model import Job, JobState
+from elasticsite.jobs import Job, JobState
 
 __all__ = ["JobControl"]
 

@@ -28,7 +28,7 @@ from typing import NamedTuple
 from elasticsite import attributes
 from elasticsite.batch.base import BatchError, JobRequest, UnknownJob, checked_command
 from elasticsite.batch.identity import checked_submitter
-from elasticsite.model import Job, JobState
+from elasticsite.jobs import Job, JobState
 
 __all__ = [
     "FINISHED",

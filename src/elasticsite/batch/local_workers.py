@@ -28,7 +28,7 @@ from elasticsite.batch.local_schema import (
     job_key,
 )
 from elasticsite.files import StateFileError
-from elasticsite.model import Job
+from elasticsite.jobs import Job
 from elasticsite.sqlite import Connection
 
 __all__ = ["BatchStateError", "Ended", "WorkerEndpoints", "translated"]

@@ -1,12 +1,6 @@
-"""Cloud drivers: one module per driver family, all behind :class:`CloudDriver`."""
+"""Cloud drivers: one module per driver family, all behind
+:class:`elasticsite.clouds.base.CloudDriver`.
 
-from elasticsite.clouds.base import (
-    SITE_TAG,
-    WORKER_TAG,
-    CloudDriver,
-    CloudError,
-    Instance,
-    InstanceState,
-)
-
-__all__ = ["SITE_TAG", "WORKER_TAG", "CloudDriver", "CloudError", "Instance", "InstanceState"]
+Nothing is imported here: the local cloud's worker processes import a few modules of
+this package, and hundreds of them start at once on a small machine.
+"""

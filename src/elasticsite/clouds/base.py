@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from elasticsite.clouds.errors import ErrorKind
+from elasticsite.clouds.errors import CloudError
 from elasticsite.model import VMType
 
 __all__ = [
@@ -42,23 +42,6 @@ VOLUNTEER_TAG = "elasticsite:volunteer"
 """``yes``: the owner offers this instance as a target of a cloud's urgent policies."""
 TERMINATE_BATCH = 1000
 """Ids per ``terminate()`` call for a driver that sets no ``terminate_batch``."""
-
-
-class CloudError(Exception):
-    """A cloud call failed; the message names the cloud and the operation, ``kind``
-    says why when the driver knows (:mod:`elasticsite.clouds.errors`) and ``call`` names
-    the provider's API call that failed (``RunInstances``, ``compute.create_server``,
-    ``list_nodes`` ...), empty when no call was made."""
-
-    kind: ErrorKind = ErrorKind.UNKNOWN
-    call: str = ""
-
-    def __init__(self, *args: object, kind: ErrorKind | None = None, call: str = "") -> None:
-        super().__init__(*args)  # cooperative: CloudStateError is a StateFileError too
-        if kind is not None:
-            self.kind = kind
-        if call:
-            self.call = call
 
 
 class InstanceState(enum.StrEnum):

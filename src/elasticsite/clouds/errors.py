@@ -1,7 +1,8 @@
 """What went wrong with a cloud call, in categories the manager can act on.
 
-Every driver raises :class:`~elasticsite.clouds.base.CloudError` only; a driver that
-knows why sets its :attr:`~elasticsite.clouds.base.CloudError.kind`:
+Every driver raises :class:`CloudError` only (here, so that what raises it without
+being a driver imports little); a driver that knows why sets its
+:attr:`CloudError.kind`:
 
 =================  =========================================================  ==========
 kind               meaning                                                    retry?
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["EC2_CODES", "ErrorKind", "ec2_kind", "http_kind", "openstack_kind"]
+__all__ = ["EC2_CODES", "CloudError", "ErrorKind", "ec2_kind", "http_kind", "openstack_kind"]
 
 
 class ErrorKind(enum.StrEnum):
@@ -46,6 +47,23 @@ class ErrorKind(enum.StrEnum):
     def blocks_cloud(self) -> bool:
         """No launch on this cloud can succeed until an operator fixes something."""
         return self in (ErrorKind.CREDENTIALS, ErrorKind.NOT_FOUND)
+
+
+class CloudError(Exception):
+    """A cloud call failed; the message names the cloud and the operation, ``kind``
+    says why when the driver knows (:mod:`elasticsite.clouds.errors`) and ``call`` names
+    the provider's API call that failed (``RunInstances``, ``compute.create_server``,
+    ``list_nodes`` ...), empty when no call was made."""
+
+    kind: ErrorKind = ErrorKind.UNKNOWN
+    call: str = ""
+
+    def __init__(self, *args: object, kind: ErrorKind | None = None, call: str = "") -> None:
+        super().__init__(*args)  # cooperative: CloudStateError is a StateFileError too
+        if kind is not None:
+            self.kind = kind
+        if call:
+            self.call = call
 
 
 K = ErrorKind

@@ -16,7 +16,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 from elasticsite.boottime import BootPath, replay
-from elasticsite.clouds.base import CloudError
+from elasticsite.clouds.errors import CloudError
 from elasticsite.clouds.local_spot import RECLAIMS_SCHEMA
 from elasticsite.files import StateFileError
 from elasticsite.sqlite import connect

@@ -30,7 +30,7 @@ from elasticsite.batch.base import WALLTIME_EXCEEDED, BatchError
 from elasticsite.batch.local import LocalBatch
 from elasticsite.batch.local_workers import Ended
 from elasticsite.boottime import BootPath
-from elasticsite.clouds.base import CloudError
+from elasticsite.clouds.errors import CloudError
 from elasticsite.clouds.local_agent import LocalAgent
 from elasticsite.clouds.local_jobs import JobLauncher, JobRun, Refused, job_preexec, kill
 from elasticsite.clouds.local_registry import boot_end, set_instance_state, worker_log

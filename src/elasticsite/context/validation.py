@@ -34,10 +34,6 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from cryptography.hazmat.primitives.serialization import load_ssh_public_key
-
 __all__ = [
     "SSH_KEY_TYPES",
     "as_label",
@@ -230,6 +226,12 @@ def check_ssh_key(value: str) -> str:
             "the key's comment must be one field of letters, digits and @._+:=/- "
             "(no space), 64 characters at most; drop it or shorten it"
         )
+    # Here, not at the top: the local cloud's workers import this module for its
+    # labels, and hundreds start at once on a small machine.
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+    from cryptography.hazmat.primitives.serialization import load_ssh_public_key
+
     try:
         key = load_ssh_public_key(f"{kind} {blob}".encode())
     except (ValueError, UnsupportedAlgorithm, binascii.Error):
