@@ -16,7 +16,8 @@ unset PYTHONDONTWRITEBYTECODE
 # the end.
 lane_log=$(mktemp)
 lane_args=("$@")
-[ $# -eq 0 ] && lane_args=(tests/integration/slurm tests/manager)   # collect only those
+# With no arguments, the lane and the load tests collect only where serial tests live.
+[ $# -eq 0 ] && mapfile -t lane_args < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' tests/serial-paths.txt)
 .venv/bin/pytest -m "serial and not load" -p no:cacheprovider "${lane_args[@]}" \
     >"$lane_log" 2>&1 &
 lane_pid=$!
@@ -42,7 +43,7 @@ lane=0
 wait "$lane_pid" || lane=$?
 cat "$lane_log"
 serial=0
-.venv/bin/pytest -m "serial and load" "$@" || serial=$?
+.venv/bin/pytest -m "serial and load" -p no:cacheprovider "${lane_args[@]}" || serial=$?
 for part in rc lane serial; do    # 5: every test of that part was deselected (-k ...)
     [ "${!part}" -eq 5 ] && declare "$part=0"
 done
