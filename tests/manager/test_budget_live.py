@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.cli import argv, site_file, start_run
+from tests.cli import run_command, site_file, start_run
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.local import LocalCloud
@@ -58,12 +58,8 @@ options = {{ boot_jitter = 0.1, poll_interval = 0.1, seed = 3 }}
 
 
 def status(cfg: Path) -> str:
-    out = subprocess.run(
-        argv("status", "-c", str(cfg), "--events", "0"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    out = run_command(
+        "status", "-c", str(cfg), "--events", "0", env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
     )
     assert out.returncode == 0, out.stderr
     return out.stdout
@@ -99,8 +95,7 @@ def test_a_launch_refused_by_the_budget_is_told_in_status_and_the_log(tmp_path: 
     left = period_bounds(now, "day")[1] - now
     cfg, state = site(tmp_path, 1.5 * left * PRICE / 3600)
     log = tmp_path / "manager.log"
-    subprocess.run(argv("submit", "-c", str(cfg), "--count", "3", "--", "sleep", "2"),
-                   check=True, capture_output=True)  # fmt: skip
+    run_command("submit", "-c", str(cfg), "--count", "3", "--", "sleep", "2", check=True)
     cloud = LocalCloud("lab", state, "budgeted", state / "batch.db")
     try:
         proc = start(cfg, log)

@@ -11,7 +11,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.cli import argv, local_cloud, site_file, site_toml
+from tests.cli import argv, local_cloud, run_command, site_file, site_toml
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import InstanceState
@@ -41,17 +41,15 @@ def test_run_says_what_it_leaves_and_down_drains_every_cloud(tmp_path: Path) -> 
     cfg, state = site_file(tmp_path, CONFIG)
     gate = tmp_path / "gate"  # the jobs run until it exists, however slow the machine
     job = ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.1; done', "job", str(gate)]
-    subprocess.run(
-        argv("submit", "-c", str(cfg), "--walltime", "300", "--count", "4", "--", *job),
-        check=True, capture_output=True,
-    )  # fmt: skip
+    run_command("submit", "-c", str(cfg), "--walltime", "300", "--count", "4", "--", *job,
+                check=True)  # fmt: skip
     run = subprocess.Popen(argv("run", "-c", str(cfg)), stderr=subprocess.PIPE, text=True)
     try:
         store = StateStore(state / "manager.db")
         wait_for(lambda: sum(r.worker.state.value == "busy" for r in store.load()) == 4,
                  60, "four busy workers")  # fmt: skip
         # A second manager on the same site is refused, naming the first one.
-        busy = subprocess.run(argv("down", "-c", str(cfg)), capture_output=True, text=True)
+        busy = run_command("down", "-c", str(cfg))
         assert busy.returncode == 2
         assert f"another elasticsite process (pid {run.pid}) manages this site" in busy.stderr
         run.send_signal(signal.SIGINT)
@@ -86,10 +84,8 @@ def test_run_says_what_it_leaves_and_down_drains_every_cloud(tmp_path: Path) -> 
 
 def test_down_now_terminates_at_once_and_the_jobs_go_back(tmp_path: Path) -> None:
     cfg, state = site_file(tmp_path, CONFIG)
-    subprocess.run(
-        argv("submit", "-c", str(cfg), "--walltime", "600", "--count", "2", "--", "sleep", "300"),
-        check=True, capture_output=True,
-    )  # fmt: skip
+    run_command("submit", "-c", str(cfg), "--walltime", "600", "--count", "2", "--",
+                "sleep", "300", check=True)  # fmt: skip
     run = subprocess.Popen(argv("run", "-c", str(cfg)), stderr=subprocess.PIPE, text=True)
     try:
         batch = LocalBatch(state / "batch.db")
@@ -99,8 +95,7 @@ def test_down_now_terminates_at_once_and_the_jobs_go_back(tmp_path: Path) -> Non
         run.communicate(timeout=60)
     finally:
         run.kill()
-    done = subprocess.run(argv("down", "-c", str(cfg), "--now", "--timeout", "60"),
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = run_command("down", "-c", str(cfg), "--now", "--timeout", "60", timeout=120)
     assert done.returncode == 0, done.stderr
     assert "down: site 'downsite': terminating every worker" in done.stderr
     assert live_instances(state) == 0
@@ -111,7 +106,6 @@ def test_down_now_terminates_at_once_and_the_jobs_go_back(tmp_path: Path) -> Non
 
 def test_down_on_a_site_with_nothing_up_returns_at_once(tmp_path: Path) -> None:
     cfg, _ = site_file(tmp_path, CONFIG)
-    done = subprocess.run(argv("down", "-c", str(cfg)), capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    done = run_command("down", "-c", str(cfg), timeout=60)
     assert (done.returncode, done.stderr.splitlines()[-1]) == (0, "down: no worker left (0 s)")
     assert done.stderr.count("no worker left") == 1, done.stderr

@@ -9,13 +9,12 @@ instance, so the kill lands when instances exist that the manager has not yet re
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.cli import argv, start_run
+from tests.cli import run_command, start_run
 from tests.clouds.ec2_server import FaultyEc2, credentials_file, moto_server
 
 from elasticsite.clouds.base import WORKER_TAG, InstanceState
@@ -68,11 +67,8 @@ def test_sigkill_mid_scale_up_on_ec2_then_restart_adopts_every_instance(
         CONFIG.format(state=state, workers=WORKERS, image=IMAGE, url=proxy.url, creds=creds)
     )
     log = tmp_path / "manager.log"
-    subprocess.run(
-        argv("submit", "-c", str(cfg), "--walltime", "600", "--count", str(WORKERS), "--",
-             "sleep", "1"),
-        capture_output=True, check=True,
-    )  # fmt: skip
+    run_command("submit", "-c", str(cfg), "--walltime", "600", "--count", str(WORKERS), "--",
+                "sleep", "1", check=True)  # fmt: skip
     ec2 = Ec2Cloud.connect(
         "aws", "ec2-restart",
         Ec2Options(image_id=IMAGE, endpoint_url=proxy.url, credentials_file=str(creds)),

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.cli import argv, local_cloud, site_file, site_toml
+from tests.cli import argv, local_cloud, run_command, site_file, site_toml
 from tests.context.conftest import BrokerProcess, free_port, node_info
 
 from elasticsite.logs import JsonFormatter, ids
@@ -33,8 +33,7 @@ def test_a_manager_logs_json_lines_with_the_site_worker_cloud_and_instance(
     tmp_path: Path,
 ) -> None:
     cfg, state = site_file(tmp_path, CONFIG)
-    subprocess.run(argv("submit", "-c", str(cfg), "--count", "2", "--", "sleep", "0.5"),
-                   check=True, capture_output=True)  # fmt: skip
+    run_command("submit", "-c", str(cfg), "--count", "2", "--", "sleep", "0.5", check=True)
     run = subprocess.Popen(argv("run", "-c", str(cfg), "--log-format", "json"),
                            stderr=subprocess.PIPE, text=True)  # fmt: skip
     from elasticsite.batch.local import LocalBatch

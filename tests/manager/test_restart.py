@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.cli import argv, local_cloud, site_file, site_toml, start_run
+from tests.cli import local_cloud, run_command, site_file, site_toml, start_run
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, InstanceState
@@ -29,10 +28,17 @@ def test_sigkill_during_scale_up_then_restart(tmp_path: Path) -> None:
     cfg, state = site_file(tmp_path, CONFIG)
     log = tmp_path / "manager.log"
     # Jobs submitted through the CLI persist before any manager runs.
-    out = subprocess.run(
-        argv("submit", "-c", str(cfg), "--walltime", "30", "--count", "6", "--", "sleep", "1"),
-        capture_output=True,
-        text=True,
+    out = run_command(
+        "submit",
+        "-c",
+        str(cfg),
+        "--walltime",
+        "30",
+        "--count",
+        "6",
+        "--",
+        "sleep",
+        "1",
         check=True,
     )
     job_ids = out.stdout.split()
@@ -67,9 +73,7 @@ def test_sigkill_during_scale_up_then_restart(tmp_path: Path) -> None:
         assert {i.tags[WORKER_TAG] for i in instances} <= set(records)
         assert all(i.state is InstanceState.TERMINATED for i in instances), instances
         assert all(w.state.final for w in records.values())
-        status = subprocess.run(
-            argv("status", "-c", str(cfg), "--events", "50"), capture_output=True, text=True
-        ).stdout
+        status = run_command("status", "-c", str(cfg), "--events", "50").stdout
         assert "-> terminated (cloud-reported)" in status and "launched" in status
         # The workers booting at the kill were carried through, not forgotten.
         for wid in booting:
