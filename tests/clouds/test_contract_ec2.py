@@ -284,3 +284,16 @@ def test_a_launch_looks_its_name_up_only_after_a_failed_launch_of_it(
     proxy.seen.clear()
     cloud.launch(VMType("t3.micro"), ["w3"], {}, {SITE_TAG: site})
     assert proxy.seen == ["RunInstances"]
+
+
+def test_drivers_share_the_service_model_but_not_their_credentials(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for path, key in ((first, "AKIDFIRST"), (second, "AKIDSECOND")):
+        path.write_text(f"[default]\naws_access_key_id = {key}\naws_secret_access_key = s\n")
+        path.chmod(0o600)
+    a = driver("http://127.0.0.1:9", first, "site-a")
+    b = driver("http://127.0.0.1:9", second, "site-b")
+    # botocore's loader, which holds EC2's service model once read, is one per process
+    assert a.client._loader is b.client._loader
+    keys = [d.client._request_signer._credentials.access_key for d in (a, b)]
+    assert keys == ["AKIDFIRST", "AKIDSECOND"]

@@ -32,6 +32,7 @@ through elasticsite's configuration, logs or state. Errors are
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict, Unpack
@@ -64,6 +65,24 @@ STATES = {
 
 SPOT_TERMINATION = "Server.SpotInstanceTermination"
 """``StateReason.Code`` of a spot instance EC2 took back."""
+_LOADERS: list[Any] = []
+"""The botocore data loader of this process's first session, given to every later one."""
+_LOADERS_LOCK = threading.Lock()
+
+
+def _share_data_loader(core: Any) -> None:
+    """Give botocore session ``core`` the data loader every EC2 driver of this process
+    shares: a loader reads and keeps EC2's service model (megabytes of JSON, a third
+    of a second of CPU), and a session of its own would read it again for each driver
+    made, as a site of several EC2 clouds or a restart's adoption does. The loader holds
+    data files only; credentials, profiles and settings stay each session's own."""
+    with _LOADERS_LOCK:
+        if _LOADERS:
+            core.register_component("data_loader", _LOADERS[0])
+        else:
+            _LOADERS.append(core.get_component("data_loader"))
+
+
 _MAX_USERDATA = 16 * 1024  # EC2's limit on user data, before base64
 _MAX_TERMINATE = 1000  # instance ids one TerminateInstances call takes
 _MAX_FILTER_VALUES = 200  # values of one filter EC2 accepts
@@ -161,6 +180,7 @@ class Ec2Cloud(SdkCloud):
             max_pool_connections=max(1, pool_size),
         )
         session = boto3.Session(botocore_session=core)
+        _share_data_loader(core)  # (after boto3 has added its own data to the first)
         client = session.client("ec2", endpoint_url=options.endpoint_url, config=config)
         return cls(name, site_id, client, options, **extras)
 
