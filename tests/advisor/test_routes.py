@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.cli import run_command
 from tests.context.conftest import TOKEN, free_port, node_info, serve_in_thread
 
 from elasticsite.advisor.routes import ADVISOR_TOKEN_FILE, load_advisor_token
@@ -301,12 +302,9 @@ def test_the_broker_command_serves_a_sites_advisor(tmp_path: Path) -> None:
 def test_the_broker_command_refuses_a_site_with_nothing_to_rank(tmp_path: Path) -> None:
     cfg = tmp_path / "site.toml"
     cfg.write_text(f'[manager]\nstate_dir = "{tmp_path / "site"}"\n[[clouds]]\nname = "local"\n')
-    out = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "broker", "--state-dir", str(tmp_path / "broker"),
-         "--insecure-http", "--advisor", str(cfg)],
-        capture_output=True, text=True, timeout=60,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200"},
-    )  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200"}
+    out = run_command("broker", "--state-dir", str(tmp_path / "broker"), "--insecure-http",
+                      "--advisor", str(cfg), timeout=60, env=env)  # fmt: skip
     assert out.returncode == 2
     assert out.stderr == (
         f"error: {cfg}: [advisor] names no resources to rank; add [[advisor.resources]]\n"

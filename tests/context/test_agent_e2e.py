@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.cli import run_command
 
 from elasticsite.context.agent import DEFAULT_SCRIPTS
 from elasticsite.context.models import ContextCreated
@@ -219,13 +220,7 @@ def test_agent_command_says_what_is_wrong_in_one_line(
 ) -> None:
     def agent(*args: str) -> subprocess.CompletedProcess[str]:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "200"}
-        return subprocess.run(
-            [sys.executable, "-m", "elasticsite", "agent", "--root", str(tmp_path), *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-        )
+        return run_command("agent", "--root", str(tmp_path), *args, env=env, timeout=60)
 
     out = agent()
     assert out.returncode == 1

@@ -165,11 +165,8 @@ def test_context_commands_fail_with_one_clear_line(
 
 
 def test_broker_refuses_half_a_certificate(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "broker", "--state-dir", str(tmp_path),
-         "--port", str(free_port()), "--cert", str(tmp_path / "c.pem")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    out = run_command("broker", "--state-dir", str(tmp_path), "--port", str(free_port()),
+                      "--cert", str(tmp_path / "c.pem"), timeout=60)  # fmt: skip
     assert out.returncode == 2
     assert "give both --cert and --key" in out.stderr
 
@@ -230,11 +227,8 @@ def test_broker_says_so_when_its_port_is_taken(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        out = subprocess.run(
-            [sys.executable, "-m", "elasticsite", "broker", "--state-dir", str(tmp_path),
-             "--port", str(port)],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        out = run_command("broker", "--state-dir", str(tmp_path), "--port", str(port),
+                          timeout=60)  # fmt: skip
     assert out.returncode == 2
     assert out.stderr.strip().endswith(
         f"error: the broker could not listen on 127.0.0.1:{port} (see the log above)"
