@@ -127,10 +127,15 @@ def private_file(path: str | os.PathLike[str]) -> Path:
     return p
 
 
-def _tighten(p: Path) -> None:
-    """An existing file made the owner's alone (if it is ours), by name."""
+def _tighten(p: Path, *, missing_ok: bool = False) -> None:
+    """An existing file made the owner's alone (if it is ours), by name; with
+    ``missing_ok``, a file that is not there (or goes meanwhile) is left alone."""
     try:
         st = p.stat()
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise StateFileError(p, "cannot write (no such file or directory)") from None
     except OSError as exc:
         raise StateFileError(p, f"cannot write ({_reason(exc)})") from exc
     if stat.S_ISDIR(st.st_mode):
@@ -139,6 +144,10 @@ def _tighten(p: Path) -> None:
     if mode & 0o077 and st.st_uid == os.geteuid():
         try:
             os.chmod(p, mode & ~0o077)
+        except FileNotFoundError:
+            if not missing_ok:
+                log.warning("%s went before it could be tightened", p)
+            return
         except OSError as exc:
             log.warning("%s is readable by others and cannot be tightened: %s", p, exc.strerror)
         else:
@@ -158,9 +167,9 @@ def private_sqlite(path: str | os.PathLike[str]) -> Path:
     """
     p = private_file(path)
     for suffix in _SQLITE_SIDE_FILES:
-        side = Path(f"{p}{suffix}")
-        if side.exists():
-            private_file(side)
+        # A side file comes and goes with other connections: SQLite deletes the -wal
+        # when the last one closes, maybe between a look at it and its chmod.
+        _tighten(Path(f"{p}{suffix}"), missing_ok=True)
     return p
 
 

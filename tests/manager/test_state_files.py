@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.state_files import locked_by_another_process, mode
@@ -17,7 +19,7 @@ from elasticsite.batch import local as local_batch
 from elasticsite.batch.base import BatchError, JobRequest
 from elasticsite.batch.local import LocalBatch
 from elasticsite.cli import app
-from elasticsite.files import StateFileError, private_dir, write_private
+from elasticsite.files import StateFileError, private_dir, private_sqlite, write_private
 from elasticsite.manager import store as store_module
 from elasticsite.manager.site import open_site
 from elasticsite.manager.store import StateStore, WorkerRecord
@@ -92,6 +94,30 @@ def test_an_existing_loose_database_and_its_side_files_are_tightened(
     store = StateStore(path)
     assert [mode(Path(f"{path}{s}")) for s in ("", "-wal", "-shm")] == [0o600] * 3
     store.close()
+    db.close()
+
+
+def test_a_side_file_that_goes_while_it_is_tightened_is_no_error(
+    tmp_path: Path, umask_022: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite deletes the -wal when another connection (a thread's, a worker's) closes
+    # last: between a look at the file and its chmod, or before the look.
+    path = tmp_path / "manager.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE t (x)")  # leaves manager.db-wal and -shm behind, 0644
+    real_chmod = os.chmod
+
+    def goes_first(target: Any, mode: int, **kwargs: Any) -> None:
+        if str(target).endswith("-wal"):
+            os.unlink(target)
+        real_chmod(target, mode, **kwargs)
+
+    monkeypatch.setattr(os, "chmod", goes_first)
+    assert private_sqlite(path) == path
+    monkeypatch.setattr(os, "chmod", real_chmod)
+    assert not Path(f"{path}-wal").exists() and mode(Path(f"{path}-shm")) == 0o600
+    assert private_sqlite(path) == path  # and with no -wal at all
     db.close()
 
 
