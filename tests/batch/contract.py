@@ -9,7 +9,8 @@ A concrete test class inherits :class:`BatchContract` and provides:
   node are then skipped, with the reason;
 - optionally :attr:`BatchContract.settle_timeout`: seconds to wait for an asynchronous
   system (a real scheduler) to reach the expected state; fakes and the embedded system
-  act synchronously and keep the default 0 (a single look);
+  act synchronously and keep the default 0 (a single look); with it,
+  :attr:`BatchContract.watch_time`, how long to watch for what must not happen;
 - optionally :meth:`BatchContract.node_name` and :meth:`BatchContract.request`, when a
   system needs particular node names or job scripts;
 - optionally :attr:`BatchContract.cancel_recorded`: False for a system whose record of
@@ -52,6 +53,9 @@ class BatchContract:
     settle_timeout: ClassVar[float] = 0.0
     """Seconds a state change may take to show in ``snapshot()``."""
     settle_poll: ClassVar[float] = 0.5
+    watch_time: ClassVar[float] = 0.0
+    """Seconds to watch for what must not happen, long enough for the system to have
+    done it if it would (a real scheduler's passes); 0: a single look."""
     redirect_target: ClassVar[str | None] = "cloud"
     """A partition or queue :meth:`BatchSystem.redirect` may send jobs to; ``None`` for
     a system without such targets (its ``redirect`` must then raise BatchError)."""
@@ -86,6 +90,16 @@ class BatchContract:
         while True:
             view = batch.snapshot()
             if check(view) or time.monotonic() >= deadline:
+                return view
+            time.sleep(self.settle_poll)
+
+    def watch(self, batch: BatchSystem) -> BatchView:
+        """The snapshot after :attr:`watch_time` seconds of watching for what must not
+        happen (a job starting where it may not)."""
+        deadline = time.monotonic() + self.watch_time
+        while True:
+            view = batch.snapshot()
+            if time.monotonic() >= deadline:
                 return view
             time.sleep(self.settle_poll)
 
@@ -279,7 +293,7 @@ class BatchContract:
         job_id = batch.submit(self.request(cores=1))
         view = self.settle(batch, lambda v: job_id in self.queued_ids(v))
         assert job_id in self.queued_ids(view), "the job is not queued"
-        assert self.job(self.settle(batch, lambda v: False).running, job_id) is None, (
+        assert self.job(self.watch(batch).running, job_id) is None, (
             "another user's job started on a node kept for nobody"
         )
         batch.set_owner(name, "")  # anyone's again: the waiting job starts

@@ -40,6 +40,7 @@ class TestSlurmContract(BatchContract):
     # With both cores busy, slurmctld's next scheduling pass (an undrained node taking
     # a job) came after more than 20 s.
     settle_timeout = 90.0
+    watch_time = 20.0  # slurmctld schedules at each submit and node change
     settle_poll = 0.2
 
     @pytest.fixture
