@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import httpx
 import pytest
+from tests.cli import run_command
 
 from elasticsite.connlimits import ConnectionLimits
 from elasticsite.server import OPEN_FILES_MARGIN
@@ -400,13 +401,8 @@ def test_broker_refuses_nonsense_limits(
     tmp_path: Path, option: str, value: str, message: str
 ) -> None:
     state = tmp_path / "state"
-    done = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "broker", "--state-dir", str(state), option, value],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "200", "ELASTICSITE_BROKER_TOKEN": ""},
-    )
+    env = {**os.environ, "COLUMNS": "200", "ELASTICSITE_BROKER_TOKEN": ""}
+    done = run_command("broker", "--state-dir", str(state), option, value, env=env, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"error: Invalid value for '{option}': {message} (see elasticsite broker --help)"

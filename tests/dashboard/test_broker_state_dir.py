@@ -4,9 +4,9 @@ goes into the site's state directory."""
 from __future__ import annotations
 
 import stat
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli import run_command
 
 from elasticsite.cli.broker import _state_dir
 
@@ -29,14 +29,7 @@ def test_the_site_file_gives_the_broker_its_state_directory(tmp_path: Path) -> N
 
 
 def test_without_a_state_directory_or_a_site_it_says_both_ways(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "broker", "--port", "1"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_command("broker", "--port", "1", cwd=tmp_path)
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "--state-dir" in lines[0] and "--dashboard" in lines[0], lines

@@ -10,8 +10,6 @@ from __future__ import annotations
 import http.server
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli import run_command
 from tests.context.conftest import free_port
 from tests.sim.dask_procs import Dask, wait_for_rows, wait_for_workers
 
@@ -59,12 +58,8 @@ def experiment(tmp: Path, *args: str, env: dict[str, str] | None = None) -> tupl
     """``elasticsite experiment`` as a user runs it: its exit status and its stderr."""
     spec = tmp / "small.toml"
     spec.write_text(SPEC)
-    p = subprocess.run(
-        [sys.executable, "-m", "elasticsite", "experiment", str(spec), "--out",
-         str(tmp / "out"), *args],
-        capture_output=True, text=True, env={**os.environ, "COLUMNS": "400", **(env or {})},
-        timeout=240,
-    )  # fmt: skip
+    p = run_command("experiment", str(spec), "--out", str(tmp / "out"), *args, timeout=240,
+                    env={**os.environ, "COLUMNS": "400", **(env or {})})  # fmt: skip
     return p.returncode, p.stderr
 
 
