@@ -142,12 +142,22 @@ class Capacity:
     ) -> str | None:
         """The host that fits ``vm_type`` with least room to spare (greedy packing); an
         ``urgent`` VM goes first to the host with the fewest urgent VMs (round-robin)."""
+        # One pass over the VMs for every host's use (not one per host: this runs for
+        # each VM a simulated finite cloud places).
+        used: dict[str, list[int]] = {name: [0, 0, 0] for name in self.hosts}
+        for s in self.slots.values():
+            u = used.get(s.host)
+            if u is not None:
+                if not s.suspended:
+                    u[0] += s.cores
+                    u[1] += s.memory_mb
+                u[2] += s.urgent
         best: tuple[tuple[int, int, int, str], str] | None = None
-        for name in self.hosts:
-            if name == exclude or not self.fits(name, vm_type):
+        for name, h in self.hosts.items():
+            cores, memory = h.cores - used[name][0], h.memory_mb - used[name][1]
+            if name == exclude or cores < vm_type.cores or memory < vm_type.memory_mb:
                 continue
-            cores, memory = self.free(name)
-            spread = sum(s.urgent for s in self.slots.values() if s.host == name) if urgent else 0
+            spread = used[name][2] if urgent else 0
             key = (spread, cores - vm_type.cores, memory - vm_type.memory_mb, name)
             if best is None or key < best[0]:
                 best = (key, name)
