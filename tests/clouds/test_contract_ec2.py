@@ -20,6 +20,7 @@ from elasticsite.model import VMType
 
 pytest.importorskip("boto3")
 pytest.importorskip("moto")
+pytestmark = pytest.mark.xdist_group("ec2-contract")  # one worker: one moto `endpoint`
 
 IMAGE = "ami-03cf127a"  # one of moto's default images
 _sites = itertools.count(1)

@@ -21,6 +21,7 @@ from elasticsite.clouds.libcloud_driver import LibcloudCloud, LibcloudOptions
 from elasticsite.model import VMType
 
 pytest.importorskip("libcloud")
+pytestmark = pytest.mark.xdist_group("libcloud-contract")  # one fake `cloud`
 
 SIZE = VMType("s-1vcpu-1gb", cores=1)
 _sites = itertools.count(1)

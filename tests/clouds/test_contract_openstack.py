@@ -21,7 +21,11 @@ from elasticsite.model import VMType
 
 pytest.importorskip("openstack")
 # openstacksdk warns about its own coming changes on nearly every call
-pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+# One worker: one fake OpenStack `cloud` for the module.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"),
+    pytest.mark.xdist_group("openstack-contract"),
+]
 
 SMALL = VMType("m1.small", cores=1)
 _sites = itertools.count(1)

@@ -32,6 +32,7 @@ from elasticsite.model import CloudSpec, WorkerState
 from .conftest import IMAGE, SMALL, AtOnce, ec2_cloud, wait_for
 
 pytest.importorskip("moto")
+pytestmark = pytest.mark.xdist_group("cloud-faults")  # one worker: one moto `endpoint`
 
 
 def manager(

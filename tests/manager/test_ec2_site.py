@@ -24,6 +24,7 @@ from elasticsite.model import CloudSpec, VMType, Worker, WorkerState
 from .conftest import SMALL, AtOnce, ec2_cloud
 
 pytest.importorskip("moto")
+pytestmark = pytest.mark.xdist_group("ec2-site")  # one worker: one moto `endpoint`
 
 TWO_TYPES = (VMType("t3.micro", cores=1), VMType("t3.small", cores=1))
 """Two one-core types: the second one for when the first runs out."""

@@ -20,7 +20,7 @@ from elasticsite.sim.replay_jobs import swf_round
 from elasticsite.sim.specs import parse_spec
 
 pytest.importorskip("distributed")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dask")]  # one worker: one `cluster`
 
 
 def sweep(rounds: int, days: float, values: list[float]) -> Any:

@@ -29,6 +29,8 @@ from elasticsite.sim.runner import write_files
 ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
 
+pytestmark = pytest.mark.xdist_group("experiment")  # one worker: `swept` computed once
+
 
 def tiny(**changes: Any) -> dict[str, Any]:
     """A sweep small enough for a test: 2 values x 2 rounds x 2 strategies, 3 days."""

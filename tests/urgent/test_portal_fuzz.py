@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from .test_routes import Site, issue
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("portal-fuzz")]  # one served `site`
 P = "/urgent/portal"
 KINDS = ("stranger", "admin", "user", "manager")
 ROUTES = [
