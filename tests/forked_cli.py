@@ -297,10 +297,11 @@ def client(path: str) -> int:  # pragma: no cover - runs in a shim
 
     for signum in _FORWARDED:
         signal.signal(signum, forward)
-    payload = json.dumps({"args": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)})
+    request = {"args": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}
+    payload = json.dumps(request).encode()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(path)
-        message = _HEADER.pack(len(payload)) + payload.encode()
+        message = _HEADER.pack(len(payload)) + payload
         socket.send_fds(conn, [message], [0, 1, 2])
         buffer = bytearray()
         pid = _line(conn, buffer)
