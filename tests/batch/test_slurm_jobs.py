@@ -268,3 +268,37 @@ def test_cancel_refuses_a_job_that_ended_and_ignores_one_cancelled() -> None:
         batch.cancel("2")
     batch.cancel("6")  # cancelled already: nothing asked of scancel
     assert not any(c[0] == "scancel" for c in runner.calls)
+
+
+class Busy(Replay):
+    """A slurmctld too busy to answer the first ``times`` calls of each command."""
+
+    BUSY = "slurm_load_node error: Socket timed out on send/recv operation"
+
+    def __init__(self, answers: dict[tuple[str, ...], tuple[int, str]], times: int) -> None:
+        super().__init__(answers)
+        self.times = times
+
+    def __call__(self, argv: Sequence[str]) -> CommandResult:
+        args = tuple(argv)
+        if self.calls.count(args) < self.times:
+            self.calls.append(args)
+            result = CommandResult(args, 1, "", self.BUSY, 0.0)
+            raise CommandError(list(args), f"exited with code 1: {self.BUSY}", result)
+        return super().__call__(argv)
+
+
+def test_a_read_slurmctld_was_too_busy_for_is_tried_again_a_change_is_not() -> None:
+    show = ("scontrol", "show", "node", "n1", "--oneliner")
+    update = ("scontrol", "update", "nodename=n1", "state=resume")
+    answers = {show: (0, "NodeName=n1 Arch=x86_64\n"), update: (0, "")}
+    batch = SlurmBatch(runner=Busy(answers, times=2))
+    batch.read_retry_delays = (0.0, 0.0)
+    assert batch._try(*show) == (True, "NodeName=n1 Arch=x86_64\n")  # the third try
+    runner = Busy(answers, times=3)
+    batch = SlurmBatch(runner=runner)
+    batch.read_retry_delays = (0.0, 0.0)
+    ok, out = batch._try(*show)  # three tries, then what slurmctld said
+    assert (ok, out.strip()) == (False, Busy.BUSY) and runner.calls.count(show) == 3
+    ok, out = batch._try(*update)  # a change may have been applied: tried once
+    assert (ok, out.strip()) == (False, Busy.BUSY) and runner.calls.count(update) == 1
