@@ -223,39 +223,6 @@ def test_kill_all_leaves_no_worker_behind(make_cloud: MakeCloud) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # a hundred worker processes: a load of its own
-@pytest.mark.load
-@pytest.mark.timeout(180)
-def test_a_hundred_workers_at_once(make_cloud: MakeCloud, batch: LocalBatch) -> None:
-    cloud = make_cloud(boot_delay=1.0, poll_interval=0.5, shutdown_delay=0.2)
-    start = time.monotonic()
-    names = [f"w{i:03d}" for i in range(100)]
-    instances = cloud.launch(SMALL, names, {}, {})
-    assert len(instances) == 100
-    for _ in range(200):
-        batch.submit(JobRequest(["sleep", "0.2"], walltime=30))
-    limit = 120.0
-
-    def all_done() -> bool:
-        return batch.counts()["completed"] == 200
-
-    wait_for("200 jobs to finish", all_done, timeout=limit)
-    ran = time.monotonic() - start
-    jobs = batch.jobs()
-    assert {j.exit_code for j in jobs} == {0}
-    assert len({j.node for j in jobs}) > 50  # spread over the workers, not a few
-    cloud.terminate([i.id for i in cloud.describe()])
-    wait_for(
-        "100 workers to leave",
-        lambda: (
-            not batch.snapshot().nodes and set(states(cloud).values()) == {InstanceState.TERMINATED}
-        ),
-        timeout=limit - (time.monotonic() - start),
-    )
-    total = time.monotonic() - start
-    print(f"100 workers: 200 jobs done in {ran:.1f}s, all gone after {total:.1f}s")
-
-
 def test_a_worker_whose_cloud_vanished_exits(make_cloud: MakeCloud, batch: LocalBatch) -> None:
     cloud = make_cloud()
     launch(cloud, "w1")
