@@ -140,8 +140,10 @@ def slurm_cluster() -> Iterator[Path]:
             _script("stop.sh")  # stops nothing while another holder still uses it
 
 
-def wait_for(check: Callable[[], T | None], timeout: float = 20.0, what: str = "") -> T:
-    """Poll ``check`` every 0.2 s until it returns something truthy."""
+def wait_for(check: Callable[[], T | None], timeout: float = 90.0, what: str = "") -> T:
+    """Poll ``check`` every 0.2 s until it returns something truthy. The timeout bounds a
+    hang: with both cores busy, slurmctld's next scheduling pass (a job starting on an
+    undrained node) came more than 20 s later."""
     return waiting.wait_for(check, timeout, what or str(check), every=0.2)
 
 
