@@ -47,16 +47,16 @@ class SlurmCommands:
     """Seconds before each further try of a read that slurmctld was too busy to answer."""
 
     def _cmd(self, *argv: str) -> str:
-        for delay in (*self.read_retry_delays, None):
+        for delay in self.read_retry_delays:
             try:
                 return self._run(argv).stdout
             except CommandError as exc:
                 # A busy slurmctld (its MessageTimeout passed) answers a read a moment
                 # later; a change is not tried again: it may have been applied.
-                if delay is None or not _reads(argv) or not _busy(exc.output):
+                if not _reads(argv) or not _busy(exc.output):
                     raise
             time.sleep(delay)
-        raise AssertionError("unreachable")
+        return self._run(argv).stdout  # the last try: its error is the caller's
 
     def _try(self, *argv: str) -> tuple[bool, str]:
         """Run a command; (True, output) or (False, its error output)."""
