@@ -12,6 +12,7 @@ import csv
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from elasticsite import plots
 from elasticsite.metrics import Timeline, WorkloadMetrics, worker_usage
 from elasticsite.model import CloudSpec, Job, Worker
 
@@ -54,13 +55,9 @@ def write_plot(path: str | Path, timeline: Timeline, title: str, scale: float = 
             f"plot path {str(path)!r} must end in one of {', '.join(_PLOT_SUFFIXES)} "
             "(the suffix picks the format)"
         )
-    # The object API with an explicit Agg canvas leaves pyplot's global state alone.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(8.0, 4.5))
-    FigureCanvasAgg(fig)
+    fig = plots.figure(8.0, 4.5)
     ax = fig.add_subplot()
     x = timeline.relative(scale)
     # Workers first and wider, so jobs drawn on top stay visible where the counts match.
@@ -86,13 +83,7 @@ def write_plot(path: str | Path, timeline: Timeline, title: str, scale: float = 
     ax.set_ylabel("jobs / workers")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    # tight_layout leaves a placeholder layout engine, for which savefig lays the
-    # figure out once more before drawing it; the layout is final already
-    fig.set_layout_engine(None)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return plots.save(fig, path, _DPI)
 
 
 def _write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Iterable[object]]) -> Path:

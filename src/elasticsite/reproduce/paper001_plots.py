@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from elasticsite import plots
 from elasticsite.reproduce.paper001_broker import PAPER_BEYOND, RecontextTrial
 from elasticsite.reproduce.paper001_clouds import RECONTEXT_PERIOD, STALL_TIMEOUT
 from elasticsite.reproduce.paper001_sim import ReactivityRun, Trace
@@ -27,22 +28,8 @@ _FIG3_PAPER = (
 
 
 def _figure(cols: int = 1, height: float = 4.4) -> tuple[Any, Any]:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4 * cols, height))
-    FigureCanvasAgg(fig)
+    fig = plots.figure(6.4 * cols, height)
     return fig, fig.subplots(1, cols)
-
-
-def _save(fig: Any, path: Path) -> Path:
-    fig.tight_layout()
-    # tight_layout leaves a placeholder layout engine, for which savefig lays the
-    # figure out once more before drawing it; the layout is final already
-    fig.set_layout_engine(None)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=_DPI, metadata={"Software": None})
-    return path
 
 
 def _csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -83,7 +70,7 @@ def reactivity_plot(out: Path, runs: Sequence[ReactivityRun], small_median: floa
     # Below the axes: the runs fill the plot's corners.
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8, frameon=False)
     ax.grid(True, alpha=0.3)
-    return _save(fig, path)
+    return plots.save(fig, path, _DPI)
 
 
 def recontext_plot(out: Path, trials: Sequence[RecontextTrial]) -> Path:
@@ -132,7 +119,7 @@ def recontext_plot(out: Path, trials: Sequence[RecontextTrial]) -> Path:
     right.set_ylabel("recontextualization time (s)")
     right.set_title("our default: long polls (measured)")
     right.grid(True, alpha=0.3)
-    return _save(fig, path)
+    return plots.save(fig, path, _DPI)
 
 
 def trace_plot(
@@ -167,4 +154,4 @@ def trace_plot(
     # Below the axes, so the legend never hides a line.
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8, frameon=False)
     ax.grid(True, alpha=0.3)
-    return _save(fig, path)
+    return plots.save(fig, path, _DPI)

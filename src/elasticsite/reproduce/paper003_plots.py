@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from elasticsite import plots
 from elasticsite.reproduce.paper003_sim import LIMIT, USERS, Run
 
 __all__ = ["plot_shares"]
@@ -15,11 +16,7 @@ __all__ = ["plot_shares"]
 def plot_shares(runs: Mapping[str, Run], path: Path) -> Path:
     """One panel per re-balancing mode: the VMs each user held (solid) and their fair
     share, the paper's expected figure (dashed), against time."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 3.8))
-    FigureCanvasAgg(fig)
+    fig = plots.figure(11, 3.8)
     colours = dict(zip(USERS, ("tab:blue", "tab:orange", "tab:green"), strict=True))
     for i, (mode, run) in enumerate(runs.items()):
         ax = fig.add_subplot(1, len(runs), i + 1)
@@ -34,9 +31,4 @@ def plot_shares(runs: Mapping[str, Run], path: Path) -> Path:
         ax.set_ylabel("VMs running the user's jobs")
         ax.set_title(f"{mode} re-balancing", fontsize=10)
         ax.legend(fontsize=8, loc="center right")
-    fig.tight_layout()
-    # tight_layout leaves a placeholder layout engine, for which savefig lays the
-    # figure out once more before drawing it; the layout is final already
-    fig.set_layout_engine(None)
-    fig.savefig(path, dpi=100)
-    return path
+    return plots.save(fig, path, 100)

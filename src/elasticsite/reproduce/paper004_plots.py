@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from elasticsite import plots
 from elasticsite.advisor.evaluate import OVERALL, Row
 from elasticsite.reproduce.paper004_advisor import PUBLISHED, phase_figures
 
@@ -17,14 +18,10 @@ __all__ = ["plot_bounds", "plot_clouds"]
 def plot_bounds(rows: Mapping[tuple[str, str], Row], path: Path) -> Path:
     """Two panels: the composite bound's success rate, and its over-prediction (log
     scale), measured beside published, one pair of bars per configuration."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     labels = [f"{res}\n{policy.replace('_', '-')}" for res, policy in rows]
     measured = [phase_figures(r)[OVERALL] for r in rows.values()]
     published = [PUBLISHED[key][OVERALL] for key in rows]
-    fig = Figure(figsize=(10, 4))
-    FigureCanvasAgg(fig)
+    fig = plots.figure(10, 4)
     x = range(len(labels))
     panels = (
         ("composite bound: runs under it", "%"),
@@ -45,21 +42,12 @@ def plot_bounds(rows: Mapping[tuple[str, str], Row], path: Path) -> Path:
         ax.set_ylabel(unit)
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    # tight_layout leaves a placeholder layout engine, for which savefig lays the
-    # figure out once more before drawing it; the layout is final already
-    fig.set_layout_engine(None)
-    fig.savefig(path, dpi=100)
-    return path
+    return plots.save(fig, path, 100)
 
 
 def plot_clouds(rows: Mapping[str, tuple[float, float, float, float]], path: Path) -> Path:
     """Each cloud policy's mean allocation delay ± sd, measured beside published."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6, 3.5))
-    FigureCanvasAgg(fig)
+    fig = plots.figure(6, 3.5)
     ax = fig.add_subplot(1, 1, 1)
     x = range(len(rows))
     vals = list(rows.values())
@@ -71,9 +59,4 @@ def plot_clouds(rows: Mapping[str, tuple[float, float, float, float]], path: Pat
     ax.set_ylabel("allocation delay, s")
     ax.set_title("one urgent c1.xlarge, each policy in the paper's condition", fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    # tight_layout leaves a placeholder layout engine, for which savefig lays the
-    # figure out once more before drawing it; the layout is final already
-    fig.set_layout_engine(None)
-    fig.savefig(path, dpi=100)
-    return path
+    return plots.save(fig, path, 100)

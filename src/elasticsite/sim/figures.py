@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from elasticsite import plots
+
 __all__ = [
     "deadline_plots",
     "elastic_bar_plots",
@@ -36,22 +38,8 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def _figure(size: tuple[float, float] = (6.4, 4.2)) -> tuple[Any, Any]:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=size)
-    FigureCanvasAgg(fig)
+    fig = plots.figure(*size)
     return fig, fig.add_subplot()
-
-
-def _save(fig: Any, path: Path) -> Path:
-    fig.tight_layout()
-    # tight_layout leaves a placeholder layout engine, for which savefig lays the
-    # figure out once more before drawing it; the layout is final already
-    fig.set_layout_engine(None)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=_DPI, metadata={"Software": None})
-    return path
 
 
 def _num(cell: str) -> float:
@@ -71,7 +59,7 @@ def replay_sweep_plots(
     ax.set_ylabel("site utilisation (%)")
     ax.set_title(f"{name}: site utilisation, aggressive backfilling, no cloud")
     ax.grid(True, alpha=0.3)
-    util = _save(fig, out / "utilisation.png")
+    util = plots.save(fig, out / "utilisation.png", _DPI)
 
     fig, ax = _figure()
     for i, s in enumerate(strategies):
@@ -84,7 +72,7 @@ def replay_sweep_plots(
     ax.set_title(f"{name}: performance cost (eq. 3)")
     ax.grid(True, alpha=0.3)
     ax.legend()
-    cost = _save(fig, out / "performance_cost.png")
+    cost = plots.save(fig, out / "performance_cost.png", _DPI)
     return [util, cost]
 
 
@@ -123,7 +111,7 @@ def deadline_plots(
             ax.set_title(f"{name}: {ylabel.split(' (')[0]}, {label}")
             ax.grid(True, alpha=0.3)
             ax.legend()
-            paths.append(_save(fig, out / f"{file}-sf{float(sf):g}.png"))
+            paths.append(plots.save(fig, out / f"{file}-sf{float(sf):g}.png", _DPI))
     return paths
 
 
@@ -153,7 +141,7 @@ def elastic_bar_plots(out: Path, name: str, rows: Sequence[dict[str, str]]) -> l
         ax.set_title(f"{name}: {label.split(' (')[0]}")
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend()
-        paths.append(_save(fig, out / file))
+        paths.append(plots.save(fig, out / file, _DPI))
     return paths
 
 
@@ -208,4 +196,4 @@ def replay_timeline_plot(path: str | Path, result: Any, title: str) -> Path:
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right")
-    return _save(fig, Path(path))
+    return plots.save(fig, Path(path), _DPI)
