@@ -210,32 +210,33 @@ def test_malformed_output_is_one_clear_error(
 
 
 def test_command_builders() -> None:
-    assert pbs.qstat_command("openpbs") == ["qstat", "-f", "-F", "json"]
-    assert pbs.qstat_command("torque") == ["qstat", "-f", "-x"]
-    assert pbs.nodes_command("openpbs") == ["pbsnodes", "-a", "-F", "json"]
-    assert pbs.nodes_command("torque") == ["pbsnodes", "-x"]
-    assert pbs.create_node_command("openpbs", "w1", 4) == [
+    openpbs, torque = pbs.pbs_flavour("openpbs"), pbs.pbs_flavour("torque")
+    assert openpbs.jobs_command() == ["qstat", "-f", "-F", "json"]
+    assert torque.jobs_command() == ["qstat", "-f", "-x"]
+    assert openpbs.nodes_command() == ["pbsnodes", "-a", "-F", "json"]
+    assert torque.nodes_command() == ["pbsnodes", "-x"]
+    assert openpbs.create_node_command("w1", 4) == [
         "qmgr", "-c", "create node w1 resources_available.ncpus=4",
     ]  # fmt: skip
-    assert pbs.create_node_command("torque", "w1", 4) == ["qmgr", "-c", "create node w1 np=4"]
+    assert torque.create_node_command("w1", 4) == ["qmgr", "-c", "create node w1 np=4"]
     assert pbs.delete_node_command("w1") == ["qmgr", "-c", "delete node w1"]
-    assert pbs.offline_command("openpbs", "w1", "idle") == ["pbsnodes", "-o", "-C", "idle", "w1"]
-    assert pbs.offline_command("torque", "w1", "idle") == ["pbsnodes", "-o", "-N", "idle", "w1"]
-    assert pbs.online_command("openpbs", "w1") == ["pbsnodes", "-r", "w1"]
-    assert pbs.online_command("torque", "w1") == ["pbsnodes", "-c", "w1"]
+    assert openpbs.offline_command("w1", "idle") == ["pbsnodes", "-o", "-C", "idle", "w1"]
+    assert torque.offline_command("w1", "idle") == ["pbsnodes", "-o", "-N", "idle", "w1"]
+    assert openpbs.online_command("w1") == ["pbsnodes", "-r", "w1"]
+    assert torque.online_command("w1") == ["pbsnodes", "-c", "w1"]
     assert pbs.qalter_priority_command("5.srv", -3) == ["qalter", "-p", "-3", "5.srv"]
     assert pbs.qorder_command("5.srv", "2.srv") == ["qorder", "5.srv", "2.srv"]
     assert pbs.qrerun_command("5.srv") == ["qrerun", "5.srv"]
-    assert pbs.qsub_command("openpbs", "/tmp/s.sh", 4, 5400.5, 7, "short") == [
+    assert openpbs.qsub_command("/tmp/s.sh", 4, 5400.5, 7, "short") == [
         "qsub", "-N", "elasticsite", "-l", "select=1:ncpus=4", "-l", "walltime=1:30:01",
         "-p", "7", "-q", "short", "/tmp/s.sh",
     ]  # fmt: skip
-    assert pbs.qsub_command("torque", "/tmp/s.sh", 2, 60, 0) == [
+    assert torque.qsub_command("/tmp/s.sh", 2, 60, 0) == [
         "qsub", "-N", "elasticsite", "-l", "nodes=1:ppn=2", "-l", "walltime=0:01:00",
         "-p", "0", "/tmp/s.sh",
     ]  # fmt: skip
     with pytest.raises(BatchError, match="unknown PBS flavour 'lsf'; valid: openpbs, torque"):
-        pbs.qstat_command("lsf")
+        pbs.pbs_flavour("lsf")
 
 
 def test_submit_writes_a_script_that_runs_the_command_and_removes_it() -> None:

@@ -40,13 +40,9 @@ __all__ = [
     "OpenPbs",
     "PbsFlavour",
     "Torque",
-    "create_node_command",
     "delete_node_command",
     "detect_flavour",
     "format_walltime",
-    "nodes_command",
-    "offline_command",
-    "online_command",
     "parse_jobs",
     "parse_nodes",
     "pbs_flavour",
@@ -54,8 +50,6 @@ __all__ = [
     "qdel_command",
     "qorder_command",
     "qrerun_command",
-    "qstat_command",
-    "qsub_command",
 ]
 
 
@@ -113,6 +107,7 @@ class PbsFlavour(ABC):
         return ["pbsnodes", "-o", self.offline_note_flag, reason, name]
 
     def online_command(self, name: str) -> list[str]:
+        """Clear OFFLINE: ``-r`` on OpenPBS (hosts), ``-c`` on Torque (``-r`` there resets)."""
         return ["pbsnodes", self.online_flag, name]
 
     def qsub_command(
@@ -227,39 +222,6 @@ def qdel_command(job_id: str) -> list[str]:
 
 
 # -- the family's builders and readers, by its name --------------------------------------
-
-
-def qstat_command(flavour: str) -> list[str]:
-    return pbs_flavour(flavour).jobs_command()
-
-
-def nodes_command(flavour: str) -> list[str]:
-    return pbs_flavour(flavour).nodes_command()
-
-
-def create_node_command(flavour: str, name: str, cores: int) -> list[str]:
-    return pbs_flavour(flavour).create_node_command(name, cores)
-
-
-def offline_command(flavour: str, name: str, reason: str) -> list[str]:
-    return pbs_flavour(flavour).offline_command(name, reason)
-
-
-def online_command(flavour: str, name: str) -> list[str]:
-    """Clear OFFLINE: ``-r`` on OpenPBS (hosts), ``-c`` on Torque (``-r`` there resets)."""
-    return pbs_flavour(flavour).online_command(name)
-
-
-def qsub_command(
-    flavour: str,
-    script: str,
-    cores: int,
-    walltime: float,
-    priority: int = 0,
-    queue: str = "",
-    name: str = "elasticsite",
-) -> list[str]:
-    return pbs_flavour(flavour).qsub_command(script, cores, walltime, priority, queue, name)
 
 
 def parse_jobs(
