@@ -106,14 +106,19 @@ def run_on_dask(
     when it stalls and ``cluster.on_timeout`` is ``"stop"``.
     """
     sweep = _sweep(cluster, tasks, fn, record)
+    quiet, client_log = _NoCloseNoise(), logging.getLogger("distributed.client")
+    client_log.addFilter(quiet)
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(sweep)
-        return
-    # called from inside an event loop (a notebook's): the sweep gets a loop of its own
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, sweep).result()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(sweep)
+            return
+        # called from inside an event loop (a notebook's): the sweep gets a loop of its own
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, sweep).result()
+    finally:
+        client_log.removeFilter(quiet)
 
 
 class _NoCloseNoise(logging.Filter):
@@ -125,20 +130,6 @@ class _NoCloseNoise(logging.Filter):
 
 
 async def _sweep(
-    cluster: DaskCluster,
-    tasks: Sequence[Any],
-    fn: Callable[[Any], Any],
-    record: Callable[[Any], None],
-) -> None:
-    quiet, client_log = _NoCloseNoise(), logging.getLogger("distributed.client")
-    client_log.addFilter(quiet)
-    try:
-        await _on(cluster, tasks, fn, record)
-    finally:
-        client_log.removeFilter(quiet)
-
-
-async def _on(
     cluster: DaskCluster,
     tasks: Sequence[Any],
     fn: Callable[[Any], Any],
