@@ -8,12 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticsite.clouds.capacity import (
-    BREADBOARD_TYPES as T,
-)
-from elasticsite.clouds.capacity import (
-    Capacity,
-    CapacityError,
+from elasticsite.clouds.capacity import Capacity, CapacityError
+from elasticsite.clouds.capacity_policy import BREADBOARD_TYPES as T
+from elasticsite.clouds.capacity_policy import (
     CloudPolicy,
     Migrate,
     Preempt,

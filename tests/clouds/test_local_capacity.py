@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from elasticsite.clouds.base import WORKER_TAG, CloudError, InstanceState
-from elasticsite.clouds.capacity import BREADBOARD_TYPES as T
-from elasticsite.clouds.capacity import CloudPolicy, Host
+from elasticsite.clouds.capacity import Host
+from elasticsite.clouds.capacity_policy import BREADBOARD_TYPES as T
+from elasticsite.clouds.capacity_policy import CloudPolicy
 from elasticsite.clouds.errors import ErrorKind
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.clouds.local_capacity import (

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from elasticsite.cli import app
-from elasticsite.clouds.capacity import CloudPolicy as P
 from elasticsite.clouds.capacity_delays import reference
+from elasticsite.clouds.capacity_policy import CloudPolicy as P
 from elasticsite.policies import PolicySettings
 from elasticsite.sim.cloud import CloudModel, Durations
 from elasticsite.sim.elastic import simulate_elastic

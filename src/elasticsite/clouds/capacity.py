@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from elasticsite.clouds.capacity_policy import (
-    BREADBOARD_TYPES,
     Action,
     CloudPolicy,
     Migrate,
@@ -48,21 +47,7 @@ from elasticsite.clouds.capacity_policy import (
 )
 from elasticsite.model import VMType
 
-__all__ = [
-    "BREADBOARD_TYPES",
-    "Capacity",
-    "CapacityError",
-    "CloudPolicy",
-    "Host",
-    "Migrate",
-    "Plan",
-    "Preempt",
-    "Restore",
-    "Resume",
-    "Shrink",
-    "Slot",
-    "Suspend",
-]
+__all__ = ["Capacity", "CapacityError", "Host", "Slot"]
 
 
 class CapacityError(ValueError):

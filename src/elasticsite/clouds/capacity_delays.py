@@ -20,7 +20,7 @@ import random
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from elasticsite.clouds.capacity import CloudPolicy
+from elasticsite.clouds.capacity_policy import CloudPolicy
 
 __all__ = [
     "MIGRATION_UNAVAILABLE",

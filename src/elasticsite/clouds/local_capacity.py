@@ -34,11 +34,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from elasticsite.clouds.base import URGENCY_TAG, VOLUNTEER_TAG, CloudError
-from elasticsite.clouds.capacity import (
-    Capacity,
-    CapacityError,
+from elasticsite.clouds.capacity import Capacity, CapacityError, Host
+from elasticsite.clouds.capacity_policy import (
     CloudPolicy,
-    Host,
     Migrate,
     Preempt,
     Resume,

@@ -18,7 +18,8 @@ from pydantic import (
     model_validator,
 )
 
-from elasticsite.clouds.capacity import CloudPolicy, Host
+from elasticsite.clouds.capacity import Host
+from elasticsite.clouds.capacity_policy import CloudPolicy
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.clouds.local_capacity import HostCapacity
 from elasticsite.clouds.local_registry import worker_log

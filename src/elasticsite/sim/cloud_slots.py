@@ -24,8 +24,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from elasticsite.clouds.base import URGENCY_TAG, VOLUNTEER_TAG, CloudError
-from elasticsite.clouds.capacity import Capacity, CapacityError, CloudPolicy, Resume
+from elasticsite.clouds.capacity import Capacity, CapacityError
 from elasticsite.clouds.capacity_delays import MIGRATION_UNAVAILABLE, allocation_delay
+from elasticsite.clouds.capacity_policy import CloudPolicy, Resume
 from elasticsite.clouds.errors import ErrorKind
 from elasticsite.model import VMType
 

@@ -2,7 +2,7 @@
 
 A scenario fills a cloud of identical hosts with non-urgent VMs (the worst case of
 paper 004, section 4.1), some of whose owners volunteer, then asks for urgent VMs.
-The cloud's policy (:class:`~elasticsite.clouds.capacity.CloudPolicy`) makes room
+The cloud's policy (:class:`~elasticsite.clouds.capacity_policy.CloudPolicy`) makes room
 through :class:`~elasticsite.clouds.capacity.Capacity`, the same planner the local
 cloud uses; the allocation delays are paper 004's measurements
 (:mod:`elasticsite.clouds.capacity_delays`).
@@ -23,9 +23,10 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from elasticsite.clouds.capacity import (
+from elasticsite.clouds.capacity import Capacity
+from elasticsite.clouds.capacity_delays import MIGRATION_UNAVAILABLE, allocation_delay, probe
+from elasticsite.clouds.capacity_policy import (
     BREADBOARD_TYPES,
-    Capacity,
     CloudPolicy,
     Migrate,
     Preempt,
@@ -34,7 +35,6 @@ from elasticsite.clouds.capacity import (
     Shrink,
     Suspend,
 )
-from elasticsite.clouds.capacity_delays import MIGRATION_UNAVAILABLE, allocation_delay, probe
 from elasticsite.model import VMType
 from elasticsite.sim.engine import Simulation
 
