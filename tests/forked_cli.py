@@ -8,8 +8,9 @@ exits with its status, running its exit handlers as ``python -m elasticsite`` do
 What a forked child shares with the server is what importing the command line set up
 with the server's environment, which is the plain one ``run_cli`` gives every command
 (``PATH=/usr/bin:/bin``); the two consoles, which read the environment when created,
-are created again in the child. ``ELASTICSITE_TEST_FORK=0`` starts a real interpreter
-for each command instead."""
+are created again in the child. The server also loads matplotlib and the system's
+font list, which a command drawing a plot in a fresh HOME would otherwise build again.
+``ELASTICSITE_TEST_FORK=0`` starts a real interpreter for each command instead."""
 
 from __future__ import annotations
 
@@ -117,6 +118,12 @@ def _prepare() -> Any:  # pragma: no cover - runs in the server process
     for module in pkgutil.walk_packages(elasticsite.__path__, "elasticsite."):
         if not module.name.endswith("__main__"):
             importlib.import_module(module.name)
+    # matplotlib, which the package imports only to draw, and its list of the system's
+    # fonts: read once here (and built once, in the server's HOME), not by every command
+    # that draws a plot, each in the fresh HOME its test gives it (a second of CPU each)
+    import matplotlib.font_manager  # noqa: F401  (loads the list on import)
+    from matplotlib.backends import backend_agg  # noqa: F401
+
     command = typer.main.get_command(app)
     gc.freeze()
     return app, command
