@@ -14,11 +14,13 @@ against an older commit measured in the same run: ``--against e595074`` exports 
 commit's ``src/`` (``git archive``) into a temporary directory and runs this same
 benchmark on it and on the current tree, each in a process of its own, in the order
 current, old, old, current (a drift of the machine during the run weighs on both
-alike); the ratio of the medians comes last, with that of the CPU times (which a
-busy machine disturbs less than the wall clock). ``--profile DIR`` writes each side's
+alike), ``--rounds`` times (one process's times can sit 20% off another's of the same
+tree, so the sides take the median over several); the ratio of the medians comes
+last, with that of the CPU times (which a busy machine disturbs less than the wall
+clock). ``--profile DIR`` writes each side's
 cProfile of its timed steps there and prints the functions that took most time.
 
-    python benchmarks/decision_loop.py --against e595074 [--largest] [--profile /tmp/p]
+    python benchmarks/decision_loop.py --against e595074 [--largest] [--rounds 3] [--profile /tmp/p]
 """
 
 from __future__ import annotations
@@ -203,7 +205,8 @@ def against(args: argparse.Namespace, sizes: Sequence[tuple[int, int]]) -> None:
         old = export(args.against, Path(tmp))
         sides = {"current": here, args.against: old}
         times: dict[str, list[Times]] = {k: [[] for _ in sizes] for k in sides}
-        for n, label in enumerate(["current", args.against, args.against, "current"]):
+        order = ["current", args.against, args.against, "current"] * args.rounds
+        for n, label in enumerate(order):
             prof = profiles / f"{label}-{n}.prof" if profiles is not None else None
             for i, t in enumerate(child(sides[label], args, prof)):
                 times[label][i].extend(t)
@@ -234,11 +237,16 @@ def main() -> None:
     parser.add_argument("--policy", default="bursts", choices=policies.available())
     parser.add_argument("--against", metavar="REV", help="an older commit to run beside this one")
     parser.add_argument("--largest", action="store_true", help="only the largest size")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="--against: times each side runs twice"
+    )
     parser.add_argument("--profile", metavar="DIR", help="write and print cProfile stats")
     parser.add_argument("--top", type=int, default=25, help="profile lines to print")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = SIZES[-1:] if args.largest else SIZES
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     if args.against:
         against(args, sizes)
         return
