@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests.ports import free_port
+
 ERROR_STATUS = {
     "InsufficientInstanceCapacity": 500,
     "InternalError": 500,
@@ -37,12 +39,6 @@ _ANSWER = threading.Event()
 _ANSWER.set()
 _MOTO_NAMESPACE = b'xmlns="http://ec2.amazonaws.com/doc/2016-11-15"'
 _EC2_NAMESPACE = b'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"'
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

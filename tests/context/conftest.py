@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from tests.ports import free_port
 
 from elasticsite.connlimits import ConnectionLimits
 from elasticsite.context.admission import BrokerLimits
@@ -30,12 +30,6 @@ from elasticsite.context.tls import ensure_certificate
 from elasticsite.server import BrokerServer, build_server, create_app
 
 TOKEN = "test-admin-token-0123456789abcdef"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def serve_in_thread(server: BrokerServer) -> threading.Thread:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from tests.ports import free_port
 
 from elasticsite.connlimits import ConnectionLimits, client_key
 from elasticsite.context.tls import ensure_certificate
@@ -53,12 +54,6 @@ HOSTS = [
         marks=pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback (::1)"),
     ),
 ]
-
-
-def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 class Served:

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from typing import Any
 
 import pytest
 import typer
-from tests import forked_cli
+from tests import forked_cli, ports
 from tests.docs.blocks import DOCS, ROOT, Block, collect
 from typer.testing import CliRunner
 
@@ -139,12 +138,6 @@ def test_block_syntax(block: Block) -> None:
     assert not problems, f"{block.id}: " + "; ".join(problems)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _workdir(tmp_path: Path) -> Path:
     work = tmp_path / "site"
     work.mkdir()
@@ -213,7 +206,7 @@ def test_block_keeps_its_promise(block: Block, tmp_path: Path) -> None:
     assert check is not None
     work = _workdir(tmp_path)
     env = _env(work)
-    port = _free_port() if check.free_port is not None else None
+    port = ports.free_port() if check.free_port is not None else None
     script = _script(block, port)
     deadline = time.monotonic() + check.within
     service: subprocess.Popen[str] | None = None
