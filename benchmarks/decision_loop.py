@@ -238,7 +238,7 @@ def main() -> None:
     parser.add_argument("--against", metavar="REV", help="an older commit to run beside this one")
     parser.add_argument("--largest", action="store_true", help="only the largest size")
     parser.add_argument(
-        "--rounds", type=int, default=3, help="--against: times each side runs twice"
+        "--rounds", type=int, default=3, help="--against: rounds of current, old, old, current"
     )
     parser.add_argument("--profile", metavar="DIR", help="write and print cProfile stats")
     parser.add_argument("--top", type=int, default=25, help="profile lines to print")

@@ -26,8 +26,8 @@ def figure(width: float, height: float) -> Any:
 
 def save(fig: Any, path: Path, dpi: int) -> Path:
     """Lay ``fig`` out and write it to ``path`` (its directory made if need be; PNG or,
-    by its suffix, SVG) without the writer's name, version or date in it: a PNG of the
-    same figure is the same bytes wherever and whenever it is drawn."""
+    by its suffix, SVG) without the writer's name, version or date in it, so that
+    drawing the same figure again gives the same PNG."""
     fig.tight_layout()
     # tight_layout leaves a placeholder layout engine, for which savefig lays the
     # figure out once more before drawing it; the layout is final already
