@@ -46,7 +46,7 @@ from tests.clouds.ec2_server import credentials_file, moto_server
 
 from elasticsite import policies
 from elasticsite.batch.base import BatchView
-from elasticsite.clouds.base import SITE_TAG, WORKER_TAG
+from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, LaunchRequest
 from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
 from elasticsite.config import ManagerConfig
 from elasticsite.core import worker_id
@@ -136,8 +136,8 @@ class Counting:
         self.calls = Calls()
         self.lock = threading.Lock()
 
-    def launch(self, vm_type, names, userdata, tags):  # type: ignore[no-untyped-def]
-        found = self.inner.launch(vm_type, names, userdata, tags)
+    def launch(self, request):  # type: ignore[no-untyped-def]
+        found = self.inner.launch(request)
         with self.lock:
             self.calls.accepted.extend(time.perf_counter() for _ in found)
         return found
@@ -224,7 +224,9 @@ def bare_launches(cloud: Ec2Cloud, workers: int, threads: int) -> list[str]:
         userdata = {"site_id": cloud.site_id, "worker_id": name, "node": name, "cloud": "aws",
                     "cores": str(VM.cores), "vm_type": VM.name}  # fmt: skip
         tags = {SITE_TAG: cloud.site_id, WORKER_TAG: name}
-        reply = cloud.client.run_instances(**cloud.run_request(VM, [name], userdata, tags))
+        reply = cloud.client.run_instances(
+            **cloud.run_request(LaunchRequest(VM, [name], userdata, tags))
+        )
         return str(reply["Instances"][0]["InstanceId"])
 
     with ThreadPoolExecutor(threads) as pool:

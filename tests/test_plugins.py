@@ -38,14 +38,14 @@ class ToyCloud:
         self.options, self.cloud, self.site = options, cloud, site
         self.instances = {}
 
-    def launch(self, vm_type, names, userdata, tags):
-        for name in names:
+    def launch(self, request):
+        tagged = request.site_tags(self.name, self.site.site_id)
+        for name in request.names:
             if name not in self.instances:
                 if len(self.instances) >= self.options.quota:
                     raise CloudError(f"toy {self.name}: quota of {self.options.quota} reached")
-                tagged = {SITE_TAG: self.site.site_id, **tags}
                 self.instances[name] = Instance(f"toy-{name}", name, InstanceState.RUNNING, tagged)
-        return [self.instances[n] for n in names]
+        return [self.instances[n] for n in request.names]
 
     def describe(self):
         return list(self.instances.values())

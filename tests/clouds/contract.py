@@ -25,6 +25,7 @@ from elasticsite.clouds.base import (
     CloudError,
     Instance,
     InstanceState,
+    LaunchRequest,
 )
 from elasticsite.model import VMType
 
@@ -100,7 +101,9 @@ class CloudContract:
 
     def launch(self, harness: CloudHarness, *names: str) -> list[Instance]:
         return harness.driver.launch(
-            harness.vm_type, names, {"role": "worker"}, tags_for(harness.site_id, names[0])
+            LaunchRequest(
+                harness.vm_type, names, {"role": "worker"}, tags_for(harness.site_id, names[0])
+            )
         )
 
     def shown(self, harness: CloudHarness, name: str) -> Instance:
@@ -158,12 +161,22 @@ class CloudContract:
         neighbour = harness.neighbour()
         if neighbour is None:
             pytest.skip(f"{type(harness.driver).__name__}: the cloud serves one site")
-        neighbour.launch(harness.vm_type, ["theirs"], {}, tags_for("another-site", "theirs"))
+        neighbour.launch(
+            LaunchRequest(harness.vm_type, ["theirs"], {}, tags_for("another-site", "theirs"))
+        )
         self.eventually(
             harness, "theirs shown to its own site", lambda: self.described(neighbour, "theirs")
         )
         assert [i.name for i in harness.driver.describe()] == ["ours"]
         assert "ours" not in [i.name for i in neighbour.describe()]
+
+    def test_a_launch_tagged_for_another_site_starts_nothing(self, harness: CloudHarness) -> None:
+        if harness.neighbour() is None:
+            pytest.skip(f"{type(harness.driver).__name__}: the cloud serves one site")
+        request = LaunchRequest(harness.vm_type, ["w1"], {}, tags_for("another-site", "w1"))
+        with pytest.raises(CloudError, match="another site"):
+            harness.driver.launch(request)
+        assert self.described(harness.driver, "w1") is None
 
     def test_a_terminated_instance_goes(self, harness: CloudHarness) -> None:
         (launched,) = self.launch(harness, "w1")
@@ -205,6 +218,8 @@ class CloudContract:
     def test_a_refused_launch_is_a_cloud_error(self, harness: CloudHarness) -> None:
         driver, names = harness.refusing()
         with pytest.raises(CloudError) as caught:
-            driver.launch(harness.vm_type, names, {}, tags_for(harness.site_id, names[-1]))
+            driver.launch(
+                LaunchRequest(harness.vm_type, names, {}, tags_for(harness.site_id, names[-1]))
+            )
         assert str(caught.value), "a CloudError says what failed"
         assert names[-1] not in [i.name for i in driver.describe()]

@@ -17,7 +17,7 @@ from typing import Any, Self
 
 import pytest
 
-from elasticsite.clouds.base import CloudDriver, CloudError
+from elasticsite.clouds.base import CloudDriver, CloudError, LaunchRequest
 from elasticsite.model import VMType
 
 
@@ -80,7 +80,7 @@ class RecordedApi:
         self.fail(operation, error)
         try:
             with pytest.raises(CloudError) as raised:
-                cloud.launch(vm_type, ["w1"], {}, {})
+                cloud.launch(LaunchRequest(vm_type, ["w1"]))
         finally:
             with self.lock:
                 self.faults.clear()

@@ -13,7 +13,7 @@ import pytest
 from tests.clouds.contract import CloudContract, CloudHarness
 from tests.clouds.ec2_server import FaultyEc2, credentials_file
 
-from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError
+from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, LaunchRequest
 from elasticsite.clouds.ec2 import Ec2Cloud, Ec2Options
 from elasticsite.clouds.errors import ErrorKind
 from elasticsite.model import VMType
@@ -87,7 +87,7 @@ def test_ec2_errors_come_with_the_kind_the_manager_acts_on(
     proxy.fail("RunInstances", code)
     cloud = driver(proxy.url, creds, f"site-{next(_sites)}", api_attempts=1)
     with pytest.raises(CloudError, match=code) as caught:
-        cloud.launch(VMType("t3.micro"), ["w1"], {}, {})
+        cloud.launch(LaunchRequest(VMType("t3.micro"), ["w1"]))
     assert caught.value.kind is kind
     assert kind.blocks_cloud is (kind in (ErrorKind.CREDENTIALS, ErrorKind.NOT_FOUND))
 
@@ -95,7 +95,7 @@ def test_ec2_errors_come_with_the_kind_the_manager_acts_on(
 def test_throttling_is_retried_by_the_sdk_with_backoff(proxy: FaultyEc2, creds: Path) -> None:
     proxy.fail("RunInstances", "RequestLimitExceeded", times=2)
     cloud = driver(proxy.url, creds, f"site-{next(_sites)}", api_attempts=4)
-    (launched,) = cloud.launch(VMType("t3.micro"), ["w1"], {}, {})
+    (launched,) = cloud.launch(LaunchRequest(VMType("t3.micro"), ["w1"]))
     assert launched.name == "w1"
     assert proxy.seen.count("RunInstances") == 3  # two refusals, then the launch
 
@@ -105,9 +105,11 @@ def test_a_launch_retried_after_a_lost_answer_starts_nothing_twice(
 ) -> None:
     site = f"site-{next(_sites)}"
     cloud = driver(endpoint, creds, site)
-    (first,) = cloud.launch(VMType("t3.micro"), ["w1"], {"node": "w1"}, {SITE_TAG: site})
+    (first,) = cloud.launch(
+        LaunchRequest(VMType("t3.micro"), ["w1"], {"node": "w1"}, {SITE_TAG: site})
+    )
     again = driver(endpoint, creds, site)  # a restarted manager retries the same worker
-    assert [i.id for i in again.launch(VMType("t3.micro"), ["w1"], {}, {})] == [first.id]
+    assert [i.id for i in again.launch(LaunchRequest(VMType("t3.micro"), ["w1"]))] == [first.id]
     assert [(i.name, i.tags[WORKER_TAG]) for i in again.describe()] == [("w1", "w1")]
 
 
@@ -120,10 +122,10 @@ def test_a_scale_out_after_a_describe_costs_one_call_per_launch(
     cloud.describe()  # what the manager does every step
     proxy.seen.clear()
     for i in range(5):
-        cloud.launch(VMType("t3.micro"), [f"w{i}"], {}, {SITE_TAG: site})
+        cloud.launch(LaunchRequest(VMType("t3.micro"), [f"w{i}"], {}, {SITE_TAG: site}))
     assert proxy.seen.count("RunInstances") == 5
     assert proxy.seen.count("DescribeInstances") == lookups
-    (again,) = cloud.launch(VMType("t3.micro"), ["w0"], {}, {SITE_TAG: site})
+    (again,) = cloud.launch(LaunchRequest(VMType("t3.micro"), ["w0"], {}, {SITE_TAG: site}))
     assert proxy.seen.count("RunInstances") == 5, "a name launched twice"
     assert again.name == "w0"
 
@@ -131,7 +133,7 @@ def test_a_scale_out_after_a_describe_costs_one_call_per_launch(
 def test_terminate_never_touches_another_sites_instance(endpoint: str, creds: Path) -> None:
     ours = driver(endpoint, creds, f"site-{next(_sites)}")
     theirs = driver(endpoint, creds, f"site-{next(_sites)}")
-    (their,) = theirs.launch(VMType("t3.micro"), ["w1"], {}, {})
+    (their,) = theirs.launch(LaunchRequest(VMType("t3.micro"), ["w1"]))
     ours.terminate([their.id])
     (still,) = theirs.describe()
     assert still.id == their.id and still.state.value in ("pending", "running")
@@ -141,7 +143,9 @@ def test_user_data_is_a_cloud_config_writing_a_root_only_file(endpoint: str, cre
     import base64
 
     cloud = driver(endpoint, creds, f"site-{next(_sites)}")
-    (launched,) = cloud.launch(VMType("t3.micro"), ["w1"], {"node": "w1", "secret": "a'b"}, {})
+    (launched,) = cloud.launch(
+        LaunchRequest(VMType("t3.micro"), ["w1"], {"node": "w1", "secret": "a'b"})
+    )
     raw = cloud.client.describe_instance_attribute(InstanceId=launched.id, Attribute="userData")
     text = base64.b64decode(raw["UserData"]["Value"]).decode()
     assert text.startswith("#cloud-config\n") and "permissions: '0600'" in text
@@ -185,7 +189,7 @@ def test_a_spot_cloud_launches_spot_instances_with_its_price_cap(
         "aws-spot", site, cloud.options.model_copy(update={"endpoint_url": proxy.url}),
         spot=True, spot_price_cap=0.02,
     )  # type: ignore[arg-type]  # fmt: skip
-    (inst,) = spot.launch(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site})
+    (inst,) = spot.launch(LaunchRequest(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site}))
     raw = spot.client.describe_instances(InstanceIds=[inst.id])["Reservations"][0]
     assert raw["Instances"][0].get("InstanceLifecycle") == "spot"
     with pytest.raises(ValueError, match="spot_price_cap is set but spot is not"):
@@ -216,7 +220,7 @@ def test_terminating_what_a_describe_showed_is_one_call_per_thousand_ids(
 ) -> None:
     site = f"site-{next(_sites)}"
     cloud = driver(proxy.url, creds, site, batch_size=30)
-    launched = cloud.launch(VMType("t3.micro"), [f"w{i}" for i in range(30)], {}, {})
+    launched = cloud.launch(LaunchRequest(VMType("t3.micro"), [f"w{i}" for i in range(30)]))
     cloud.describe()  # what the manager does every step
     proxy.seen.clear()
     cloud.terminate([i.id for i in launched])
@@ -232,7 +236,7 @@ def test_terminating_what_a_describe_showed_is_one_call_per_thousand_ids(
 def test_an_id_ec2_has_forgotten_does_not_keep_the_others_up(proxy: FaultyEc2, creds: Path) -> None:
     site = f"site-{next(_sites)}"
     cloud = driver(proxy.url, creds, site, api_attempts=1)
-    first, second = cloud.launch(VMType("t3.micro"), ["w1", "w2"], {}, {})
+    first, second = cloud.launch(LaunchRequest(VMType("t3.micro"), ["w1", "w2"]))
     cloud.describe()
     proxy.fail("TerminateInstances", "InvalidInstanceID.NotFound", times=1)
     cloud.terminate([first.id, second.id])
@@ -261,7 +265,9 @@ def test_twenty_launch_threads_find_a_connection_each(
     caplog.set_level(logging.WARNING, logger="urllib3")
     with ThreadPoolExecutor(20) as pool:
         names = [f"w{i:02d}" for i in range(40)]
-        launched = list(pool.map(lambda n: cloud.launch(VMType("t3.micro"), [n], {}, {}), names))
+        launched = list(
+            pool.map(lambda n: cloud.launch(LaunchRequest(VMType("t3.micro"), [n])), names)
+        )
     assert sorted(i.name for (i,) in launched) == names
     assert "Connection pool is full" not in caplog.text
 
@@ -274,16 +280,16 @@ def test_a_launch_looks_its_name_up_only_after_a_failed_launch_of_it(
     cloud.describe()
     cloud.known.clock = lambda: time.monotonic() + 3600  # the last listing long ago
     proxy.seen.clear()
-    cloud.launch(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site})
+    cloud.launch(LaunchRequest(VMType("t3.micro"), ["w1"], {}, {SITE_TAG: site}))
     assert proxy.seen == ["RunInstances"], "a slow listing made a launch look up"
     proxy.fail("RunInstances", "InternalError", times=1)  # its answer may be lost
     with pytest.raises(CloudError):
-        cloud.launch(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site})
+        cloud.launch(LaunchRequest(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site}))
     proxy.seen.clear()
-    cloud.launch(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site})
+    cloud.launch(LaunchRequest(VMType("t3.micro"), ["w2"], {}, {SITE_TAG: site}))
     assert proxy.seen == ["DescribeInstances", "RunInstances"]
     proxy.seen.clear()
-    cloud.launch(VMType("t3.micro"), ["w3"], {}, {SITE_TAG: site})
+    cloud.launch(LaunchRequest(VMType("t3.micro"), ["w3"], {}, {SITE_TAG: site}))
     assert proxy.seen == ["RunInstances"]
 
 

@@ -15,7 +15,7 @@ import pytest
 from tests.clouds.contract import CloudContract, CloudHarness
 from tests.clouds.libcloud_server import TOKEN, DigitalOceanServer, credentials, digitalocean_server
 
-from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError
+from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, LaunchRequest
 from elasticsite.clouds.errors import ErrorKind
 from elasticsite.clouds.libcloud_driver import LibcloudCloud, LibcloudOptions
 from elasticsite.model import VMType
@@ -82,10 +82,10 @@ def test_a_provider_without_tags_carries_site_and_worker_in_the_node_name(
 ) -> None:
     site = f"site-{next(_sites)}"
     do = driver(cloud, secrets, site, tag_style="name")
-    (inst,) = do.launch(SIZE, ["w1"], {}, {})
+    (inst,) = do.launch(LaunchRequest(SIZE, ["w1"]))
     assert cloud.droplets[int(inst.id)]["name"] == f"{site}--w1"
     assert [(i.name, i.tags) for i in do.describe()] == [("w1", {SITE_TAG: site, WORKER_TAG: "w1"})]
-    assert [i.id for i in do.launch(SIZE, ["w1"], {}, {})] == [inst.id]  # idempotent
+    assert [i.id for i in do.launch(LaunchRequest(SIZE, ["w1"]))] == [inst.id]  # idempotent
     assert driver(cloud, secrets, "other", tag_style="name").describe() == []
     do.terminate([inst.id])
 
@@ -114,16 +114,16 @@ def test_a_size_or_image_the_provider_lacks_is_not_found(
     cloud: DigitalOceanServer, secrets: Path
 ) -> None:
     with pytest.raises(CloudError) as err:
-        driver(cloud, secrets, "s").launch(VMType("g-64vcpu"), ["w1"], {}, {})
+        driver(cloud, secrets, "s").launch(LaunchRequest(VMType("g-64vcpu"), ["w1"]))
     assert err.value.kind is ErrorKind.NOT_FOUND and "size 'g-64vcpu'" in str(err.value)
     with pytest.raises(CloudError) as err:
-        driver(cloud, secrets, "s", image="windows-xp").launch(SIZE, ["w1"], {}, {})
+        driver(cloud, secrets, "s", image="windows-xp").launch(LaunchRequest(SIZE, ["w1"]))
     assert err.value.kind is ErrorKind.NOT_FOUND
 
 
 def test_tags_and_user_data_reach_the_provider(cloud: DigitalOceanServer, secrets: Path) -> None:
     site = f"site-{next(_sites)}"
-    (inst,) = driver(cloud, secrets, site).launch(SIZE, ["w1"], {"node": "w1"}, {})
+    (inst,) = driver(cloud, secrets, site).launch(LaunchRequest(SIZE, ["w1"], {"node": "w1"}))
     droplet = cloud.droplets[int(inst.id)]
     assert f"{SITE_TAG}:{site}" in droplet["tags"] and f"{WORKER_TAG}:w1" in droplet["tags"]
     assert droplet["user_data"].startswith("#cloud-config")
@@ -166,7 +166,7 @@ def test_the_key_never_shows_in_errors_reprs_or_logs(
     do = driver(cloud, secrets, f"site-{next(_sites)}")
     cloud.fail("create", "server_error")
     with pytest.raises(CloudError) as err:
-        do.launch(SIZE, ["w1"], {}, {})
+        do.launch(LaunchRequest(SIZE, ["w1"]))
     seen = " ".join([str(err.value), repr(do), repr(do.options), caplog.text])
     assert TOKEN not in seen
 
@@ -175,9 +175,9 @@ def test_the_node_list_is_narrowed_to_the_sites_tag(
     cloud: DigitalOceanServer, secrets: Path
 ) -> None:
     site = f"site-{next(_sites)}"
-    driver(cloud, secrets, "another-site").launch(SIZE, ["theirs"], {}, {})
+    driver(cloud, secrets, "another-site").launch(LaunchRequest(SIZE, ["theirs"]))
     do = driver(cloud, secrets, site)
-    do.launch(SIZE, ["ours"], {}, {})
+    do.launch(LaunchRequest(SIZE, ["ours"]))
     cloud.queries.clear()
     assert [i.name for i in do.describe()] == ["ours"]
     [query] = cloud.queries
@@ -190,16 +190,16 @@ def test_sizes_images_and_regions_are_listed_once_and_refreshed_when_stale(
     do = driver(cloud, secrets, f"site-{next(_sites)}")
     cloud.seen.clear()
     for i in range(4):
-        do.launch(SIZE, [f"w{i}"], {}, {})
+        do.launch(LaunchRequest(SIZE, [f"w{i}"]))
     for _ in range(2):  # a size the provider lacks: listed again only after a while
         with pytest.raises(CloudError, match="no size 'g-64vcpu'"):
-            do.launch(VMType("g-64vcpu"), ["big"], {}, {})
+            do.launch(LaunchRequest(VMType("g-64vcpu"), ["big"]))
     assert [cloud.seen.count(op) for op in ("sizes", "images", "regions")] == [1, 1, 1]
     assert cloud.seen.count("create") == 4
     stale = driver(cloud, secrets, f"site-{next(_sites)}", catalog_ttl=0)
     cloud.seen.clear()
-    stale.launch(SIZE, ["w1"], {}, {})
-    stale.launch(SIZE, ["w2"], {}, {})
+    stale.launch(LaunchRequest(SIZE, ["w1"]))
+    stale.launch(LaunchRequest(SIZE, ["w2"]))
     assert [cloud.seen.count(op) for op in ("sizes", "images", "regions")] == [2, 2, 2]
 
 
@@ -210,8 +210,8 @@ def test_launches_after_a_describe_do_not_list_the_nodes_again(
     do = driver(cloud, secrets, site)
     do.describe()  # what the manager does every step
     cloud.seen.clear()
-    launched = [do.launch(SIZE, [f"w{i}"], {}, {})[0] for i in range(3)]
-    assert [i.id for i in do.launch(SIZE, ["w0"], {}, {})] == [launched[0].id]  # idempotent
+    launched = [do.launch(LaunchRequest(SIZE, [f"w{i}"]))[0] for i in range(3)]
+    assert [i.id for i in do.launch(LaunchRequest(SIZE, ["w0"]))] == [launched[0].id]  # idempotent
     do.describe()
     cloud.seen.clear()
     for inst in launched:  # one node per destroy_node: the manager runs them side by side
@@ -232,7 +232,7 @@ def test_launches_from_many_threads_each_get_their_own_node(
     sys.setswitchinterval(1e-6)  # threads take turns as often as on a busy machine
     try:
         with ThreadPoolExecutor(12) as pool:
-            found = list(pool.map(lambda n: do.launch(SIZE, [n], {}, {})[0], names))
+            found = list(pool.map(lambda n: do.launch(LaunchRequest(SIZE, [n]))[0], names))
     finally:
         sys.setswitchinterval(switching)
     assert [i.name for i in found] == names
@@ -262,7 +262,7 @@ def test_an_ec2_launch_through_libcloud_carries_a_client_token_and_a_tag_filter(
             })  # fmt: skip
             ec2 = LibcloudCloud.connect("aws", "site-a", settings)
             assert ec2.style == "ec2"
-            (inst,) = ec2.launch(VMType("t3.micro"), ["w1"], {"node": "w1"}, {})
+            (inst,) = ec2.launch(LaunchRequest(VMType("t3.micro"), ["w1"], {"node": "w1"}))
             shown = {i.name: i for i in ec2.describe()}
             assert shown["w1"].tags[SITE_TAG] == "site-a" and shown["w1"].id == inst.id
         finally:

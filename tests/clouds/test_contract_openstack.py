@@ -14,7 +14,14 @@ import pytest
 from tests.clouds.contract import CloudContract, CloudHarness
 from tests.clouds.openstack_server import PASSWORD, OpenStackServer, openrc, openstack_server
 
-from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, CloudError, InstanceState
+from elasticsite.clouds.base import (
+    SITE_TAG,
+    WORKER_TAG,
+    CloudDriver,
+    CloudError,
+    InstanceState,
+    LaunchRequest,
+)
 from elasticsite.clouds.errors import ErrorKind
 from elasticsite.clouds.openstack import OpenStackCloud, OpenStackOptions
 from elasticsite.model import VMType
@@ -98,7 +105,7 @@ def test_openstack_errors_come_with_the_kind_the_manager_acts_on(
 def test_a_flavour_the_cloud_lacks_is_not_found(cloud: OpenStackServer, rc: Path) -> None:
     os_cloud = driver(rc, f"site-{next(_sites)}", flavors={"huge": "m1.huge"})
     with pytest.raises(CloudError) as err:
-        os_cloud.launch(VMType("huge"), ["w1"], {}, {})
+        os_cloud.launch(LaunchRequest(VMType("huge"), ["w1"]))
     assert err.value.kind is ErrorKind.NOT_FOUND
 
 
@@ -115,21 +122,23 @@ def test_no_valid_host_errors_the_server_and_refuses_that_flavour_for_capacity(
     site = f"site-{next(_sites)}"
     os_cloud = driver(rc, site)
     cloud.no_valid_host()
-    (first,) = os_cloud.launch(SMALL, ["w1"], {}, {SITE_TAG: site})
+    (first,) = os_cloud.launch(LaunchRequest(SMALL, ["w1"], {}, {SITE_TAG: site}))
     [shown] = [i for i in os_cloud.describe() if i.name == "w1"]
     assert shown.state is InstanceState.ERROR
     with pytest.raises(CloudError) as err:
-        os_cloud.launch(SMALL, ["w2"], {}, {SITE_TAG: site})
+        os_cloud.launch(LaunchRequest(SMALL, ["w2"], {}, {SITE_TAG: site}))
     assert err.value.kind is ErrorKind.CAPACITY and "No valid host" in str(err.value)
     os_cloud.terminate([first.id])  # what the manager does with a failed worker's server
-    assert os_cloud.launch(SMALL, ["w2"], {}, {SITE_TAG: site})[0].name == "w2"
+    assert os_cloud.launch(LaunchRequest(SMALL, ["w2"], {}, {SITE_TAG: site}))[0].name == "w2"
 
 
 def test_user_data_and_metadata_reach_nova(cloud: OpenStackServer, rc: Path) -> None:
     import base64
 
     site = f"site-{next(_sites)}"
-    (inst,) = driver(rc, site).launch(SMALL, ["w1"], {"node": "w1"}, {"purpose": "test"})
+    (inst,) = driver(rc, site).launch(
+        LaunchRequest(SMALL, ["w1"], {"node": "w1"}, {"purpose": "test"})
+    )
     server = cloud.servers[inst.id]
     assert server["metadata"] == {SITE_TAG: site, WORKER_TAG: "w1", "purpose": "test"}
     document = base64.b64decode(server["user_data"]).decode()
@@ -162,7 +171,7 @@ def test_the_password_never_shows_in_errors_reprs_or_logs(
     os_cloud = driver(rc, f"site-{next(_sites)}")
     cloud.fail("create", "unavailable")
     with pytest.raises(CloudError) as err:
-        os_cloud.launch(SMALL, ["w1"], {}, {})
+        os_cloud.launch(LaunchRequest(SMALL, ["w1"]))
     seen = " ".join([str(err.value), repr(os_cloud), repr(os_cloud.options), caplog.text])
     assert PASSWORD not in seen
 
@@ -172,7 +181,7 @@ def test_servers_a_describe_showed_are_deleted_without_listing_again(
 ) -> None:
     site = f"site-{next(_sites)}"
     os_cloud = driver(rc, site)
-    launched = os_cloud.launch(SMALL, ["w1", "w2", "w3"], {}, {SITE_TAG: site})
+    launched = os_cloud.launch(LaunchRequest(SMALL, ["w1", "w2", "w3"], {}, {SITE_TAG: site}))
     os_cloud.describe()  # what the manager does every step
     cloud.seen.clear()
     for inst in launched:  # Nova deletes one per call: the manager runs them side by side
@@ -204,7 +213,7 @@ def test_twenty_launch_threads_find_a_connection_each(
     try:
         with ThreadPoolExecutor(20) as pool:
             names = [f"w{i:02d}" for i in range(40)]
-            found = list(pool.map(lambda n: os_cloud.launch(SMALL, [n], {}, {}), names))
+            found = list(pool.map(lambda n: os_cloud.launch(LaunchRequest(SMALL, [n])), names))
     finally:
         cloud.delay = 0.0
     assert sorted(i.name for (i,) in found) == names

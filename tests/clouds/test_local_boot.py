@@ -10,7 +10,7 @@ import pytest
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.boottime import BootPath
-from elasticsite.clouds.base import WORKER_TAG, InstanceState
+from elasticsite.clouds.base import WORKER_TAG, InstanceState, LaunchRequest
 from elasticsite.clouds.local import LocalCloud, cloud_db
 from elasticsite.clouds.local_registry import boot_end
 from elasticsite.model import VMType
@@ -38,8 +38,8 @@ def test_boots_share_the_link_and_wait_for_a_place(
     # 30 s alone, 10 s of which move the image; three boots at once, the rest wait.
     cloud = make_cloud(boot_delay=30.0, image_transfer=10.0, parallel_boots=3)
     for name in ("a", "b"):
-        cloud.launch(SMALL, [name], {}, {WORKER_TAG: name})
-    cloud.launch(SMALL, ["c", "d"], {}, {WORKER_TAG: "c"})
+        cloud.launch(LaunchRequest(SMALL, [name], {}, {WORKER_TAG: name}))
+    cloud.launch(LaunchRequest(SMALL, ["c", "d"], {}, {WORKER_TAG: "c"}))
     seen = rows(cloud)
     assert {r[2] for r in seen.values()} == {20.0} and all(r[3] is None for r in seen.values())
     t0, t2 = seen["a"][1], seen["c"][1]
@@ -57,7 +57,7 @@ def test_a_cancelled_boot_frees_its_place_and_its_share(
     make_cloud: Callable[..., LocalCloud], batch: LocalBatch
 ) -> None:
     cloud = make_cloud(boot_delay=30.0, image_transfer=10.0, parallel_boots=1)
-    cloud.launch(SMALL, ["a", "b"], {}, {WORKER_TAG: "a"})
+    cloud.launch(LaunchRequest(SMALL, ["a", "b"], {}, {WORKER_TAG: "a"}))
     before = ends(cloud)
     assert before["b"] == pytest.approx(before["a"] + 30.0)  # b waits for a's place
     cloud.terminate([rows(cloud)["a"][0]])
@@ -74,7 +74,7 @@ def test_boots_sharing_the_link_join_later_than_one_alone(
     # one link (1 s for both), then boot 0.1 s each.
     cloud = make_cloud(boot_delay=0.6, image_transfer=0.5, parallel_boots=2)
     started = time.monotonic()
-    cloud.launch(SMALL, ["a", "b"], {}, {WORKER_TAG: "a"})
+    cloud.launch(LaunchRequest(SMALL, ["a", "b"], {}, {WORKER_TAG: "a"}))
     wait_for("a to join", lambda: "a" in {n.name for n in batch.snapshot().nodes})
     assert time.monotonic() - started >= 1.1
     wait_for("b to join", lambda: "b" in {n.name for n in batch.snapshot().nodes})
@@ -88,7 +88,7 @@ def test_a_cloud_without_contention_keeps_boots_apart(
 ) -> None:
     cloud = make_cloud(boot_delay=30.0)
     assert cloud.boot_path == BootPath()
-    cloud.launch(SMALL, ["a", "b", "c"], {}, {WORKER_TAG: "a"})
+    cloud.launch(LaunchRequest(SMALL, ["a", "b", "c"], {}, {WORKER_TAG: "a"}))
     assert {r[2] for r in rows(cloud).values()} == {30.0}
 
 

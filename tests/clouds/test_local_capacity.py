@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from elasticsite.clouds.base import WORKER_TAG, CloudError, InstanceState
+from elasticsite.clouds.base import WORKER_TAG, CloudError, InstanceState, LaunchRequest
 from elasticsite.clouds.capacity import Host
 from elasticsite.clouds.capacity_policy import BREADBOARD_TYPES as T
 from elasticsite.clouds.capacity_policy import CloudPolicy
@@ -44,7 +44,9 @@ def tenants(
 
 
 def start(cloud: LocalCloud, name: str, vm=XL, **tags: str) -> str:  # type: ignore[no-untyped-def]
-    (inst,) = cloud.launch(vm, [name], {"role": "worker"}, {WORKER_TAG: name, **tags})
+    (inst,) = cloud.launch(
+        LaunchRequest(vm, [name], {"role": "worker"}, {WORKER_TAG: name, **tags})
+    )
     return inst.id
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from elasticsite.batch.base import JobRequest, NodeState
 from elasticsite.batch.local import LocalBatch
-from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, InstanceState
+from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudDriver, InstanceState, LaunchRequest
 from elasticsite.clouds.local import LocalCloud, cloud_db
 from elasticsite.clouds.local_registry import process_alive
 from elasticsite.model import JobState, VMType
@@ -35,7 +35,7 @@ def node_states(batch: LocalBatch) -> dict[str, NodeState]:
 
 
 def launch(cloud: LocalCloud, *names: str, vm: VMType = SMALL) -> list:
-    return cloud.launch(vm, names, {"role": "worker"}, {WORKER_TAG: names[0]})
+    return cloud.launch(LaunchRequest(vm, names, {"role": "worker"}, {WORKER_TAG: names[0]}))
 
 
 def alive(pid: int) -> bool:
@@ -194,11 +194,12 @@ def test_workers_outlive_the_process_that_launched_them(
     cloud = make_cloud()  # same registry as the launcher below: cleaned up by the fixture
     code = (
         "import sys, time\n"
+        "from elasticsite.clouds.base import LaunchRequest\n"
         "from elasticsite.clouds.local import LocalCloud\n"
         "from elasticsite.model import VMType\n"
         f"c = LocalCloud('local', {str(tmp_path / 'state')!r}, {SITE!r}, {str(batch_path)!r},"
         " boot_delay=0.2, poll_interval=0.1, shutdown_delay=0.1)\n"
-        "c.launch(VMType('small'), ['orphan'], {}, {})\n"
+        "c.launch(LaunchRequest(VMType('small'), ['orphan']))\n"
         "print('launched', flush=True)\n"
         "time.sleep(60)\n"
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from elasticsite.clouds.base import WORKER_TAG
+from elasticsite.clouds.base import WORKER_TAG, LaunchRequest
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.clouds.local_agent import host_key
 from elasticsite.model import VMType
@@ -35,7 +35,7 @@ def test_user_data_is_private_and_replaced_whole(make_cloud: Callable[..., Local
     stale.write_text('{"old": "1"}')
     assert mode(stale) == 0o644
     secret = {"context_secret": "s3cr3t", "node": "w1"}
-    cloud.launch(VMType("small"), ["w1"], secret, {WORKER_TAG: "w1"})
+    cloud.launch(LaunchRequest(VMType("small"), ["w1"], secret, {WORKER_TAG: "w1"}))
     assert '"s3cr3t"' in stale.read_text() and mode(stale) == 0o600
     assert [p.name for p in (state / "userdata").iterdir()] == ["w1.json"]  # no temp left
     assert mode(state / "logs" / "w1.log") == 0o600  # opened before the worker starts

@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.cli import local_cloud, run_command, site_file, site_toml, start_run
 
 from elasticsite.batch.local import LocalBatch
-from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, InstanceState
+from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, InstanceState, LaunchRequest
 from elasticsite.clouds.local import LocalCloud
 from elasticsite.manager.store import StateStore
 from elasticsite.model import Cause, JobState, VMType, WorkerState
@@ -89,9 +89,10 @@ def test_unknown_tagged_instance_is_adopted_and_stray_is_cleaned(
     r = start_site("dedicated", run=False, settings={"dedicated_workers": 1})
     cloud = r.site.clouds["local"]
     tags = {SITE_TAG: "test", WORKER_TAG: "local-09999"}
-    cloud.launch(VMType("small"), ["local-09999"], {}, tags)
-    # An instance of another site is none of our business.
-    cloud.launch(VMType("small"), ["other-1"], {}, {SITE_TAG: "elsewhere", WORKER_TAG: "other-1"})
+    cloud.launch(LaunchRequest(VMType("small"), ["local-09999"], {}, tags))
+    # An instance of another site on the same cloud is none of our business.
+    elsewhere = LocalCloud("local", cloud.state_dir, "elsewhere", cloud.batch_path)
+    elsewhere.launch(LaunchRequest(VMType("small"), ["other-1"], {}, {WORKER_TAG: "other-1"}))
     r.thread.start()
     wait_for(
         lambda: any(
@@ -111,7 +112,7 @@ def test_unknown_tagged_instance_is_adopted_and_stray_is_cleaned(
     ]
     # A live instance carrying the tag of a worker that is already finished is a stray:
     # the next manager terminates it instead of adopting it.
-    stray = cloud.launch(VMType("small"), ["stray"], {}, tags)[0]
+    stray = cloud.launch(LaunchRequest(VMType("small"), ["stray"], {}, tags))[0]
     again = start_site("dedicated", settings={"dedicated_workers": 0})
     wait_for(
         lambda: (
@@ -122,7 +123,7 @@ def test_unknown_tagged_instance_is_adopted_and_stray_is_cleaned(
         "the stray instance to be terminated and counted",
     )
     again.stop()
-    foreign = LocalCloud("local", cloud.state_dir, "elsewhere", cloud.batch_path).describe()
+    foreign = elsewhere.describe()
     assert [i.name for i in foreign] == ["other-1"]
     assert foreign[0].state is not InstanceState.TERMINATED
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from elasticsite import policies
 from elasticsite.boottime import PAPER000, BootPath, replay
+from elasticsite.clouds.base import LaunchRequest
 from elasticsite.config import ConfigError, load_config, parse_config
 from elasticsite.core import estimates
 from elasticsite.model import Job, VMType, WorkerState
@@ -52,7 +53,7 @@ def boot_times(model: CloudModel, launches: list[tuple[float, int]], seed: int =
         fresh = [f"w{len(names) + k}" for k in range(n)]
         names.extend(fresh)
         for name in fresh:  # one call per instance, as the manager's runner makes them
-            cloud.launch(VM, [name], {"node": name}, {})
+            cloud.launch(LaunchRequest(VM, [name], {"node": name}))
 
     for at, n in launches:
         sim.at(at, go, n)

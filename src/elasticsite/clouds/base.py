@@ -7,6 +7,8 @@ What a manager may assume of a driver:
 * ``launch()`` is idempotent by instance name: launching a name that already exists
   returns the existing instance instead of starting a second one. The manager names
   each instance after its worker id, so a retry after a crash never doubles a worker.
+  What one call asks for is a :class:`LaunchRequest`, checked once when it is made: a
+  field added to it later leaves every driver's signature as it is.
 * Every instance carries the tags it was launched with; :data:`SITE_TAG` names the
   site, so a restarted manager finds exactly the instances it owns.
 * Failures raise :class:`CloudError` (or a subclass) and nothing else.
@@ -30,6 +32,7 @@ __all__ = [
     "CloudError",
     "Instance",
     "InstanceState",
+    "LaunchRequest",
 ]
 
 SITE_TAG = "elasticsite-site"
@@ -73,20 +76,46 @@ class Instance:
     """The cloud took it back (a spot interruption), rather than anyone terminating it."""
 
 
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """One launch: an instance of ``vm_type`` for each of ``names``, each given the
+    same ``userdata`` and ``tags`` (a driver adds the worker's own name to both).
+
+    ``names`` keeps its order without repeats, each a non-empty string; a malformed
+    request raises ``ValueError`` here, before any driver sees it."""
+
+    vm_type: VMType
+    names: Sequence[str]
+    userdata: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.names, str):
+            raise ValueError(f"launch: names must be a list of names, not {self.names!r}")
+        names = tuple(dict.fromkeys(self.names))
+        bad = [n for n in names if not isinstance(n, str) or not n]
+        if bad:
+            raise ValueError(f"launch: instance names must be non-empty strings, not {bad!r}")
+        object.__setattr__(self, "names", names)
+        object.__setattr__(self, "userdata", dict(self.userdata))
+        object.__setattr__(self, "tags", dict(self.tags))
+
+    def site_tags(self, cloud: str, site_id: str) -> dict[str, str]:
+        """The tags with the site's own: tags naming another site are a caller's bug,
+        refused with a CloudError before anything starts."""
+        if self.tags.get(SITE_TAG, site_id) != site_id:
+            raise CloudError(f"cloud {cloud}: launch: tags name another site")
+        return {**self.tags, SITE_TAG: site_id}
+
+
 @runtime_checkable
 class CloudDriver(Protocol):
     """A cloud the manager launches workers on."""
 
     name: str
 
-    def launch(
-        self,
-        vm_type: VMType,
-        names: Sequence[str],
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> list[Instance]:
-        """Start one instance per name (idempotent by name)."""
+    def launch(self, request: LaunchRequest) -> list[Instance]:
+        """Start one instance per name of ``request`` (idempotent by name)."""
         ...
 
     def describe(self) -> list[Instance]:

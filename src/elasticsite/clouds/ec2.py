@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict, Unpack
 
@@ -43,10 +44,10 @@ from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, 
 from elasticsite.clouds.bootstrap import BootstrapConfig, worker_userdata
 from elasticsite.clouds.errors import ErrorKind, ec2_kind
 from elasticsite.clouds.sdk import SdkCloud, Starter, sdk_module
-from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, integer, number
 
 if TYPE_CHECKING:
+    from elasticsite.clouds.base import LaunchRequest
     from elasticsite.config import CloudConfig
     from elasticsite.plugins import SiteInfo
 
@@ -264,10 +265,8 @@ class Ec2Cloud(SdkCloud):
         )
         return {i.name: i for i in map(self._instance, live)}
 
-    def _starter(
-        self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
-    ) -> Starter:
-        return lambda names: self._run(names, self.run_request(vm_type, names, userdata, tags))
+    def _starter(self, request: LaunchRequest) -> Starter:
+        return lambda names: self._run(names, self.run_request(replace(request, names=names)))
 
     def _run(self, names: list[str], request: dict[str, Any]) -> list[Instance]:
         """Start ``names`` with the ``run_instances`` call ``request``; their instances."""
@@ -290,14 +289,9 @@ class Ec2Cloud(SdkCloud):
             instance.tags.update(worker)
         return started
 
-    def run_request(
-        self,
-        vm_type: VMType,
-        names: list[str],
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> dict[str, Any]:
-        """The ``run_instances`` arguments that launch ``names`` (tags, user data, token)."""
+    def run_request(self, launch: LaunchRequest) -> dict[str, Any]:
+        """The ``run_instances`` arguments of ``launch`` (tags, user data, token)."""
+        vm_type, names, tags = launch.vm_type, launch.names, launch.tags
         key = "\0".join([self.site_id, *names]).encode()
         token = hashlib.sha256(key).hexdigest()[:64]  # the same call, retried: the same token
         single = len(names) == 1
@@ -306,7 +300,7 @@ class Ec2Cloud(SdkCloud):
         else:
             common = {**tags, SITE_TAG: self.site_id}
             common.pop(WORKER_TAG, None)
-        document = self._document(userdata, names[0] if single else None)
+        document = self._document(launch.userdata, names[0] if single else None)
         if len(document.encode()) > _MAX_USERDATA:
             raise CloudError(f"cloud {self.name}: launch: user data over 16 KiB")
         request: dict[str, Any] = {

@@ -38,7 +38,7 @@ import hashlib
 import os
 import threading
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -60,10 +60,10 @@ from elasticsite.clouds.libcloud_providers import (
     tags_of,
 )
 from elasticsite.clouds.sdk import SdkCloud, Starter, guarded, sdk_module
-from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, number
 
 if TYPE_CHECKING:
+    from elasticsite.clouds.base import LaunchRequest
     from elasticsite.config import CloudConfig
     from elasticsite.plugins import SiteInfo
 
@@ -302,25 +302,18 @@ class LibcloudCloud(SdkCloud):
         live = (InstanceState.PENDING, InstanceState.RUNNING)
         return {i.name: i for i in map(self._instance, self._nodes()) if i.state in live}
 
-    def _starter(
-        self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
-    ) -> Starter:
-        size = self._pick("size", self.options.sizes.get(vm_type.name, vm_type.name))
-        image = self._pick("image", self.options.images.get(vm_type.name, self.options.image))
+    def _starter(self, launch: LaunchRequest) -> Starter:
+        vm = launch.vm_type.name
+        size = self._pick("size", self.options.sizes.get(vm, vm))
+        image = self._pick("image", self.options.images.get(vm, self.options.image))
         location = self._pick("location", self.options.location) if self.options.location else None
-        return lambda names: [self._create(names[0], size, image, location, userdata, tags)]
+        return lambda names: [self._create(names[0], launch, size, image, location)]
 
     def _create(
-        self,
-        name: str,
-        size: Any,
-        image: Any,
-        location: Any,
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
+        self, name: str, launch: LaunchRequest, size: Any, image: Any, location: Any
     ) -> Instance:
-        metadata = self._metadata(name, tags)
-        document = self._document(userdata, name)
+        metadata = self._metadata(name, launch.tags)
+        document = self._document(launch.userdata, name)
         args: dict[str, Any] = dict(self.options.create_args)
         node_name = name
         if self.style == "metadata":

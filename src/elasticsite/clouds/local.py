@@ -25,7 +25,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from elasticsite.boottime import BootPath
-from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
+from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState, LaunchRequest
 from elasticsite.clouds.local_capacity import Effect, HostCapacity
 from elasticsite.clouds.local_registry import (
     CloudStateError,
@@ -37,7 +37,6 @@ from elasticsite.clouds.local_registry import (
 )
 from elasticsite.clouds.local_spot import give_notice, pull_plug, reclaims
 from elasticsite.files import StateFileError, private_dir, private_opener, write_private
-from elasticsite.model import VMType
 
 __all__ = [
     "TERMINATED_RETENTION",
@@ -124,13 +123,7 @@ class LocalCloud:
         with cloud_db(self.db_path):
             pass
 
-    def launch(
-        self,
-        vm_type: VMType,
-        names: Sequence[str],
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> list[Instance]:
+    def launch(self, request: LaunchRequest) -> list[Instance]:
         """Start one worker process per name; a name that exists returns its instance.
 
         With ``fail_launch`` set, that fraction of calls fails as a cloud API error
@@ -142,7 +135,8 @@ class LocalCloud:
             time.sleep(self.api_delay)  # a slow provider API
         if self.fail_launch and self._api_rng.random() < self.fail_launch:
             raise CloudError(f"local cloud {self.name}: launch refused (injected API error)")
-        all_tags = {SITE_TAG: self.site_id, **tags}
+        all_tags = request.site_tags(self.name, self.site_id)
+        vm_type, names, userdata = request.vm_type, request.names, request.userdata
         now = time.time()
         fresh: list[tuple[str, str]] = []
         boots: list[tuple[float, bool]] = []
@@ -150,7 +144,7 @@ class LocalCloud:
         pids: list[tuple[int, str]] = []
         try:
             with cloud_db(self.db_path) as db:
-                for name in dict.fromkeys(names):
+                for name in names:
                     if db.execute("SELECT 1 FROM instances WHERE name = ?", (name,)).fetchone():
                         continue
                     instance_id = f"i-{os.urandom(8).hex()}"
@@ -187,7 +181,7 @@ class LocalCloud:
             finally:
                 _LAUNCHING.difference_update(i for i, _ in fresh)
         found = {i.name: i for i in self._describe(None, names)}
-        return [found[n] for n in dict.fromkeys(names) if n in found]
+        return [found[n] for n in names if n in found]
 
     def _draw(self) -> tuple[float, bool]:
         """One instance's boot alone, and whether it never joins."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 import base64
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -47,6 +47,7 @@ from elasticsite.model import VMType
 from elasticsite.plugins import CloudPlugin, FilePath, PluginOptions, integer, number
 
 if TYPE_CHECKING:
+    from elasticsite.clouds.base import LaunchRequest
     from elasticsite.config import CloudConfig
     from elasticsite.plugins import SiteInfo
 
@@ -301,23 +302,14 @@ class OpenStackCloud(SdkCloud):
             if i.state in (InstanceState.PENDING, InstanceState.RUNNING)
         }
 
-    def _starter(
-        self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
-    ) -> Starter:
-        image, flavor = self._image(vm_type), self._flavor(vm_type)
-        return lambda names: [self._create(names[0], vm_type, image, flavor, userdata, tags)]
+    def _starter(self, launch: LaunchRequest) -> Starter:
+        image, flavor = self._image(launch.vm_type), self._flavor(launch.vm_type)
+        return lambda names: [self._create(names[0], launch, image, flavor)]
 
-    def _create(
-        self,
-        name: str,
-        vm_type: VMType,
-        image: str,
-        flavor: str,
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> Instance:
-        metadata = self._metadata(name, tags)
-        document = self._document(userdata, name)
+    def _create(self, name: str, launch: LaunchRequest, image: str, flavor: str) -> Instance:
+        vm_type = launch.vm_type
+        metadata = self._metadata(name, launch.tags)
+        document = self._document(launch.userdata, name)
         request: dict[str, Any] = {
             "name": name,
             "image_id": image,

@@ -1,5 +1,5 @@
 """What the drivers built on a provider's SDK share (``ec2``, ``openstack``, ``libcloud``):
-the names a launch really asks for, the SDK import that names the extra to install,
+the SDK import that names the extra to install,
 the one place an SDK's failure becomes a :class:`~elasticsite.clouds.base.CloudError`,
 and :class:`SdkCloud`, the contract's ``launch`` and ``describe`` over what the driver
 remembers of its site (:mod:`.known`)."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elasticsite.clouds.base import SITE_TAG, WORKER_TAG, CloudError, Instance, InstanceState
 from elasticsite.clouds.bootstrap import BootstrapConfig, userdata_for
@@ -18,22 +18,15 @@ from elasticsite.clouds.errors import ErrorKind
 from elasticsite.clouds.known import Known
 from elasticsite.model import VMType
 
-__all__ = ["SdkCloud", "Starter", "guarded", "sdk_module", "size_pools", "wanted_names"]
+if TYPE_CHECKING:
+    from elasticsite.clouds.base import LaunchRequest
+
+__all__ = ["SdkCloud", "Starter", "guarded", "sdk_module", "size_pools"]
 
 ErrorMapper = Callable[[str, str, Exception], CloudError]
 """``(cloud, what was being done, the SDK's exception) -> CloudError`` with its kind."""
 Starter = Callable[[list[str]], list[Instance]]
 """Starts instances for a batch of names (one launch's VM type, user data and tags)."""
-
-
-def wanted_names(
-    cloud: str, site_id: str, names: Sequence[str], tags: Mapping[str, str]
-) -> list[str]:
-    """``names`` without repeats, once the tags are seen to name this site (a launch for
-    another site is a caller's bug, refused before anything starts)."""
-    if tags.get(SITE_TAG, site_id) != site_id:
-        raise CloudError(f"cloud {cloud}: launch: tags name another site")
-    return list(dict.fromkeys(names))
 
 
 def sdk_module(module: str, cloud: str, driver: str, package: str) -> ModuleType:
@@ -105,20 +98,15 @@ class SdkCloud(ABC):
         self.known.described(found, asked)
         return found
 
-    def launch(
-        self,
-        vm_type: VMType,
-        names: Sequence[str],
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> list[Instance]:
-        wanted = wanted_names(self.name, self.site_id, names, tags)
+    def launch(self, request: LaunchRequest) -> list[Instance]:
+        request.site_tags(self.name, self.site_id)  # another site's launch: refused here
+        wanted = list(request.names)
         if not wanted:
             return []
-        have = self._live(vm_type, wanted)
+        have = self._live(request.vm_type, wanted)
         missing = [n for n in wanted if n not in have]
         if missing:
-            start = self._starter(vm_type, userdata, tags)
+            start = self._starter(request)
             size = self.launch_batch
             for at in range(0, len(missing), size):
                 chunk = missing[at : at + size]
@@ -150,9 +138,7 @@ class SdkCloud(ABC):
         return {i.name: i for i in self._listing() if i.name in names and i.state in up}
 
     @abstractmethod
-    def _starter(
-        self, vm_type: VMType, userdata: Mapping[str, str], tags: Mapping[str, str]
-    ) -> Starter:
+    def _starter(self, request: LaunchRequest) -> Starter:
         """What starts this launch's missing names, a batch at a time (what the batches
         share, an image or a flavour, found once)."""
 

@@ -27,6 +27,7 @@ from elasticsite.clouds.base import (
     WORKER_TAG,
     CloudDriver,
     CloudError,
+    LaunchRequest,
 )
 from elasticsite.core import (
     AddAndLaunch,
@@ -178,7 +179,7 @@ class CommandRunner:
             self.batch.add_node(c.node, c.cores)
         if c.add_node and c.owner:  # before it can join: no other user's job starts there
             self.batch.set_owner(c.node, c.owner)
-        found = self.clouds[c.cloud].launch(vm, [c.worker_id], userdata, tags)
+        found = self.clouds[c.cloud].launch(LaunchRequest(vm, [c.worker_id], userdata, tags))
         return found[0].id if found else None
 
     def _forget(self, host: str) -> None:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from elasticsite.boottime import CALIBRATION_BOOTS, PAPER000, BootPath, BootPipeline
-from elasticsite.clouds.base import CloudError, Instance, InstanceState
+from elasticsite.clouds.base import CloudError, Instance, InstanceState, LaunchRequest
 from elasticsite.model import CloudSpec, VMType, WasteEstimate, billed_cost
 from elasticsite.sim.cloud_slots import SimSlots
 from elasticsite.sim.durations import Durations
@@ -251,15 +251,10 @@ class SimCloud:
                                   dict(model.urgent_policies), model.tenant_vms,
                                   model.tenant_volunteers, rng)  # fmt: skip
 
-    def launch(
-        self,
-        vm_type: VMType,
-        names: Sequence[str],
-        userdata: Mapping[str, str],
-        tags: Mapping[str, str],
-    ) -> list[Instance]:
+    def launch(self, request: LaunchRequest) -> list[Instance]:
+        tags, userdata = request.tags, request.userdata
         out: list[Instance] = []
-        for name in names:
+        for name in request.names:
             inst = self._by_name.get(name)
             if inst is not None and inst.state is not InstanceState.TERMINATED:
                 out.append(inst)
