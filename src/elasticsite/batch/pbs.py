@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from elasticsite import attributes
 from elasticsite.batch.base import (
@@ -120,23 +120,16 @@ class PbsOptions(PluginOptions):
     job_name: str = "elasticsite"
     script_dir: FilePath | None = None
 
-    @field_validator("flavour")
+    @field_validator("flavour", "timezone")
     @classmethod
-    def _known_flavour(cls, v: str | None) -> str | None:
+    def _known(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """A flavour or time zone the adapter knows, by the adapter's own lookup."""
+        lookup = pbs_flavour if info.field_name == "flavour" else time_zone
         if v is not None:
             try:
-                pbs_flavour(v)
+                lookup(v)
             except BatchError as exc:
                 raise ValueError(str(exc)) from None
-        return v
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, v: str) -> str:
-        try:
-            time_zone(v)
-        except BatchError as exc:
-            raise ValueError(str(exc)) from None
         return v
 
 

@@ -29,11 +29,10 @@ from elasticsite.plugins import PluginOptions, Registry
 from elasticsite.policies.base import (
     CloudRule,
     PolicySettings,
-    UnknownPolicy,
-    get,
     options_model,
     with_options,
 )
+from elasticsite.policies.base import registry as policy_registry
 
 __all__ = ["BatchConfig", "CloudConfig", "PolicyConfig", "VMTypeConfig"]
 
@@ -257,11 +256,7 @@ class PolicyConfig(_InlineOptions):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        try:
-            get(v)
-        except UnknownPolicy as exc:
-            raise ValueError(str(exc)) from None
-        return v
+        return _registered(policy_registry, v)
 
     @field_validator("options", mode="before")
     @classmethod
