@@ -88,6 +88,9 @@ def reproduce(
         if trace is not None or period is not None or slurm:
             raise fail("--trace, --period and --slurm apply to one paper, not to all")
         return reproduce_all(quick=quick, out=out, workers=workers, progress=progress)
+    misplaced = _misplaced(paper, trace, period)
+    if misplaced:  # said before the papers' modules (scipy among them) load
+        raise fail(misplaced)
     from elasticsite.reproduce import (
         reproduce_paper000,
         reproduce_paper001,
@@ -112,15 +115,9 @@ def reproduce(
 
     with StatusLine(progress) as line:
         try:
-            if period is not None and paper is not Paper.paper001:
-                raise fail("--period applies to paper001 only")
             if paper is Paper.paper000:
-                if trace is not None:
-                    raise fail("--trace applies to paper002 only")
                 repro = reproduce_paper000(target, quick=quick, progress=say, status=status)
             elif paper is Paper.paper001:
-                if trace is not None:
-                    raise fail("--trace applies to paper002 only")
                 if workers != 1:  # runs in worker processes send no status: the time
                     line.ticking(lambda: f"{part[0]}: {line.elapsed:,.0f} s")
                 repro = reproduce_paper001(
@@ -128,20 +125,14 @@ def reproduce(
                     status=status,
                 )  # fmt: skip
             elif paper is Paper.paper003:
-                if trace is not None:
-                    raise fail("--trace applies to paper002 and paper004 only")
                 repro = reproduce_paper003(target, quick=quick, progress=say)
             elif paper is Paper.paper004:
-                if trace is not None and not trace.is_file():
-                    raise fail(f"{trace}: no such trace file")
                 line.ticking(lambda: f"{part[0]}: {line.elapsed:,.0f} s")
                 repro = reproduce_paper004(
                     target, quick=quick, trace=trace, slurm=slurm, workers=workers,
                     progress=say,
                 )  # fmt: skip
             else:
-                if trace is not None and not trace.is_file():
-                    raise fail(f"{trace}: no such trace file")
                 line.ticking(lambda: f"{part[0]}: {line.elapsed:,.0f} s")
                 repro = reproduce_paper002(
                     target, quick=quick, trace=trace, procs_per_unit=procs_per_unit,
@@ -165,3 +156,16 @@ def reproduce(
         verdict_line(paper.value, repro.verdicts(), repro.seconds, report, quick=quick),
         highlight=False,
     )
+
+
+def _misplaced(paper: Paper, trace: Path | None, period: float | None) -> str | None:
+    """What is wrong with the options given for ``paper``, if anything."""
+    if period is not None and paper is not Paper.paper001:
+        return "--period applies to paper001 only"
+    if trace is not None and paper in (Paper.paper000, Paper.paper001):
+        return "--trace applies to paper002 only"
+    if trace is not None and paper is Paper.paper003:
+        return "--trace applies to paper002 and paper004 only"
+    if trace is not None and not trace.is_file():
+        return f"{trace}: no such trace file"
+    return None
