@@ -16,6 +16,7 @@ import pytest
 from elasticsite import plugins
 from elasticsite.config import ConfigError, load_config, parse_config
 from elasticsite.manager.site import open_site
+from elasticsite.policies.base import registry as policy_registry
 
 TOY_MODULE = '''
 """A third party's cloud driver and batch system, kept in memory."""
@@ -24,7 +25,8 @@ from pydantic import Field
 
 from elasticsite.batch.local import LocalBatch
 from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
-from elasticsite.plugins import BatchPlugin, CloudPlugin, PluginOptions
+from elasticsite.model import Decision
+from elasticsite.plugins import BatchPlugin, CloudPlugin, FilePath, PluginOptions, PolicyPlugin
 
 
 class ToyOptions(PluginOptions):
@@ -66,7 +68,16 @@ def make_batch(options, site):
     return batch
 
 
+class ToyPolicyOptions(PluginOptions):
+    price_table: FilePath = "prices.csv"
+
+
+def toy_decide(snapshot, settings):
+    return Decision()
+
+
 cloud_plugin = CloudPlugin(ToyOptions, ToyCloud)
+policy_plugin = PolicyPlugin(toy_decide, ToyPolicyOptions)
 batch_plugin = BatchPlugin(ToyBatchOptions, make_batch, modes=("external", "power_save"))
 NOT_A_PLUGIN = "a string"
 '''
@@ -79,6 +90,9 @@ stringly = toy_elastic:NOT_A_PLUGIN
 
 [elasticsite.batch]
 toybatch = toy_elastic:batch_plugin
+
+[elasticsite.policies]
+toypolicy = toy_elastic:policy_plugin
 """
 
 
@@ -104,6 +118,8 @@ def fresh_registries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test loads plug-ins afresh, so none outlives the entry points it came from."""
     monkeypatch.setattr(plugins.clouds, "_loaded", {})
     monkeypatch.setattr(plugins.batch_systems, "_loaded", {})
+    policy_registry.names()  # the built-ins registered, then kept: they register on import
+    monkeypatch.setattr(policy_registry, "_loaded", dict(policy_registry._loaded))
 
 
 def _error(data: dict[str, Any]) -> str:
@@ -302,3 +318,17 @@ def test_what_differs_per_system_is_the_plugins_to_say(tmp_path: Path) -> None:
         assert site.queue(finished=True).jobs == []
     finally:
         site.store.close()
+
+
+def test_a_third_party_policys_file_is_found_beside_the_configuration(
+    third_party: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "etc" / "site.toml"
+    site.parent.mkdir()
+    clouds = '[[clouds]]\nname = "a"\n'
+    site.write_text(f'{clouds}[policy]\nname = "toypolicy"\nprice_table = "prices.csv"\n')
+    config = load_config(site)
+    assert config.policy.options.price_table == str(site.parent / "prices.csv")
+    options = '[policy.options]\nprice_table = "/p.csv"\n'
+    site.write_text(f'{clouds}[policy]\nname = "toypolicy"\n{options}')
+    assert load_config(site).policy.options.price_table == "/p.csv"

@@ -264,7 +264,8 @@ class PolicyConfig(_InlineOptions):
         name = info.data.get("name")
         if name is None:  # the name is reported instead
             return PluginOptions()
-        return _plugin_options(options_model(name), v, {"policy": dict(info.data)})
+        context = {**(info.context or {}), "policy": dict(info.data)}  # with the base dir
+        return _plugin_options(options_model(name), v, context)
 
     def settings(self, **more: Any) -> PolicySettings:
         """What the policy is given: the limits above and the policy's validated options
