@@ -10,9 +10,10 @@ A resource maps each urgency to one of these policies (least disruptive first):
   in the queue (requeued, to run again later) until a node has room for it, so it
   starts at the scheduler's next pass.
 
-Preemption picks its victims on one node: the node that needs the fewest jobs stopped,
-and on it jobs whose owners volunteered (attribute ``volunteer=yes``) before others,
-then the most recently started (the least work lost). Jobs whose owners did not allow
+Preemption picks its victims on one node the urgent job may run on (none owned by
+another user): the node that needs the fewest jobs stopped, and on it jobs whose
+owners volunteered (attribute ``volunteer=yes``) before others, then the most
+recently started (the least work lost). Jobs whose owners did not allow
 requeueing (``requeue=no``) are never stopped. It works through the batch contract
 (``set_priority``, ``move_to_front``, ``preempt``), so the embedded batch system, Slurm,
 PBS and HTCondor all serve it.
@@ -49,8 +50,11 @@ def _stoppable(job: Job) -> bool:
     return job.attributes.get("requeue", "yes").lower() not in ("no", "false", "0")
 
 
-def choose_victims(cores: int, nodes: Sequence[Node], running: Sequence[Job]) -> list[Job]:
-    """The fewest running jobs to stop, on one node, so that it has ``cores`` free."""
+def choose_victims(
+    cores: int, nodes: Sequence[Node], running: Sequence[Job], user: str = ""
+) -> list[Job]:
+    """The fewest running jobs to stop, on one node, so that it has ``cores`` free for a
+    job of ``user``: a node that runs only another user's jobs is no use to it."""
     by_node: dict[str, list[Job]] = {}
     for job in running:
         if job.node:
@@ -58,6 +62,8 @@ def choose_victims(cores: int, nodes: Sequence[Node], running: Sequence[Job]) ->
     best: list[Job] | None = None
     for node in nodes:
         if node.cores < cores or node.state not in (NodeState.IDLE, NodeState.BUSY):
+            continue
+        if node.owner and node.owner != user:
             continue
         free = node.free_cores
         if free >= cores:
@@ -89,10 +95,11 @@ def elevate(batch: BatchSystem, job_id: str, cores: int, policy: str) -> Elevate
     if policy == "next_to_run":
         return done
     view = batch.snapshot()
-    if not any(j.id == job_id for j in view.queued):
+    job = next((j for j in view.queued if j.id == job_id), None)
+    if job is None:
         done.note = "it started at once"
         return done
-    victims = choose_victims(cores, view.nodes, view.running)
+    victims = choose_victims(cores, view.nodes, view.running, job.user)
     if not victims:
         done.note = "no node can be freed for it: it runs next"
     for job in victims:
