@@ -95,11 +95,11 @@ def elevate(batch: BatchSystem, job_id: str, cores: int, policy: str) -> Elevate
     if policy == "next_to_run":
         return done
     view = batch.snapshot()
-    job = next((j for j in view.queued if j.id == job_id), None)
-    if job is None:
+    urgent = next((j for j in view.queued if j.id == job_id), None)
+    if urgent is None:
         done.note = "it started at once"
         return done
-    victims = choose_victims(cores, view.nodes, view.running, job.user)
+    victims = choose_victims(cores, view.nodes, view.running, urgent.user)
     if not victims:
         done.note = "no node can be freed for it: it runs next"
     for job in victims:
