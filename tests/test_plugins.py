@@ -24,7 +24,7 @@ TOY_MODULE = '''
 from pydantic import Field
 
 from elasticsite.batch.local import LocalBatch
-from elasticsite.clouds.base import SITE_TAG, CloudError, Instance, InstanceState
+from elasticsite.clouds.base import CloudError, Instance, InstanceState
 from elasticsite.model import Decision
 from elasticsite.plugins import BatchPlugin, CloudPlugin, FilePath, PluginOptions, PolicyPlugin
 
